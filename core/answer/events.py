@@ -1,0 +1,65 @@
+"""What answering yields, as it happens: status, text deltas, then one final answer."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from core.text import Language
+
+AnswerMode = Literal["generated", "extractive", "refused"]
+
+
+@dataclass(frozen=True, slots=True)
+class Citation:
+    n: int
+    source: str
+    heading: str
+    text: str
+
+    def as_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"n": self.n, "source": self.source, "text": self.text}
+        if self.heading:
+            data["heading"] = self.heading
+        return data
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    question: str
+    text: str
+    citations: tuple[Citation, ...]
+    refused: bool
+    reason: str
+    language: Language
+    mode: AnswerMode
+    scores: tuple[float, ...] = field(default=())
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "question": self.question,
+            "answer": self.text,
+            "citations": [c.as_dict() for c in self.citations],
+            "refused": self.refused,
+            "reason": self.reason,
+            "language": self.language,
+            "mode": self.mode,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Status:
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class Delta:
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class Final:
+    answer: Answer
+
+
+AnswerEvent = Status | Delta | Final

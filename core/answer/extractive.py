@@ -1,0 +1,72 @@
+"""The answer when no LLM is configured: the best evidence sentences, each with its citation.
+
+Sentences are scored by similarity to the question; the answer keeps the best few, in the
+order they appear in their sources, so the text still reads as the documents wrote it.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from core.ports import Embedder
+from core.retrieve.dense import Evidence
+from core.text import split_sentences
+
+# Markdown noise that makes a poor answer sentence on its own.
+_TABLE_RULE = re.compile(r"^[\s|:\-]+$")
+_MIN_SENTENCE_CHARS = 8
+_MAX_SENTENCES_PER_CHUNK = 40
+
+
+@dataclass(frozen=True, slots=True)
+class EvidenceSentence:
+    n: int  # citation number of the chunk it came from
+    position: int  # order within the evidence, to restore reading order
+    text: str
+    score: float
+
+
+def _candidates(evidence: list[Evidence]) -> list[tuple[int, int, str]]:
+    found: list[tuple[int, int, str]] = []
+    position = 0
+    for n, item in enumerate(evidence, start=1):
+        sentences = [
+            s.lstrip("#>-*• ").strip()
+            for s in split_sentences(item.chunk.text)
+            if len(s) >= _MIN_SENTENCE_CHARS and not _TABLE_RULE.match(s)
+        ]
+        for sentence in sentences[:_MAX_SENTENCES_PER_CHUNK]:
+            found.append((n, position, sentence))
+            position += 1
+    return found
+
+
+async def best_sentences(
+    question: str, evidence: list[Evidence], embedder: Embedder, *, count: int
+) -> list[EvidenceSentence]:
+    """The `count` sentences of the evidence closest to the question, in reading order.
+
+    A sentence's score blends its own similarity with its chunk's, so a sentence from the best
+    chunk beats a look-alike from a weak one.
+    """
+    candidates = _candidates(evidence)
+    if not candidates:
+        return []
+    vectors = await embedder.embed([question] + [text for _, _, text in candidates])
+    similarity = vectors[1:] @ vectors[0]
+    chunk_scores = np.array([evidence[n - 1].score for n, _, _ in candidates], dtype=np.float32)
+    blended = 0.7 * similarity + 0.3 * chunk_scores
+    best = np.argsort(-blended)[:count]
+    chosen = [
+        EvidenceSentence(candidates[i][0], candidates[i][1], candidates[i][2], float(blended[i]))
+        for i in best
+    ]
+    return sorted(chosen, key=lambda s: s.position)
+
+
+def compose(sentences: list[EvidenceSentence]) -> str:
+    """One line per sentence, each ending with its citation marker."""
+    return "\n".join(f"{s.text} [{s.n}]" for s in sentences)

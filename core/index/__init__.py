@@ -1,0 +1,1 @@
+"""Indexing: documents → chunks → (entities, relations) → graph and vector stores."""

@@ -1,0 +1,159 @@
+"""Splitting documents into chunks sized in tokens.
+
+Recursive splitting: try the coarsest separator first (paragraphs), and only cut finer
+(lines, sentences, clauses, words, characters) where a piece is still too long. Chinese text
+splits on Chinese punctuation; English chunks overlap by a few tokens so a sentence cut at a
+boundary is still whole in one of the two chunks. Markdown splits by heading first, and each
+chunk remembers its heading path ("Runbook > Queue lag") as context.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from core.text import Language, count_tokens, detect_language
+
+EN_SEPARATORS = ("\n\n", "\n", ". ", "? ", "! ", "; ", ", ", " ", "")
+ZH_SEPARATORS = ("\n\n", "\n", "。", "！", "？", "；", "，", "、", " ", "")
+
+_HEADING = re.compile(r"^(#{1,6})\s+(.+?)\s*#*\s*$")
+_FENCE = re.compile(r"^\s*(```|~~~)")
+
+
+@dataclass(frozen=True, slots=True)
+class Section:
+    heading: str  # "Title > Subsection", "" before the first heading
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class TextChunk:
+    text: str
+    heading: str
+    tokens: int
+
+
+def markdown_sections(text: str) -> list[Section]:
+    """Split Markdown at ATX headings (outside code fences), tracking the heading path."""
+    sections: list[Section] = []
+    path: list[tuple[int, str]] = []
+    lines: list[str] = []
+    in_fence = False
+
+    def flush() -> None:
+        body = "\n".join(lines).strip()
+        if body:
+            sections.append(Section(" > ".join(title for _, title in path), body))
+        lines.clear()
+
+    for line in text.splitlines():
+        if _FENCE.match(line):
+            in_fence = not in_fence
+        match = None if in_fence else _HEADING.match(line)
+        if match is None:
+            lines.append(line)
+            continue
+        flush()
+        level = len(match.group(1))
+        while path and path[-1][0] >= level:
+            path.pop()
+        path.append((level, match.group(2).strip()))
+    flush()
+    return sections
+
+
+class RecursiveSplitter:
+    """Cuts text into pieces of at most `chunk_size` tokens (never loses a character)."""
+
+    def __init__(
+        self,
+        chunk_size: int = 768,
+        overlap: int = 32,
+        count: Callable[[str], int] = count_tokens,
+    ) -> None:
+        if chunk_size < 1:
+            raise ValueError("chunk_size must be positive")
+        if not 0 <= overlap < chunk_size:
+            raise ValueError("overlap must be at least 0 and smaller than chunk_size")
+        self.chunk_size = chunk_size
+        self.overlap = overlap
+        self.count = count
+
+    def split(self, text: str, language: Language | None = None) -> list[str]:
+        language = language or detect_language(text)
+        separators = ZH_SEPARATORS if language == "zh" else EN_SEPARATORS
+        # Chinese chunks do not overlap: its sentences end in punctuation we split on anyway.
+        overlap = self.overlap if language == "en" else 0
+        pieces = self._pieces(text, separators)
+        return [c for c in self._merge(pieces, overlap) if c.strip()]
+
+    def _pieces(self, text: str, separators: tuple[str, ...]) -> list[str]:
+        """Pieces that each fit, cut at the coarsest separator that makes them fit."""
+        if self.count(text) <= self.chunk_size:
+            return [text]
+        separator, finer = separators[0], separators[1:]
+        if separator == "":
+            return self._cut_characters(text)
+        parts = text.split(separator)
+        # Keep each separator attached to the piece before it, so joining restores the text.
+        parts = [p + separator for p in parts[:-1]] + [parts[-1]]
+        result: list[str] = []
+        for part in parts:
+            if not part:
+                continue
+            result.extend(
+                self._pieces(part, finer) if self.count(part) > self.chunk_size else [part]
+            )
+        return result
+
+    def _cut_characters(self, text: str) -> list[str]:
+        out, start = [], 0
+        while start < len(text):
+            end = min(len(text), start + self.chunk_size)
+            while end > start + 1 and self.count(text[start:end]) > self.chunk_size:
+                end = start + max(1, (end - start) * 3 // 4)
+            out.append(text[start:end])
+            start = end
+        return out
+
+    def _merge(self, pieces: list[str], overlap: int) -> list[str]:
+        chunks: list[str] = []
+        current: list[str] = []
+        current_tokens = 0
+        for piece in pieces:
+            tokens = self.count(piece)
+            if current and current_tokens + tokens > self.chunk_size:
+                chunks.append("".join(current))
+                current, current_tokens = self._overlap_tail(current, overlap)
+                # The tail is a courtesy: drop it rather than overflow the chunk.
+                if current_tokens + tokens > self.chunk_size:
+                    current, current_tokens = [], 0
+            current.append(piece)
+            current_tokens += tokens
+        if current:
+            chunks.append("".join(current))
+        return chunks
+
+    def _overlap_tail(self, pieces: list[str], overlap: int) -> tuple[list[str], int]:
+        tail: list[str] = []
+        tokens = 0
+        for piece in reversed(pieces):
+            piece_tokens = self.count(piece)
+            if tokens + piece_tokens > overlap:
+                break
+            tail.insert(0, piece)
+            tokens += piece_tokens
+        return tail, tokens
+
+
+def split_document(text: str, *, markdown: bool, splitter: RecursiveSplitter) -> list[TextChunk]:
+    """Chunks of a document; Markdown chunks carry their heading path."""
+    sections = markdown_sections(text) if markdown else [Section("", text)]
+    chunks: list[TextChunk] = []
+    for section in sections:
+        for piece in splitter.split(section.text):
+            piece = piece.strip()
+            chunks.append(TextChunk(piece, section.heading, splitter.count(piece)))
+    return chunks

@@ -1,0 +1,1 @@
+"""Retrieval: from a question to the evidence an answer may use."""

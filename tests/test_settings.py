@@ -1,0 +1,84 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bot.settings import load_settings
+from core.errors import ConfigError
+from tests.conftest import REPO
+
+
+@pytest.fixture(autouse=True)
+def clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    import os
+
+    for key in list(os.environ):
+        if key.startswith("TACIT_"):
+            monkeypatch.delenv(key)
+    monkeypatch.chdir(tmp_path)
+
+
+def test_defaults_need_no_file_and_no_environment(tmp_path: Path) -> None:
+    settings = load_settings()
+    assert settings.kb == "default"
+    assert settings.llm.configured is False
+    assert settings.index.chunk_size == 768
+
+
+def test_toml_then_environment_which_wins(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "tacit.toml").write_text('kb = "ops"\n[llm]\nmodel = "from-file"\ntimeout = 5\n')
+    monkeypatch.setenv("TACIT_LLM__MODEL", "from-env")
+    settings = load_settings()
+    assert settings.kb == "ops"
+    assert settings.llm.model == "from-env"
+    assert settings.llm.timeout == 5
+
+
+def test_home_override_places_every_embedded_store(tmp_path: Path) -> None:
+    settings = load_settings(home=tmp_path / "h")
+    assert settings.graph_path == tmp_path / "h" / "graph.sqlite"
+    assert settings.vector_uri == str(tmp_path / "h" / "milvus.db")
+    assert settings.state_path.parent == tmp_path / "h"
+
+
+def test_a_bad_value_names_its_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TACIT_LLM__TIMEOUT", "-3")
+    with pytest.raises(ConfigError, match=r"llm\.timeout \(TACIT_LLM__TIMEOUT\)"):
+        load_settings()
+
+
+def test_an_unknown_key_in_the_file_is_named(tmp_path: Path) -> None:
+    (tmp_path / "tacit.toml").write_text("[llm]\nmodle = 'x'\n")
+    with pytest.raises(ConfigError, match=r"llm\.modle.*unknown setting"):
+        load_settings()
+
+
+def test_a_malformed_file_is_one_clear_error(tmp_path: Path) -> None:
+    (tmp_path / "tacit.toml").write_text("[llm\n")
+    with pytest.raises(ConfigError, match="tacit.toml"):
+        load_settings()
+
+
+def test_a_named_config_file_must_exist(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_settings(tmp_path / "nope.toml")
+
+
+def test_a_bad_kb_name_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TACIT_KB", "Bad Name!")
+    with pytest.raises(ConfigError, match="kb"):
+        load_settings()
+
+
+def test_secrets_are_masked(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TACIT_LLM__API_KEY", "sk-very-secret")
+    monkeypatch.setenv("TACIT_STATE__URL", "redis://:hunter2@127.0.0.1:6379/0")
+    shown = str(load_settings().masked())
+    assert "sk-very-secret" not in shown
+    assert "hunter2" not in shown
+
+
+def test_the_example_config_is_valid() -> None:
+    settings = load_settings(REPO / "deploy" / "tacit.example.toml")
+    assert settings.llm.model
