@@ -23,7 +23,7 @@ def demo_kb_path() -> Path:
 
 
 def demo_questions() -> dict[str, Any]:
-    data: dict[str, Any] = json.loads((demo_kb_path() / "questions.json").read_text("utf-8"))
+    data: dict[str, Any] = json.loads((Path(str(resources.files("bot") / "demo_questions.json"))).read_text("utf-8"))
     return data
 
 

@@ -71,6 +71,9 @@ class EmbedderSettings(Section):
     api_key: SecretStr = SecretStr("")
     batch_size: int = Field(64, ge=1, le=4096)
     timeout: float = Field(60.0, gt=0)
+    dim: int | None = Field(None, ge=1, description="vector size; asked of the endpoint if unset")
+    max_retries: int = Field(4, ge=0, le=20)
+    concurrency: int = Field(2, ge=1, le=64)
 
 
 class GraphSettings(Section):
@@ -103,7 +106,7 @@ class IndexSettings(Section):
 class AnswerSettings(Section):
     top_k: int = Field(5, ge=1, le=100, description="chunks retrieved per question")
     min_score: float = Field(
-        0.35, ge=-1, le=1, description="below this best similarity the KB does not cover it"
+        0.25, ge=-1, le=1, description="below this best similarity the KB does not cover it"
     )
     evidence_sentences: int = Field(3, ge=1, le=20)
 

@@ -50,6 +50,9 @@ def build_embedder(settings: Settings) -> Embedder:
             api_key=config.api_key.get_secret_value(),
             timeout=config.timeout,
             batch_size=config.batch_size,
+            dim=config.dim,
+            max_retries=config.max_retries,
+            concurrency=config.concurrency,
         )
     from adapters.embedders.use import USEEmbedder
 
@@ -137,6 +140,9 @@ async def open_services(settings: Settings) -> AsyncIterator[Services]:
         stack.push_async_callback(vectors.aclose)
         embedder = build_embedder(settings)
         stack.push_async_callback(embedder.aclose)
+        if settings.embedder.kind == "openai" and settings.embedder.dim is None:
+            # The vector collections need the dimension before the first embedding is made.
+            await embedder.warm_up()  # type: ignore[attr-defined]
         llm = build_llm(settings)
         if llm is not None:
             stack.push_async_callback(llm.aclose)

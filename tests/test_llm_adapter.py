@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import asyncio
+import email.utils
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx2
+import openai
 import pytest
 from pydantic import BaseModel
 
-from adapters._retry import RetryPolicy
+from adapters._retry import RetryPolicy, public_endpoint
 from adapters.llm import OpenAICompatibleLLM
 from adapters.llm.openai_compat import extract_json_object, prompt_language
 from core.errors import LLMBadResponse, LLMError, LLMTimeout
@@ -358,6 +361,16 @@ async def test_timeout_raises_llm_timeout_after_retries(
     assert len(server.chat_requests) == 2
 
 
+async def test_stream_timeout_raises_llm_timeout(
+    server: FakeOpenAIServer, make_llm: MakeLLM
+) -> None:
+    server.default_chat = Reply("late", delay=3.0)
+    llm = make_llm(timeout=0.3, retry_policy=RetryPolicy(max_retries=1, base_delay=0.01))
+    with pytest.raises(LLMTimeout, match=r"\(2 attempts\)"):
+        await collect(llm.stream(ask()))
+    assert len(server.chat_requests) == 2
+
+
 async def test_unreachable_server_raises_llm_error(make_llm: MakeLLM) -> None:
     llm = make_llm(base_url="http://127.0.0.1:9/v1", retry_policy=RetryPolicy(max_retries=1))
     with pytest.raises(LLMError, match="cannot reach") as caught:
@@ -486,6 +499,19 @@ def test_backoff_grows_exponentially_with_jitter_and_a_ceiling() -> None:
     error = RuntimeError("no headers")
     assert [policy.delay(n, error, lambda: 0.0) for n in range(5)] == [0.5, 1.0, 2.0, 3.0, 3.0]
     assert [policy.delay(n, error, lambda: 1.0) for n in range(3)] == [0.25, 0.5, 1.0]
+
+
+def test_retry_after_as_an_http_date() -> None:
+    request = httpx2.Request("POST", "http://127.0.0.1/v1/chat/completions")
+    when = email.utils.formatdate(time.time() + 30, usegmt=True)
+    response = httpx2.Response(429, headers={"Retry-After": when}, request=request)
+    error = openai.RateLimitError("slow down", response=response, body=None)
+    assert 25 <= RetryPolicy().delay(0, error, lambda: 0.0) <= 30
+
+
+def test_endpoints_in_messages_carry_no_credentials() -> None:
+    assert public_endpoint("https://user:pw@llm.example:8443/v1") == "https://llm.example:8443/v1"
+    assert public_endpoint("http://127.0.0.1:8000/v1") == "http://127.0.0.1:8000/v1"
 
 
 def test_extract_json_object() -> None:

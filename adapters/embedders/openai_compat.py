@@ -27,7 +27,8 @@ class OpenAICompatibleEmbedder:
     """Batches requests, runs up to `concurrency` of them at once, retries like the LLM adapter.
 
     `dim` may be given; otherwise it is learnt from the first response (call `warm_up()` to
-    learn it before anything reads `dim`).
+    learn it before anything reads `dim`, which raises EmbedderError until then).
+    `retry_policy`, when given, replaces the default policy built from `max_retries`.
     """
 
     def __init__(

@@ -54,7 +54,12 @@ class _OpenedStream:
 
 
 class OpenAICompatibleLLM:
-    """Retries, a concurrency limit, token accounting and an optional on-disk reply cache."""
+    """Retries, a concurrency limit, token accounting and an optional on-disk reply cache.
+
+    `retry_policy`, when given, replaces the default policy built from `max_retries`; `sleep`
+    is the backoff clock (tests inject one). `max_tokens` is the default per call; None leaves
+    the limit to the server. `cache_path` enables the reply cache (temperature 0 only).
+    """
 
     def __init__(
         self,

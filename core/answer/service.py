@@ -35,7 +35,7 @@ CUT_SHORT = {
 @dataclass(frozen=True, slots=True)
 class AnswerOptions:
     top_k: int = 5
-    min_score: float = 0.35
+    min_score: float = 0.25
     evidence_sentences: int = 3
     temperature: float = 0.0
     max_tokens: int | None = None

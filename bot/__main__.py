@@ -1,0 +1,5 @@
+"""`python -m bot` is `tacit`."""
+
+from bot.cli import main
+
+main()

@@ -1,0 +1,174 @@
+"""The command line, driven as a user drives it: arguments in, text or JSON out, no tracebacks."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from bot.cli import app
+from tests.conftest import REPO
+
+
+@pytest.fixture
+def cli(home: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
+    for key in list(os.environ):
+        if key.startswith("TACIT_"):
+            monkeypatch.delenv(key)
+    monkeypatch.chdir(tmp_path)
+    runner = CliRunner()
+
+    def invoke(*args: str) -> tuple[int, str, str]:
+        result = runner.invoke(app, ["--home", str(home), *args])
+        return result.exit_code, result.stdout, result.stderr
+
+    return invoke
+
+
+def last_json(stdout: str) -> dict:
+    return json.loads(stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture
+def docs(tmp_path: Path) -> Path:
+    root = tmp_path / "docs"
+    root.mkdir()
+    (root / "cache.md").write_text(
+        "# Cache\n\n## TTL\nThe session cache keeps entries for 300 seconds before eviction.\n"
+    )
+    (root / "notes.txt").write_text("Deploys freeze every Friday after 15:00 UTC.\n")
+    (root / "broken.txt").write_bytes(b"\x00\x00binary")
+    return root
+
+
+def test_help_documents_every_command(cli) -> None:
+    code, out, _ = cli("--help")
+    assert code == 0
+    for name in ("index", "ask", "doctor", "demo", "config"):
+        assert name in out
+
+
+def test_index_then_ask_as_json(cli, docs: Path) -> None:
+    code, out, _ = cli("index", str(docs), "--kb", "ops", "--json")
+    assert code == 0, out
+    report = last_json(out)
+    assert report["documents_indexed"] == 2
+    assert report["documents_failed"] == 1
+    assert report["failed"] == [{"source": "docs/broken.txt", "reason": "binary content"}]
+    for key in ("documents_skipped", "chunks", "entities", "relations", "llm_calls", "tokens", "seconds"):
+        assert key in report
+
+    code, out, _ = cli("index", str(docs), "--kb", "ops", "--json")
+    again = last_json(out)
+    assert (again["documents_indexed"], again["documents_skipped"], again["llm_calls"]) == (0, 2, 0)
+    assert again["totals"]["documents"] == 2
+
+    code, out, _ = cli("ask", "How long does the session cache keep entries?", "--kb", "ops", "--json")
+    assert code == 0, out
+    answer = last_json(out)
+    assert answer["refused"] is False
+    assert "300 seconds" in answer["answer"]
+    assert answer["citations"][0]["source"] == "docs/cache.md"
+    assert answer["citations"][0]["heading"] == "Cache > TTL"
+    assert {"n", "source", "text"} <= set(answer["citations"][0])
+
+
+def test_ask_streams_text_and_lists_citations(cli, docs: Path) -> None:
+    cli("index", str(docs), "--kb", "ops")
+    code, out, _ = cli("ask", "When do deploys freeze?", "--kb", "ops")
+    assert code == 0
+    assert "Friday" in out
+    assert "[1] docs/notes.txt" in out
+
+
+def test_empty_question_is_a_clear_error(cli) -> None:
+    code, _, err = cli("ask", "   ")
+    assert code == 1
+    assert "error: the question is empty" in err
+    assert "Traceback" not in err
+
+
+def test_missing_path_is_a_clear_error(cli, tmp_path: Path) -> None:
+    code, _, err = cli("index", str(tmp_path / "nope"))
+    assert code == 1 and "no such file or folder" in err
+
+
+def test_bad_kb_name_is_a_clear_error(cli, docs: Path) -> None:
+    code, out, _ = cli("index", str(docs), "--kb", "Bad Name", "--json")
+    assert code == 1
+    assert "knowledge base name" in last_json(out)["error"]
+
+
+def test_bad_setting_stops_with_one_message(cli, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TACIT_ANSWER__TOP_K", "zero")
+    code, _, err = cli("config", "show")
+    assert code == 1
+    assert "invalid setting answer.top_k (TACIT_ANSWER__TOP_K)" in err
+
+
+def test_config_show_masks_secrets(cli, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TACIT_LLM__API_KEY", "sk-live-123")
+    code, out, _ = cli("config", "show", "--json")
+    assert code == 0
+    assert "sk-live-123" not in out
+    assert last_json(out)["llm"]["api_key"] == "**********"
+    code, out, _ = cli("config", "show")
+    assert "[llm]" in out and "sk-live-123" not in out
+
+
+def test_doctor_reports_each_check(cli) -> None:
+    code, out, _ = cli("doctor", "--json")
+    report = last_json(out)
+    names = [c["name"] for c in report["checks"]]
+    assert names == ["data home", "graph store", "vector store", "state store", "embedder", "llm"]
+    assert report["ok"] is True, report
+    assert code == 0
+
+
+def test_doctor_names_a_fix_for_an_unreachable_llm(cli, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TACIT_LLM__BASE_URL", "http://127.0.0.1:9/v1")
+    monkeypatch.setenv("TACIT_LLM__MAX_RETRIES", "0")
+    monkeypatch.setenv("TACIT_LLM__TIMEOUT", "2")
+    code, out, _ = cli("doctor")
+    assert code == 1
+    assert "FAIL llm" in out
+    assert "fix:" in out
+
+
+def test_the_entry_point_runs_without_a_traceback(home: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TACIT_")}
+    result = subprocess.run(
+        [sys.executable, "-m", "bot", "--home", str(home), "ask", ""],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=120,
+    )
+    assert result.returncode == 1
+    assert "error: the question is empty" in result.stderr
+    assert "Traceback" not in result.stderr + result.stdout
+
+
+def test_ask_with_an_llm_endpoint_streams_a_generated_answer(
+    cli, docs: Path, monkeypatch: pytest.MonkeyPatch, home: Path
+) -> None:
+    from tests.fakes.fake_openai_server import FakeOpenAIServer, Reply
+
+    cli("index", str(docs), "--kb", "ops")
+    with FakeOpenAIServer() as server:
+        server.script_chat(Reply("Entries stay 300 seconds [1].", chunk_size=5))
+        monkeypatch.setenv("TACIT_LLM__BASE_URL", server.base_url)
+        code, out, _ = cli("ask", "How long does the session cache keep entries?", "--kb", "ops")
+        assert code == 0, out
+        assert "Entries stay 300 seconds [1]." in out
+        assert "[1] docs/cache.md — Cache > TTL" in out
+        request = server.chat_requests[0].body
+        assert request["stream"] is True
+        assert "The session cache keeps entries for 300 seconds" in request["messages"][-1]["content"]
+
+        # The same question again is served from the on-disk cache: no second request.
+        code, out, _ = cli("ask", "How long does the session cache keep entries?", "--kb", "ops")
+        assert code == 0 and "300 seconds [1]" in out
+        assert len(server.chat_requests) == 1
