@@ -23,12 +23,14 @@ def demo_kb_path() -> Path:
 
 
 def demo_questions() -> dict[str, Any]:
-    data: dict[str, Any] = json.loads((Path(str(resources.files("bot") / "demo_questions.json"))).read_text("utf-8"))
+    data: dict[str, Any] = json.loads(
+        (Path(str(resources.files("bot") / "demo_questions.json"))).read_text("utf-8")
+    )
     return data
 
 
 async def run_demo(settings: Settings, *, echo: bool, out: Console, err: Console) -> dict[str, Any]:
-    from bot.cli import stream_answer  # the same rendering `tacit ask` uses
+    from bot.commands.ask import stream_answer  # the same rendering `tacit ask` uses
 
     questions = demo_questions()
     result: dict[str, Any] = {"kb": DEMO_KB, "home": str(settings.home), "answers": []}

@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 from pathlib import Path
 from typing import Any, Literal
-
 from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
@@ -122,13 +121,13 @@ class Settings(BaseSettings):
     home: Path = Field(default_factory=default_home, description="data home of embedded stores")
     kb: str = Field("default", description="knowledge base used when none is named")
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "WARNING"
-    llm: LLMSettings = LLMSettings()
-    embedder: EmbedderSettings = EmbedderSettings()
-    graph: GraphSettings = GraphSettings()
-    vector: VectorSettings = VectorSettings()
-    state: StateSettings = StateSettings()
-    index: IndexSettings = IndexSettings()
-    answer: AnswerSettings = AnswerSettings()
+    llm: LLMSettings = Field(default_factory=LLMSettings)
+    embedder: EmbedderSettings = Field(default_factory=EmbedderSettings)
+    graph: GraphSettings = Field(default_factory=GraphSettings)
+    vector: VectorSettings = Field(default_factory=VectorSettings)
+    state: StateSettings = Field(default_factory=StateSettings)
+    index: IndexSettings = Field(default_factory=IndexSettings)
+    answer: AnswerSettings = Field(default_factory=AnswerSettings)
 
     @field_validator("kb")
     @classmethod

@@ -26,7 +26,10 @@ DOCS = {
     "ports.md": (
         "# Ports\n\nThe gateway listens on port 8443 for HTTPS. Metrics are served on port 9090.\n"
     ),
-    "部署.md": "# 部署指南\n\n## 发布窗口\n每周五下午三点以后禁止向生产环境发布。紧急修复需要值班负责人批准。\n",
+    "部署.md": (
+        "# 部署指南\n\n## 发布窗口\n"
+        "每周五下午三点以后禁止向生产环境发布。紧急修复需要值班负责人批准。\n"
+    ),
 }
 
 
@@ -58,16 +61,23 @@ async def indexed(
     stores: tuple[SQLiteGraphStore, MilvusVectorStore], embedder: USEEmbedder, docs: Path
 ) -> tuple[SQLiteGraphStore, MilvusVectorStore]:
     graph, vectors = stores
-    report = await Indexer(graph, vectors, embedder, IndexOptions(chunk_size=64)).index("ops", [docs])
+    report = await Indexer(graph, vectors, embedder, IndexOptions(chunk_size=64)).index(
+        "ops", [docs]
+    )
     assert report.documents_indexed == 3
     return graph, vectors
 
 
-def answerer(stores: tuple[SQLiteGraphStore, MilvusVectorStore], embedder: USEEmbedder,
-             llm: FakeLLM | None = None, **options: float) -> Answerer:
+def answerer(
+    stores: tuple[SQLiteGraphStore, MilvusVectorStore],
+    embedder: USEEmbedder,
+    llm: FakeLLM | None = None,
+    **options: float,
+) -> Answerer:
     graph, vectors = stores
-    return Answerer(embedder=embedder, vectors=vectors, graph=graph, llm=llm,
-                    options=AnswerOptions(**options))  # type: ignore[arg-type]
+    return Answerer(
+        embedder=embedder, vectors=vectors, graph=graph, llm=llm, options=AnswerOptions(**options)
+    )  # type: ignore[arg-type]
 
 
 async def collect(events: AsyncIterator[AnswerEvent]) -> tuple[list[AnswerEvent], Answer]:
@@ -78,7 +88,9 @@ async def collect(events: AsyncIterator[AnswerEvent]) -> tuple[list[AnswerEvent]
 
 
 async def test_extractive_answer_cites_the_right_source(indexed, embedder) -> None:
-    _, answer = await collect(answerer(indexed, embedder).ask("ops", "How do I roll back a bad deploy?"))
+    _, answer = await collect(
+        answerer(indexed, embedder).ask("ops", "How do I roll back a bad deploy?")
+    )
     assert not answer.refused and answer.mode == "extractive"
     assert "deployctl rollback" in answer.text
     assert "[1]" in answer.text
@@ -87,7 +99,9 @@ async def test_extractive_answer_cites_the_right_source(indexed, embedder) -> No
 
 
 async def test_chinese_question_gets_the_chinese_document(indexed, embedder) -> None:
-    _, answer = await collect(answerer(indexed, embedder).ask("ops", "周五几点以后不能发布到生产环境？"))
+    _, answer = await collect(
+        answerer(indexed, embedder).ask("ops", "周五几点以后不能发布到生产环境？")
+    )
     assert answer.language == "zh"
     assert "三点" in answer.text
     assert any(c.source == "docs/部署.md" for c in answer.citations)
@@ -116,7 +130,9 @@ async def test_an_empty_question_is_a_clear_error(indexed, embedder) -> None:
 
 async def test_generated_answer_streams_and_cites(indexed, embedder) -> None:
     llm = FakeLLM().script("answer", "The gateway listens on port 8443 [1].")
-    events, answer = await collect(answerer(indexed, embedder, llm).ask("ops", "Which port does the gateway use?"))
+    events, answer = await collect(
+        answerer(indexed, embedder, llm).ask("ops", "Which port does the gateway use?")
+    )
     deltas = [e.text for e in events if isinstance(e, Delta)]
     assert len(deltas) > 1 and "".join(deltas) == answer.text  # streamed in pieces
     assert any(isinstance(e, Status) for e in events)
@@ -131,7 +147,9 @@ async def test_generated_answer_streams_and_cites(indexed, embedder) -> None:
 
 async def test_llm_failure_before_any_text_falls_back_to_extractive(indexed, embedder) -> None:
     llm = FakeLLM().script("answer", LLMError("endpoint returned 503"))
-    events, answer = await collect(answerer(indexed, embedder, llm).ask("ops", "Which port does the gateway use?"))
+    events, answer = await collect(
+        answerer(indexed, embedder, llm).ask("ops", "Which port does the gateway use?")
+    )
     assert answer.mode == "extractive"
     assert "8443" in answer.text
     assert "LLM unavailable" in answer.reason
@@ -145,14 +163,18 @@ async def test_llm_failure_mid_stream_keeps_the_text_and_says_so(indexed, embedd
             yield "The gateway uses 8443 [1]"
             raise LLMError("connection reset")
 
-    _, answer = await collect(answerer(indexed, embedder, Breaking()).ask("ops", "Which port does the gateway use?"))
+    _, answer = await collect(
+        answerer(indexed, embedder, Breaking()).ask("ops", "Which port does the gateway use?")
+    )
     assert answer.text.startswith("The gateway uses 8443 [1]")
     assert "cut short" in answer.text
 
 
 async def test_reindexing_unchanged_files_does_nothing(indexed, embedder, docs) -> None:
     graph, vectors = indexed
-    report = await Indexer(graph, vectors, embedder, IndexOptions(chunk_size=64)).index("ops", [docs])
+    report = await Indexer(graph, vectors, embedder, IndexOptions(chunk_size=64)).index(
+        "ops", [docs]
+    )
     assert (report.documents_indexed, report.documents_skipped, report.chunks) == (0, 3, 0)
 
 
@@ -164,10 +186,14 @@ async def test_a_changed_document_replaces_its_chunks(indexed, embedder, docs, t
         (copy / path.name).write_text(path.read_text(encoding="utf-8"), encoding="utf-8")
     before = await vectors.count("chunks", "ops")
     (copy / "ports.md").write_text("# Ports\n\nThe gateway moved to port 9443.\n", encoding="utf-8")
-    report = await Indexer(graph, vectors, embedder, IndexOptions(chunk_size=64)).index("ops", [copy])
+    report = await Indexer(graph, vectors, embedder, IndexOptions(chunk_size=64)).index(
+        "ops", [copy]
+    )
     assert report.documents_indexed == 1 and report.documents_skipped == 2
     assert await vectors.count("chunks", "ops") == before  # one chunk out, one in
-    _, answer = await collect(answerer(indexed, embedder).ask("ops", "Which port does the gateway use?"))
+    _, answer = await collect(
+        answerer(indexed, embedder).ask("ops", "Which port does the gateway use?")
+    )
     assert "9443" in answer.text and "8443" not in answer.text
 
 

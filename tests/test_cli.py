@@ -60,7 +60,15 @@ def test_index_then_ask_as_json(cli, docs: Path) -> None:
     assert report["documents_indexed"] == 2
     assert report["documents_failed"] == 1
     assert report["failed"] == [{"source": "docs/broken.txt", "reason": "binary content"}]
-    for key in ("documents_skipped", "chunks", "entities", "relations", "llm_calls", "tokens", "seconds"):
+    for key in (
+        "documents_skipped",
+        "chunks",
+        "entities",
+        "relations",
+        "llm_calls",
+        "tokens",
+        "seconds",
+    ):
         assert key in report
 
     code, out, _ = cli("index", str(docs), "--kb", "ops", "--json")
@@ -68,7 +76,9 @@ def test_index_then_ask_as_json(cli, docs: Path) -> None:
     assert (again["documents_indexed"], again["documents_skipped"], again["llm_calls"]) == (0, 2, 0)
     assert again["totals"]["documents"] == 2
 
-    code, out, _ = cli("ask", "How long does the session cache keep entries?", "--kb", "ops", "--json")
+    code, out, _ = cli(
+        "ask", "How long does the session cache keep entries?", "--kb", "ops", "--json"
+    )
     assert code == 0, out
     answer = last_json(out)
     assert answer["refused"] is False
@@ -144,7 +154,11 @@ def test_the_entry_point_runs_without_a_traceback(home: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("TACIT_")}
     result = subprocess.run(
         [sys.executable, "-m", "bot", "--home", str(home), "ask", ""],
-        cwd=REPO, env=env, capture_output=True, text=True, timeout=120,
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert result.returncode == 1
     assert "error: the question is empty" in result.stderr
@@ -166,7 +180,9 @@ def test_ask_with_an_llm_endpoint_streams_a_generated_answer(
         assert "[1] docs/cache.md — Cache > TTL" in out
         request = server.chat_requests[0].body
         assert request["stream"] is True
-        assert "The session cache keeps entries for 300 seconds" in request["messages"][-1]["content"]
+        assert (
+            "The session cache keeps entries for 300 seconds" in request["messages"][-1]["content"]
+        )
 
         # The same question again is served from the on-disk cache: no second request.
         code, out, _ = cli("ask", "How long does the session cache keep entries?", "--kb", "ops")

@@ -13,7 +13,9 @@ from bot.cli import app
 from bot.demo import demo_questions
 
 
-def test_demo_answers_and_refuses(home: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_demo_answers_and_refuses(
+    home: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     for key in list(os.environ):
         if key.startswith("TACIT_"):
             monkeypatch.delenv(key)

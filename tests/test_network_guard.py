@@ -9,8 +9,8 @@ from pytest_socket import SocketConnectBlockedError
 
 
 def test_connecting_outside_loopback_is_blocked() -> None:
-    with pytest.raises(SocketConnectBlockedError), socket.create_connection(("192.0.2.1", 80), timeout=1):
-        pass
+    with pytest.raises(SocketConnectBlockedError):
+        socket.create_connection(("192.0.2.1", 80), timeout=1).close()
 
 
 def test_loopback_is_allowed() -> None:

@@ -7,8 +7,12 @@ from prompts import PromptError, render
 
 
 def test_renders_system_and_user_messages() -> None:
-    prompt = render("answer", "en", sources=[{"n": 1, "label": "a.md", "text": "Port 8443."}],
-                    question="Which port?")
+    prompt = render(
+        "answer",
+        "en",
+        sources=[{"n": 1, "label": "a.md", "text": "Port 8443."}],
+        question="Which port?",
+    )
     assert prompt.template == "answer"
     assert [m.role for m in prompt.messages] == ["system", "user"]
     assert "[1] (a.md)" in prompt.messages[1].content

@@ -56,7 +56,7 @@ def test_an_unknown_key_in_the_file_is_named(tmp_path: Path) -> None:
 
 def test_a_malformed_file_is_one_clear_error(tmp_path: Path) -> None:
     (tmp_path / "tacit.toml").write_text("[llm\n")
-    with pytest.raises(ConfigError, match="tacit.toml"):
+    with pytest.raises(ConfigError, match=r"tacit\.toml"):
         load_settings()
 
 

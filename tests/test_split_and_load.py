@@ -65,7 +65,9 @@ def test_an_unbreakable_run_is_cut_by_characters() -> None:
 
 
 def test_split_document_carries_headings() -> None:
-    chunks = split_document("# A\n## B\ntext body", markdown=True, splitter=RecursiveSplitter(50, 0))
+    chunks = split_document(
+        "# A\n## B\ntext body", markdown=True, splitter=RecursiveSplitter(50, 0)
+    )
     assert [(c.heading, c.text) for c in chunks] == [("A > B", "text body")]
 
 

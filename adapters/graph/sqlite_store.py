@@ -95,7 +95,9 @@ _MIGRATIONS: tuple[tuple[str, ...], ...] = (
             FOREIGN KEY (kb, entity_key) REFERENCES entities (kb, key),
             FOREIGN KEY (kb, chunk_id) REFERENCES chunks (kb, id)
         )""",
-        "CREATE INDEX entity_descriptions_by_chunk ON entity_descriptions (kb, chunk_id)",
+        # Covering: deleting a document finds what its chunks touched without reading rows.
+        "CREATE INDEX entity_descriptions_by_chunk"
+        " ON entity_descriptions (kb, chunk_id, entity_key)",
         # Keywords are not kept here: they are merged from the descriptions when read, so they
         # can never disagree with what survives a deletion.
         """CREATE TABLE relations (
@@ -120,7 +122,8 @@ _MIGRATIONS: tuple[tuple[str, ...], ...] = (
             FOREIGN KEY (kb, src_key, tgt_key) REFERENCES relations (kb, src_key, tgt_key),
             FOREIGN KEY (kb, chunk_id) REFERENCES chunks (kb, id)
         )""",
-        "CREATE INDEX relation_descriptions_by_chunk ON relation_descriptions (kb, chunk_id)",
+        "CREATE INDEX relation_descriptions_by_chunk"
+        " ON relation_descriptions (kb, chunk_id, src_key, tgt_key)",
     ),
 )
 assert len(_MIGRATIONS) == SCHEMA_VERSION
@@ -170,6 +173,18 @@ def _merge_keywords(values: Iterable[str]) -> str:
     return ", ".join(merged.values())
 
 
+def _first(row: tuple[str, EntityMention]) -> str:
+    return row[0]
+
+
+def _first_two(row: tuple[str, ...]) -> tuple[str, ...]:
+    return row[:2]
+
+
+def _first_three(row: tuple[str, ...]) -> tuple[str, ...]:
+    return row[:3]
+
+
 def _canonical(a: str, b: str) -> tuple[str, str]:
     # Python compares code points and SQLite's BINARY collation compares UTF-8 bytes; the two
     # orders agree, so the CHECK (src_key < tgt_key) holds for whatever this returns.
@@ -183,11 +198,14 @@ def _transaction(conn: sqlite3.Connection, *, write: bool) -> Iterator[None]:
     conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
     try:
         yield
+        conn.execute("COMMIT")
     except BaseException:
+        # Also after a failed COMMIT: a transaction left open would make every later BEGIN
+        # fail. A failing ROLLBACK must not hide the error that caused it.
         if conn.in_transaction:
-            conn.execute("ROLLBACK")
+            with suppress(sqlite3.Error):
+                conn.execute("ROLLBACK")
         raise
-    conn.execute("COMMIT")
 
 
 class SQLiteGraphStore:
@@ -499,20 +517,24 @@ class SQLiteGraphStore:
     def _upsert_entities(
         self, conn: sqlite3.Connection, kb: str, mentions: list[tuple[str, EntityMention]]
     ) -> None:
+        # Rows in key order insert in index order: a big batch then touches each B-tree page
+        # once instead of at random. The sort is stable, so among the mentions of one entity
+        # the first still comes first (its name is the display name).
+        ordered = sorted(mentions, key=_first)
         with _transaction(conn, write=True):
             self._require_chunks(conn, kb, {m.chunk_id for _, m in mentions})
-            # The first name seen stays the display name; a real type replaces "unknown" (the
-            # type of an entity first met as a relation endpoint).
+            # A real type replaces "unknown" (the type of an entity first met as a relation
+            # endpoint); otherwise the first type stays.
             conn.executemany(
                 "INSERT INTO entities (kb, key, name, type) VALUES (?, ?, ?, ?)"
                 " ON CONFLICT (kb, key) DO UPDATE SET type = excluded.type"
                 " WHERE entities.type = 'unknown' AND excluded.type <> 'unknown'",
-                [(kb, key, m.name.strip(), m.type.strip() or "unknown") for key, m in mentions],
+                [(kb, key, m.name.strip(), m.type.strip() or "unknown") for key, m in ordered],
             )
             conn.executemany(
                 "INSERT INTO entity_descriptions (kb, entity_key, chunk_id, description)"
                 " VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING",
-                [(kb, key, m.chunk_id, m.description.strip()) for key, m in mentions],
+                [(kb, key, m.chunk_id, m.description.strip()) for key, m in ordered],
             )
 
     def _upsert_relations(
@@ -532,6 +554,12 @@ class SQLiteGraphStore:
             a, b = _canonical(src, tgt)
             pairs.append((kb, a, b))
             descriptions.append((kb, a, b, m.chunk_id, m.keywords.strip(), m.description.strip()))
+        # In index order, stably (see _upsert_entities): the first-seen name, description and
+        # chunk of each entity and relation still go in first.
+        endpoints.sort(key=_first_two)
+        links.sort(key=_first_two)
+        pairs.sort()
+        descriptions.sort(key=_first_three)
         with _transaction(conn, write=True):
             self._require_chunks(conn, kb, {m.chunk_id for _, _, m in mentions})
             conn.executemany(
@@ -687,22 +715,25 @@ class SQLiteGraphStore:
             conn.execute("DELETE FROM documents WHERE kb = ? AND source = ?", (kb, source))
             return DeletionReport()
         chunks_json = _json_list(chunk_ids)
-        touched_entities = [
+        # No DISTINCT in SQL: with it the planner prefers scanning the KB's whole unique index
+        # (already in entity_key order) over probing the by-chunk index once per chunk.
+        touched_entities = _unique(
             row[0]
             for row in conn.execute(
-                "SELECT DISTINCT entity_key FROM entity_descriptions"
-                f" WHERE kb = ? AND chunk_id IN {_IN}",
+                f"SELECT entity_key FROM entity_descriptions WHERE kb = ? AND chunk_id IN {_IN}",
                 (kb, chunks_json),
             )
-        ]
-        touched_relations: list[tuple[str, str]] = [
-            (row[0], row[1])
-            for row in conn.execute(
-                "SELECT DISTINCT src_key, tgt_key FROM relation_descriptions"
-                f" WHERE kb = ? AND chunk_id IN {_IN}",
-                (kb, chunks_json),
+        )
+        touched_relations = list(
+            dict.fromkeys(
+                (row[0], row[1])
+                for row in conn.execute(
+                    "SELECT src_key, tgt_key FROM relation_descriptions"
+                    f" WHERE kb = ? AND chunk_id IN {_IN}",
+                    (kb, chunks_json),
+                )
             )
-        ]
+        )
         conn.execute(
             f"DELETE FROM relation_descriptions WHERE kb = ? AND chunk_id IN {_IN}",
             (kb, chunks_json),
@@ -713,33 +744,35 @@ class SQLiteGraphStore:
         )
 
         # Relations first: an entity can only go once no relation touches it.
-        gone_relations: list[tuple[str, str]] = []
-        changed_relations: list[tuple[str, str]] = []
-        for src, tgt in touched_relations:
-            supported = conn.execute(
-                "SELECT 1 FROM relation_descriptions"
-                " WHERE kb = ? AND src_key = ? AND tgt_key = ? LIMIT 1",
-                (kb, src, tgt),
-            ).fetchone()
-            (changed_relations if supported else gone_relations).append((src, tgt))
+        supported = {
+            (row[0], row[1])
+            for row in conn.execute(
+                "SELECT t.value ->> 0, t.value ->> 1 FROM json_each(?2) AS t"
+                " WHERE EXISTS (SELECT 1 FROM relation_descriptions d WHERE d.kb = ?1"
+                " AND d.src_key = t.value ->> 0 AND d.tgt_key = t.value ->> 1)",
+                (kb, json.dumps(touched_relations, ensure_ascii=False)),
+            )
+        }
+        gone_relations = sorted(p for p in touched_relations if p not in supported)
         conn.executemany(
             "DELETE FROM relations WHERE kb = ? AND src_key = ? AND tgt_key = ?",
             [(kb, src, tgt) for src, tgt in gone_relations],
         )
-
-        gone_entities: list[str] = []
-        changed_entities: list[str] = []
-        for key in touched_entities:
-            # Every relation links its endpoints to its chunks, so an entity without a
-            # supporting chunk has no relation left either; checking both keeps the foreign
-            # keys satisfied even on a file written by some other tool.
-            held = conn.execute(
-                "SELECT 1 FROM entity_descriptions WHERE kb = ?1 AND entity_key = ?2"
-                " UNION ALL SELECT 1 FROM relations WHERE kb = ?1 AND src_key = ?2"
-                " UNION ALL SELECT 1 FROM relations WHERE kb = ?1 AND tgt_key = ?2 LIMIT 1",
-                (kb, key),
-            ).fetchone()
-            (changed_entities if held else gone_entities).append(key)
+        # Every relation links its endpoints to its chunks, so an entity without a supporting
+        # chunk has no relation left either; checking both keeps the foreign keys satisfied
+        # even on a file some other tool wrote.
+        held = {
+            row[0]
+            for row in conn.execute(
+                "SELECT t.value FROM json_each(?2) AS t WHERE"
+                " EXISTS (SELECT 1 FROM entity_descriptions d"
+                " WHERE d.kb = ?1 AND d.entity_key = t.value)"
+                " OR EXISTS (SELECT 1 FROM relations r WHERE r.kb = ?1 AND r.src_key = t.value)"
+                " OR EXISTS (SELECT 1 FROM relations r WHERE r.kb = ?1 AND r.tgt_key = t.value)",
+                (kb, _json_list(touched_entities)),
+            )
+        }
+        gone_entities = sorted(key for key in touched_entities if key not in held)
         conn.executemany(
             "DELETE FROM entities WHERE kb = ? AND key = ?", [(kb, key) for key in gone_entities]
         )
@@ -747,10 +780,10 @@ class SQLiteGraphStore:
         conn.execute("DELETE FROM documents WHERE kb = ? AND source = ?", (kb, source))
         return DeletionReport(
             chunk_ids=tuple(chunk_ids),
-            entity_keys=tuple(sorted(gone_entities)),
-            relation_keys=tuple(sorted(gone_relations)),
-            changed_entity_keys=tuple(sorted(changed_entities)),
-            changed_relation_keys=tuple(sorted(changed_relations)),
+            entity_keys=tuple(gone_entities),
+            relation_keys=tuple(gone_relations),
+            changed_entity_keys=tuple(sorted(held)),
+            changed_relation_keys=tuple(sorted(supported)),
         )
 
     def _stats(self, conn: sqlite3.Connection, kb: str) -> GraphStats:

@@ -6,8 +6,9 @@ Everything below is the same for both, except where a comment says "Lite".
 
 Layout: one collection per kind of record (`<prefix>chunks`, `<prefix>entities`,
 `<prefix>relations`), every knowledge base in the same collections, told apart by the scalar
-field `kb` (the partition key, so a server searches only that KB's partitions; filters on JSON
-fields are far too slow in Lite, so everything filtered on is a plain VARCHAR).
+field `kb` (the partition key: a server hashes KBs into partitions and searches only the one
+holding the KB; filters on JSON fields are far too slow in Lite, so everything filtered on is a
+plain VARCHAR).
 
 Fields of a row:
 - `pk`: primary key, the SHA-256 of (kb, record id). Hashing scopes ids to their KB (the same
@@ -29,13 +30,13 @@ import asyncio
 import hashlib
 import importlib.util
 import json
-import logging
 import os
 import re
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
+from urllib.parse import urlsplit, urlunsplit
 
 import grpc
 import numpy as np
@@ -44,8 +45,6 @@ from pymilvus import DataType, Function, FunctionType, MilvusClient, MilvusExcep
 from core.errors import ConfigError, StoreError, StoreUnavailable
 from core.models import COLLECTIONS, Collection, VectorHit, VectorRecord
 from core.ports import Vectors
-
-log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
@@ -102,6 +101,15 @@ _REQUIRED_FIELDS = {"pk", "kb", "id", "source", "text", "vector"}
 def is_lite_uri(uri: str) -> bool:
     """pymilvus's own rule: a URI ending in `.db` is a Milvus Lite data directory."""
     return uri.endswith(".db")
+
+
+def mask_uri(uri: str) -> str:
+    """The URI fit for a message: credentials written into it (user:password@) are hidden."""
+    parts = urlsplit(uri)
+    if "@" not in parts.netloc:
+        return uri
+    host = parts.netloc.rsplit("@", 1)[1]
+    return urlunsplit(parts._replace(netloc=f"***@{host}"))
 
 
 def record_pk(kb: str, record_id: str) -> str:
@@ -233,6 +241,8 @@ class MilvusVectorStore:
     CLI indexing then answering, the tests, the bot learning a document mid-conversation) sees
     it. On a server that costs waiting for the latest timestamp (milliseconds); "Bounded" would
     save that and may miss writes of the last second or so. Lite is always consistent.
+    hnsw_ef: HNSW's search breadth (at least the limit). On 10k random 512-d vectors, Lite's
+    recall@10 is 0.55 / 0.70 / 0.87 at ef 64 / 128 / 256 for +0.3 ms; recall@1 is 1.0 from 128.
     """
 
     def __init__(
@@ -244,6 +254,7 @@ class MilvusVectorStore:
         index_type: str | None = None,
         analyzer: Mapping[str, Any] | None = None,
         consistency_level: str = "Strong",
+        hnsw_ef: int = 128,
         timeout: float = 10.0,
     ) -> None:
         if not _PREFIX.match(collection_prefix):
@@ -262,12 +273,14 @@ class MilvusVectorStore:
             )
         self._analyzer = dict(analyzer) if analyzer is not None else dict(DEFAULT_ANALYZER)
         self._consistency = consistency_level
+        self._hnsw_ef = hnsw_ef
         self._timeout = timeout
         self._client: MilvusClient | None = None
         self._open_lock = asyncio.Lock()
         self._ensure_lock = asyncio.Lock()
-        self._dims: dict[str, int] = {}  # collections known to exist and be loaded
-        self._missing: set[str] = set()  # collections known not to exist (until ensure)
+        # Collections known to exist (and loaded), by name. Missing ones are not remembered:
+        # on a server, another process (the indexer) may create them at any time.
+        self._dims: dict[str, int] = {}
         self._dirty: set[str] = set()  # Lite: written since the last flush
         self._closed = False
 
@@ -304,11 +317,12 @@ class MilvusVectorStore:
                     await self._call(
                         f"create collection {name}", self._create, client, collection, dim
                     )
+                    # Read back: on a server another process may have created it first.
+                    existing = await self._call(
+                        f"check collection {name}", self._inspect, client, name
+                    )
+                if existing == dim:
                     self._dims[name] = dim
-                    self._missing.discard(name)
-                elif existing == dim:
-                    self._dims[name] = dim
-                    self._missing.discard(name)
                 else:
                     raise StoreError(
                         f"The vector collection {name} at {self._display_uri()} holds "
@@ -373,7 +387,7 @@ class MilvusVectorStore:
         limit = min(limit, MAX_LIMIT)
         params: dict[str, Any] = {"metric_type": "COSINE"}
         if self._index_type == "HNSW":
-            params["params"] = {"ef": max(64, limit)}  # HNSW needs ef >= k
+            params["params"] = {"ef": max(self._hnsw_ef, limit)}  # HNSW needs ef >= k
         elif self._index_type == "IVF_FLAT":
             params["params"] = {"nprobe": 32}
         raw = await self._call(
@@ -496,15 +510,14 @@ class MilvusVectorStore:
         async with self._ensure_lock:
             for collection in COLLECTIONS:
                 name = self.collection_name(collection)
-                await self._call(f"drop {name}", client.drop_collection, name)
+                await self._call(f"drop {name}", _drop_if_present, client, name)
                 self._dims.pop(name, None)
                 self._dirty.discard(name)
-                self._missing.add(name)
 
     # -- internals ----------------------------------------------------------------------------
 
     def _display_uri(self) -> str:
-        return self._uri  # a token travels apart from the URI, so the URI is safe to show
+        return mask_uri(self._uri)
 
     async def _connect(self) -> MilvusClient:
         if self._closed:
@@ -546,13 +559,9 @@ class MilvusVectorStore:
         """The collection's dimension, or None when it does not exist. Loads it once."""
         if name in self._dims:
             return self._dims[name]
-        if name in self._missing:
-            return None
         client = await self._connect()
         dim = await self._call(f"check collection {name}", self._inspect, client, name)
-        if dim is None:
-            self._missing.add(name)
-        else:
+        if dim is not None:
             self._dims[name] = dim
         return dim
 
@@ -626,8 +635,8 @@ class MilvusVectorStore:
         try:
             client.create_collection(name, schema=schema, consistency_level=self._consistency)
         except MilvusException:
-            # Another process may have created it meanwhile (a server); that is success as
-            # long as it is ours and of this dimension, which the caller's next ensure checks.
+            # Another process may have created it meanwhile (a server); the caller reads back
+            # what exists and checks it.
             if client.has_collection(name):
                 return
             raise
@@ -681,6 +690,11 @@ class MilvusVectorStore:
         if not np.isfinite(matrix).all():
             raise StoreError(f"The {what} contain NaN or infinite values.")
         return matrix
+
+
+def _drop_if_present(client: MilvusClient, name: str) -> None:
+    if client.has_collection(name):
+        client.drop_collection(name)
 
 
 def _clamp_cosine(similarity: float) -> float:

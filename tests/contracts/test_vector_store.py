@@ -1,8 +1,13 @@
 """The VectorStore contract, run against Milvus Lite and (when one is named) a Milvus server.
 
-The server is the one named by TACIT_TEST_MILVUS_URI (token in TACIT_TEST_MILVUS_TOKEN);
-unset, its parameter is skipped; named but unreachable, it fails. Each server test uses its own
-collection prefix and drops its collections afterwards, so runs can share the server.
+Three backends:
+- `lite`: Milvus Lite in this process, over a fresh data directory per test (the default home).
+- `lite-grpc`: Milvus Lite's standalone gRPC server in a subprocess on 127.0.0.1, reached by an
+  http:// URI, so the server code path (AUTOINDEX, no flushing, no directory lock) runs on every
+  machine. It is not a real Milvus: VARCHAR lengths, analyzers and consistency may differ there.
+- `server`: the Milvus server named by TACIT_TEST_MILVUS_URI (token in TACIT_TEST_MILVUS_TOKEN);
+  unset, its parameter is skipped; named but unreachable, it fails.
+Each test on a shared server uses its own collection prefix and drops its collections afterwards.
 
 Vectors are deterministic fakes (seeded numpy, 16-d): the embedder is not the point here.
 
@@ -14,12 +19,13 @@ from __future__ import annotations
 
 import asyncio
 import os
+import socket
 import subprocess
 import sys
 import textwrap
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,7 +35,13 @@ import pytest
 
 import adapters.vector.milvus_store as milvus_store
 from adapters.vector import MilvusVectorStore
-from adapters.vector.milvus_store import TEXT_BYTES, quote, record_pk, truncate_utf8
+from adapters.vector.milvus_store import (
+    TEXT_BYTES,
+    mask_uri,
+    quote,
+    record_pk,
+    truncate_utf8,
+)
 from core.errors import ConfigError, StoreError, StoreUnavailable
 from core.models import VectorRecord
 from core.ports import VectorStore
@@ -99,10 +111,48 @@ def _server_problem(uri: str, token: str) -> str | None:
     return _server_check[uri]
 
 
-@pytest.fixture(params=["lite", "server"])
+@pytest.fixture(scope="session")
+def lite_grpc_uri(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A Milvus Lite gRPC server in a subprocess, for the whole session."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    data_dir = tmp_path_factory.mktemp("lite-grpc") / "milvus.db"
+    command = [sys.executable, "-m", "milvus_lite", "server", "--data-dir", str(data_dir)]
+    server = subprocess.Popen(
+        [*command, "--host", "127.0.0.1", "--port", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                if server.poll() is not None or time.monotonic() > deadline:
+                    stderr = server.stderr.read() if server.stderr else ""
+                    pytest.fail(f"the Milvus Lite gRPC server did not start: {stderr[-2000:]}")
+                time.sleep(0.1)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
+
+
+@pytest.fixture(params=["lite", "lite-grpc", "server"])
 def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Backend:
     if request.param == "lite":
         return Backend("lite", str(tmp_path / "milvus.db"), "", "tacit_")
+    if request.param == "lite-grpc":
+        uri = request.getfixturevalue("lite_grpc_uri")
+        return Backend("lite-grpc", uri, "", f"tacit_test_{uuid.uuid4().hex[:12]}_")
     uri = os.environ.get(SERVER_URI_ENV, "").strip()
     if not uri:
         pytest.skip(f"no Milvus server: set {SERVER_URI_ENV} (and {SERVER_TOKEN_ENV}) to test one")
@@ -126,7 +176,7 @@ async def open_store(backend: Backend) -> AsyncIterator[Callable[..., MilvusVect
     yield factory
     for store in opened:
         await store.aclose()
-    if backend.name == "server":
+    if backend.name != "lite":  # a shared server: leave nothing behind
         cleanup = backend.open()
         await cleanup.drop()
         await cleanup.aclose()
@@ -174,9 +224,16 @@ async def test_before_ensure_reads_are_empty_and_writes_fail(
     fresh = open_store()
     assert await fresh.count("chunks", "kb") == 0
     assert await fresh.search("chunks", "kb", unit_vectors(2, 1)) == [[], []]
+    assert await fresh.lexical_search("chunks", "kb", ["text"]) == [[]]
     await fresh.delete("chunks", "kb")
     with pytest.raises(StoreError, match="ensure"):
         await fresh.upsert("chunks", "kb", records(unit_vectors(1, 1)))
+    # Another store (on a server: the indexer's process) creates and fills the collections;
+    # the reader that found none before sees them now.
+    writer = open_store()
+    await writer.ensure(DIM)
+    await writer.upsert("chunks", "kb", records(unit_vectors(2, 1)))
+    assert await fresh.count("chunks", "kb") == 2
 
 
 async def test_upsert_overwrites_by_id(store: MilvusVectorStore) -> None:
@@ -450,12 +507,21 @@ def test_default_index_type_follows_the_uri(tmp_path: Path) -> None:
 
 
 async def test_unreachable_server_is_unavailable() -> None:
-    store = MilvusVectorStore("http://127.0.0.1:1", timeout=2)
+    store = MilvusVectorStore("http://root:s3cret@127.0.0.1:1", timeout=2)
     started = time.monotonic()
-    with pytest.raises(StoreUnavailable, match=r"127\.0\.0\.1:1"):
+    with pytest.raises(StoreUnavailable, match=r"127\.0\.0\.1:1") as raised:
         await store.ensure(DIM)
     assert time.monotonic() - started < 10
+    assert "s3cret" not in str(raised.value)
+    with pytest.raises(StoreUnavailable):
+        await store.search("chunks", "kb", unit_vectors(1, 1))
     await store.aclose()
+
+
+def test_mask_uri_hides_credentials() -> None:
+    assert mask_uri("https://user:pw@host:19530/db") == "https://***@host:19530/db"
+    assert mask_uri("http://host:19530") == "http://host:19530"
+    assert mask_uri("/data/milvus.db") == "/data/milvus.db"
 
 
 async def test_closed_store_refuses_calls(tmp_path: Path) -> None:

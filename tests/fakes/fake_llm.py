@@ -74,7 +74,9 @@ class FakeLLM:
             raise reply
         text = reply(prompt) if callable(reply) else reply
         prompt_tokens = sum(len(m.content) for m in prompt.messages) // 4
-        self.usage.add(TokenUsage(calls=1, prompt_tokens=prompt_tokens, completion_tokens=len(text) // 4))
+        self.usage.add(
+            TokenUsage(calls=1, prompt_tokens=prompt_tokens, completion_tokens=len(text) // 4)
+        )
         return text
 
     async def chat(

@@ -1,0 +1,117 @@
+"""The `tacit` app and what every command shares: settings, errors, --json, --kb.
+
+Each command lives in bot/commands/<name>.py and registers itself on `app`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import sys
+from collections.abc import Callable, Coroutine
+from functools import wraps
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+import typer
+from rich.console import Console
+
+from bot.settings import Settings, load_settings
+from core.errors import InputError, TacitError
+
+app = typer.Typer(
+    name="tacit",
+    help="Tacit: a group-chat expert assistant that answers only what its knowledge base covers.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+out = Console(highlight=False, soft_wrap=True)
+err = Console(stderr=True, highlight=False)
+
+T = TypeVar("T")
+JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON object (last line).")]
+KbOption = Annotated[
+    str | None, typer.Option("--kb", help="Knowledge base name (default: the `kb` setting).")
+]
+
+
+class State:
+    home: Path | None = None
+    config: Path | None = None
+    settings: Settings | None = None
+
+
+STATE = State()
+
+
+def settings() -> Settings:
+    """The one Settings object, built on first use; a bad value stops here with one message."""
+    if STATE.settings is None:
+        STATE.settings = load_settings(STATE.config, home=STATE.home)
+        logging.basicConfig(level=STATE.settings.log_level, stream=sys.stderr)
+    return STATE.settings
+
+
+def fail(message: str, *, as_json: bool, hint: str | None = None, code: int = 1) -> None:
+    if as_json:
+        print(json.dumps({"error": message, "hint": hint}, ensure_ascii=False))
+    else:
+        err.print(f"[bold red]error:[/] {message}", markup=True)
+        if hint:
+            err.print(f"[dim]hint:[/] {hint}", markup=True)
+    raise typer.Exit(code)
+
+
+def command(func: Callable[..., Coroutine[Any, Any, T]]) -> Callable[..., T | None]:
+    """Run an async command; show Tacit's errors as one line each, never a traceback."""
+
+    @wraps(func)
+    def run(*args: Any, **kwargs: Any) -> T | None:
+        as_json = bool(kwargs.get("as_json", False))
+        try:
+            return asyncio.run(func(*args, **kwargs))
+        except TacitError as exc:
+            fail(str(exc), as_json=as_json, hint=exc.hint)
+        except KeyboardInterrupt:
+            err.print("interrupted")
+            raise typer.Exit(130) from None
+        except (typer.Exit, typer.Abort):
+            raise
+        except Exception as exc:  # a bug: say so plainly, keep the traceback for debugging
+            logging.getLogger("tacit").debug("unexpected error", exc_info=True)
+            fail(
+                f"unexpected {type(exc).__name__}: {exc}",
+                as_json=as_json,
+                hint="run again with TACIT_LOG_LEVEL=DEBUG for the traceback, and report it",
+                code=2,
+            )
+        return None
+
+    return run
+
+
+@app.callback()
+def main_options(
+    home: Annotated[
+        Path | None,
+        typer.Option("--home", help="Data home for the embedded stores (env TACIT_HOME)."),
+    ] = None,
+    config: Annotated[
+        Path | None,
+        typer.Option("--config", help="Settings file (env TACIT_CONFIG; default ./tacit.toml)."),
+    ] = None,
+) -> None:
+    """Tacit answers a team's questions from its own documents, with citations."""
+    STATE.home, STATE.config, STATE.settings = home, config, None
+
+
+def kb_name(name: str | None, config: Settings) -> str:
+    from core.kb import validate_kb_name
+
+    try:
+        return validate_kb_name(name) if name else config.kb
+    except ValueError as exc:
+        raise InputError(str(exc)) from None

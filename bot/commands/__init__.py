@@ -1,0 +1,1 @@
+"""One module per command (or command group); each registers itself on bot.cli_base.app."""

@@ -1,0 +1,55 @@
+"""`tacit ask`, and the answer rendering `tacit demo` shares."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any
+
+import typer
+
+from bot.cli_base import JsonOption, KbOption, app, command, err, kb_name, out, settings
+from core.answer.events import Answer, Delta, Final, Status
+from core.errors import InputError
+
+
+@app.command()
+@command
+async def ask(
+    question: Annotated[str, typer.Argument(help="The question, in quotes.")],
+    kb: KbOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Answer a question from a knowledge base, with numbered citations."""
+    from bot.wiring import open_services
+
+    if not question.strip():
+        raise InputError("the question is empty", hint='tacit ask "How do I roll back a deploy?"')
+    config = settings()
+    name = kb_name(kb, config)
+    async with open_services(config) as services:
+        answer = await stream_answer(services.answerer().ask(name, question), echo=not as_json)
+    if as_json:
+        print(json.dumps({**answer.as_dict(), "kb": name}, ensure_ascii=False))
+
+
+async def stream_answer(events: Any, *, echo: bool) -> Answer:
+    """Print deltas as they arrive (when echoing), then the citations; return the answer."""
+    final: Answer | None = None
+    async for event in events:
+        if isinstance(event, Status) and echo:
+            err.print(f"[dim]… {event.text}[/]", markup=True)
+        elif isinstance(event, Delta) and echo:
+            out.print(event.text, end="", markup=False)
+        elif isinstance(event, Final):
+            final = event.answer
+    assert final is not None, "answering always ends with a Final event"
+    if echo:
+        out.print()
+        if final.refused:
+            err.print(f"[dim]({final.reason})[/]", markup=True)
+        for citation in final.citations:
+            where = (
+                f"{citation.source} — {citation.heading}" if citation.heading else citation.source
+            )
+            out.print(f"  [{citation.n}] {where}", markup=False)
+    return final
