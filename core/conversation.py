@@ -1,0 +1,82 @@
+"""Platform-neutral messages in and reply events out: what chat adapters convert to and from.
+
+Slack, Telegram, the terminal and HTTP all become a `Message`; an `Assistant` turns it into a
+stream of `ReplyEvent`s, which each adapter renders its own way (threaded replies, edits,
+server-sent events). Adapters convert; the assistant decides.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+from core.answer.events import Citation
+
+Platform = Literal["slack", "telegram", "cli", "http"]
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    platform: Platform
+    workspace: str  # Slack team id; Telegram: "" (a bot has one namespace)
+    channel: str  # Slack channel id; Telegram chat id
+    thread: str  # the conversation this message belongs to: Slack thread_ts or ts; Telegram
+    #              root message id of the reply chain, or the forum topic id
+    user: str
+    text: str
+    message_id: str  # Slack ts; Telegram message_id
+    delivery_id: str = ""  # Slack event_id; Telegram update_id: what a retry repeats
+    addressed: bool = False  # a mention, a DM, a reply to the bot, /ask
+    direct: bool = False  # a private chat with the bot
+    from_bot: bool = False
+    user_name: str = ""
+    sent_at: float = 0.0  # unix seconds
+    extra: dict[str, Any] = field(default_factory=dict)  # adapter bookkeeping (not for rules)
+
+    @property
+    def conversation_key(self) -> str:
+        """Hash-tagged so that all of one conversation's Redis keys share a cluster slot."""
+        return f"{{{self.platform}:{self.workspace}:{self.channel}:{self.thread}}}"
+
+
+@dataclass(frozen=True, slots=True)
+class Thinking:
+    """Show "is thinking…" (Slack status, Telegram typing)."""
+
+    text: str = "thinking"
+
+
+@dataclass(frozen=True, slots=True)
+class TextDelta:
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class FinalReply:
+    text: str  # the whole answer (adapters that stream replace what they showed with this)
+    citations: tuple[Citation, ...]
+    trace_id: str  # feedback (👍/👎) refers to this
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """The assistant will not answer. `text` is None for silence (overheard chatter)."""
+
+    text: str | None
+    reason: str
+    trace_id: str
+
+
+ReplyEvent = Thinking | TextDelta | FinalReply | Refusal
+
+
+class Assistant(Protocol):
+    """What every chat adapter talks to."""
+
+    def handle(self, message: Message) -> AsyncIterator[ReplyEvent]:
+        """Events for one message, ending with exactly one FinalReply or Refusal.
+
+        A duplicate delivery yields nothing at all.
+        """
+        ...
