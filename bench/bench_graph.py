@@ -58,9 +58,9 @@ SIZES: dict[str, tuple[int, int]] = {
 }
 RELATIONS_PER_CHUNK = 4
 CHUNKS_PER_DOCUMENT = 100
-# Mentions per upsert call (one transaction each). Past the page cache, a commit rewrites most
-# index leaf pages however few rows it adds, so bigger batches load faster: 10k gave ~7.5k
-# relations/s at 1M edges, 50k ~1.6x that.
+# Mentions per upsert call (one transaction each). Once the file outgrows the page cache a
+# commit rewrites most index leaf pages however few rows it adds, so bigger batches load a
+# little faster (at 300k edges: 10k → ~16k relations/s, 50k → ~17k, 100k → ~19k).
 BATCH = 50_000
 
 RAW_ONE_HOP = """

@@ -110,6 +110,65 @@ class AnswerSettings(Section):
     evidence_sentences: int = Field(3, ge=1, le=20)
 
 
+ChannelMode = Literal["mention", "auto"]
+
+
+class ChannelSettings(Section):
+    """One channel's configuration; admins change mode and enabled at run time (/tacit mode)."""
+
+    kb: str | None = Field(None, description="the only knowledge base this channel answers from")
+    mode: ChannelMode | None = Field(None, description="mention: only when addressed; auto: all")
+    enabled: bool = True
+    admins: list[str] = Field(default_factory=list, description="user ids of this channel's admins")
+
+    @field_validator("kb")
+    @classmethod
+    def _kb_name(cls, value: str | None) -> str | None:
+        from core.kb import validate_kb_name
+
+        return None if value is None else validate_kb_name(value)
+
+
+class ConversationSettings(Section):
+    """How the bot behaves in conversations (per channel: [conversation.channels."slack:T:C"])."""
+
+    mode: ChannelMode = Field("mention", description="default channel mode")
+    admins: list[str] = Field(
+        default_factory=list, description='"platform:user" ids that administer every channel'
+    )
+    channels: dict[str, ChannelSettings] = Field(
+        default_factory=dict, description='keyed "platform:workspace:channel"'
+    )
+    kb_sources: dict[str, list[Path]] = Field(
+        default_factory=dict, description="per KB, the files and folders /tacit reindex indexes"
+    )
+    history_turns: int = Field(6, ge=0, le=50, description="earlier turns kept per thread")
+    history_ttl: float = Field(86400.0, gt=0, description="seconds a quiet thread is remembered")
+    dedupe_ttl: float = Field(86400.0, gt=0, description="seconds a delivery id is remembered")
+    user_rate: int = Field(10, ge=1, description="answers per user per rate window")
+    channel_rate: int = Field(60, ge=1, description="answers per channel per rate window")
+    rate_window: float = Field(60.0, gt=0, description="seconds")
+    decision_log: int = Field(1000, ge=10, description="decisions kept per channel")
+    trace_ttl: float = Field(30 * 86400.0, gt=0, description="seconds feedback can refer back")
+
+
+class ServerSettings(Section):
+    """`tacit serve`: the HTTP app, the queue workers and their durability knobs."""
+
+    host: str = "127.0.0.1"
+    port: int = Field(8080, ge=0, le=65535)
+    api_token: SecretStr = Field(
+        SecretStr(""), description="bearer token required on /v1/*; empty: no token needed"
+    )
+    workers: int = Field(8, ge=1, le=1024, description="answers in flight per replica")
+    consumer: str | None = Field(None, description="queue consumer name; default host-pid")
+    reclaim_idle: float = Field(
+        120.0, gt=0, description="seconds before another replica takes over a stalled answer"
+    )
+    max_deliveries: int = Field(5, ge=1, description="tries before an event is dead-lettered")
+    drain_timeout: float = Field(30.0, ge=0, description="seconds shutdown waits for answers")
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix="TACIT_",
@@ -128,6 +187,8 @@ class Settings(BaseSettings):
     state: StateSettings = Field(default_factory=StateSettings)
     index: IndexSettings = Field(default_factory=IndexSettings)
     answer: AnswerSettings = Field(default_factory=AnswerSettings)
+    conversation: ConversationSettings = Field(default_factory=ConversationSettings)
+    server: ServerSettings = Field(default_factory=ServerSettings)
 
     @field_validator("kb")
     @classmethod

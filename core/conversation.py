@@ -71,6 +71,17 @@ class Refusal:
 ReplyEvent = Thinking | TextDelta | FinalReply | Refusal
 
 
+@dataclass(frozen=True, slots=True)
+class Feedback:
+    """A 👍/👎 on one answer, named by the trace id of its FinalReply."""
+
+    trace_id: str
+    user: str
+    helpful: bool  # 👍 True, 👎 False
+    platform: Platform | None = None  # when given, must be the platform the answer went to
+    comment: str = ""
+
+
 class Assistant(Protocol):
     """What every chat adapter talks to."""
 
@@ -78,5 +89,12 @@ class Assistant(Protocol):
         """Events for one message, ending with exactly one FinalReply or Refusal.
 
         A duplicate delivery yields nothing at all.
+        """
+        ...
+
+    async def record_feedback(self, feedback: Feedback) -> bool:
+        """Store a 👍/👎 (one per user and answer; a later vote replaces an earlier one).
+
+        False when the trace id names no known answer (expired, or never given).
         """
         ...

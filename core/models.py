@@ -195,3 +195,22 @@ class VectorHit:
     score: float  # cosine similarity in [-1, 1]; higher is closer
     text: str
     source: str = ""
+
+
+# --- Event queue -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class QueuedEntry:
+    """One unit of work taken from an EventQueue; it stays pending until acknowledged."""
+
+    id: str  # the queue's id for the entry (a Redis stream id)
+    payload: str
+    deliveries: int = 1  # times it was handed to a consumer, this one included
+
+
+@dataclass(frozen=True, slots=True)
+class QueueDepth:
+    waiting: int  # queued and not yet acknowledged (taken or not)
+    pending: int  # taken by a consumer, not yet acknowledged
+    dead: int  # given up on after too many deliveries (kept for inspection)

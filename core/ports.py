@@ -24,6 +24,8 @@ from core.models import (
     EntityMention,
     GraphStats,
     Prompt,
+    QueuedEntry,
+    QueueDepth,
     RelationMention,
     Subgraph,
     TokenUsage,
@@ -110,11 +112,20 @@ class GraphStore(Protocol):
     async def get_chunks(self, kb: str, chunk_ids: Sequence[str]) -> list[ChunkRecord]: ...
 
     async def upsert_entities(self, kb: str, mentions: Sequence[EntityMention]) -> None:
-        """Merge by normalised name; every (description, chunk) pair is kept once."""
+        """Merge by normalised name; every (description, chunk) pair is kept once.
+
+        Every mention must cite a chunk stored in this KB (else StoreError): a description no
+        chunk supports could never be deleted. The first display name seen is kept; the first
+        type other than "unknown" wins.
+        """
         ...
 
     async def upsert_relations(self, kb: str, mentions: Sequence[RelationMention]) -> None:
-        """Merge by unordered endpoint pair; endpoints missing as entities are created."""
+        """Merge by unordered endpoint pair; endpoints missing as entities are created.
+
+        Both endpoints are linked to the mention's chunk, so an entity lives as long as any of
+        its relations. Keywords are merged when read (split on commas, deduped ignoring case).
+        """
         ...
 
     async def get_entities(self, kb: str, names: Sequence[str]) -> list[Entity]:
@@ -124,7 +135,10 @@ class GraphStore(Protocol):
     async def neighbourhood(
         self, kb: str, names: Sequence[str], *, hops: int = 1, limit: int = 200
     ) -> Subgraph:
-        """The entities within `hops` of the named ones and the relations among them."""
+        """The entities within `hops` of the named ones and the relations among them.
+
+        Nearest first; `limit` counts the seeds; hops <= 0 gives only the seeds.
+        """
         ...
 
     async def delete_document(self, kb: str, source: str) -> DeletionReport:
@@ -203,5 +217,37 @@ class StateStore(Protocol):
         ...
 
     async def delete(self, *keys: str) -> int: ...
+
+    async def aclose(self) -> None: ...
+
+
+@runtime_checkable
+class EventQueue(Protocol):
+    """A durable work queue shared by every replica (a Redis stream with one consumer group).
+
+    An entry taken by a consumer stays pending until acknowledged; entries a dead consumer left
+    pending are taken again by another. Nothing is trimmed unacknowledged.
+    """
+
+    async def enqueue(self, payload: str) -> str:
+        """Store the payload durably; its entry id. Returns only once the store has it."""
+        ...
+
+    async def take(
+        self, consumer: str, *, count: int, block: float, reclaim_idle: float
+    ) -> list[QueuedEntry]:
+        """Up to `count` entries for `consumer`: first those pending longer than `reclaim_idle`
+        seconds (their consumer died), then new ones, waiting up to `block` seconds for any."""
+        ...
+
+    async def ack(self, entry_id: str) -> None:
+        """Done with an entry: it is removed and never handed out again."""
+        ...
+
+    async def dead_letter(self, entry: QueuedEntry, reason: str) -> None:
+        """Give up on an entry (kept aside with the reason) and acknowledge it."""
+        ...
+
+    async def depth(self) -> QueueDepth: ...
 
     async def aclose(self) -> None: ...

@@ -254,6 +254,16 @@ class RedisStateStore:
         """What this store connects to, safe to show (password masked)."""
         return self._target
 
+    @property
+    def client(self) -> AsyncClient:
+        """The redis.asyncio client, for adapters that share this connection (the event queue).
+        Keys they write must carry `key_prefix` themselves."""
+        return self._client
+
+    @property
+    def key_prefix(self) -> str:
+        return self._prefix
+
     # -- the port --------------------------------------------------------------------------
 
     async def ping(self) -> str:

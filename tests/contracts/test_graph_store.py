@@ -346,6 +346,16 @@ async def test_relations_create_and_link_missing_endpoints(store: GraphStore, kb
     assert (redis.degree, sentinel.degree) == (1, 1)
 
 
+async def test_the_first_name_seen_is_the_display_name(store: GraphStore, kb: str) -> None:
+    (c1, c2) = await put_doc(store, kb, "a.md", 2)
+    await store.upsert_relations(
+        kb, [rel("postgreSQL", "Zeta", c1), rel("PostgreSQL", "Alpha", c1), rel("zeta", "x", c2)]
+    )
+    await store.upsert_entities(kb, [ent("POSTGRESQL", c2, "a database")])
+    assert (await one(store, kb, "postgresql")).name == "postgreSQL"
+    assert (await one(store, kb, "zeta")).name == "Zeta"
+
+
 async def test_self_loops_and_blank_names_are_ignored(store: GraphStore, kb: str) -> None:
     (c1,) = await put_doc(store, kb, "a.md", 1)
     await store.upsert_entities(kb, [ent("   ", c1, "nothing"), ent('""', c1)])
@@ -696,3 +706,25 @@ async def test_sqlite_file_from_a_newer_schema_is_refused(tmp_path: Path) -> Non
         )
     with pytest.raises(StoreUnavailable, match="schema version"):
         SQLiteGraphStore(path)
+
+
+async def test_sqlite_locked_by_another_writer_is_unavailable_then_recovers(
+    tmp_path: Path, kb: str
+) -> None:
+    path = tmp_path / "g.sqlite"
+    store = SQLiteGraphStore(path, busy_timeout=0.1)
+    try:
+        (c1,) = await put_doc(store, kb, "a.md", 1)
+        other = sqlite3.connect(path, isolation_level=None)
+        other.execute("BEGIN IMMEDIATE")  # another process in the middle of a write
+        try:
+            with pytest.raises(StoreUnavailable, match="locked"):
+                await store.upsert_entities(kb, [ent("Redis", c1, "waits")])
+            assert (await store.stats(kb)).chunks == 1  # readers are not blocked in WAL mode
+        finally:
+            other.execute("ROLLBACK")
+            other.close()
+        await store.upsert_entities(kb, [ent("Redis", c1, "written")])
+        assert (await one(store, kb, "redis")).descriptions == ("written",)
+    finally:
+        await store.aclose()

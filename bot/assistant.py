@@ -1,0 +1,336 @@
+"""The Assistant every chat adapter talks to: a Message in, a stream of ReplyEvents out.
+
+Order of a message's trip: bots ignored → dedupe (delivery id, then message id) → admin command →
+channel enabled? → addressed, auto-answer or an engaged thread? → rate limits → answer from the
+channel's KB (with the thread's history) → the gate's verdict (a refused answer: a polite
+decline when addressed, silence when overheard). Every decision is logged with its reason and
+scores; every answer leaves a trace that feedback refers to.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, Protocol
+
+from bot.conversation_state import ChannelConfig, ConversationState, Decision
+from core.answer.events import AnswerEvent, Delta, Final, Status
+from core.conversation import (
+    Feedback,
+    FinalReply,
+    Message,
+    Refusal,
+    ReplyEvent,
+    TextDelta,
+    Thinking,
+)
+from core.errors import InputError, TacitError
+from core.models import ChatMessage
+from core.text import detect_language
+
+logger = logging.getLogger(__name__)
+
+# Fixed user-facing sentences (not prompts), in the user's language.
+DECLINE = {
+    "en": "Sorry, I can't answer that from the knowledge base.",
+    "zh": "抱歉，知识库里没有能回答这个问题的内容。",
+}
+SLOW_DOWN = {
+    "en": "I'm getting more questions than I can answer right now; please ask again in a minute.",
+    "zh": "现在提问太多了，请一分钟后再问。",
+}
+FAILED = {
+    "en": "Sorry, something went wrong while answering; please try again later.",
+    "zh": "抱歉，回答时出错了，请稍后再试。",
+}
+NOT_ADMIN = "Only this channel's admins can run /tacit commands."
+COMMAND_HELP = (
+    "/tacit mode [mention|auto|on|off] — show or change how this channel is answered\n"
+    "/tacit stats — the gate's decisions in this channel\n"
+    "/tacit feedback — 👍/👎 on this channel's answers\n"
+    "/tacit reindex — index this channel's knowledge base again"
+)
+COMMAND_PREFIX = "/tacit"
+
+Reindex = Callable[[str], Awaitable[str]]  # kb -> a one-line report
+
+
+class AnswerSource(Protocol):
+    """What answers a question from a KB (core.answer.service.Answerer, or issue 4's)."""
+
+    def ask(self, kb: str, question: str) -> AsyncIterator[AnswerEvent]: ...
+
+
+class TacitAssistant:
+    """The conversation loop. Stateless itself: all state lives in the ConversationState."""
+
+    def __init__(
+        self,
+        state: ConversationState,
+        answerer: AnswerSource,
+        *,
+        reindex: Reindex | None = None,
+    ) -> None:
+        self.state = state
+        self.answerer = answerer
+        self.reindex = reindex
+        self._takes_history = "history" in inspect.signature(answerer.ask).parameters
+
+    async def record_feedback(self, feedback: Feedback) -> bool:
+        return await self.state.add_feedback(feedback)
+
+    async def handle(
+        self, message: Message, *, claim: str | None = None
+    ) -> AsyncIterator[ReplyEvent]:
+        """Events for one message, ending with exactly one FinalReply or Refusal; nothing at
+        all for a duplicate. `claim` is the queue entry id when a worker runs it (a re-run
+        of the same entry proceeds; another delivery of the same message does not)."""
+        trace_id = uuid.uuid4().hex
+        started = time.perf_counter()
+
+        def decision(**fields: Any) -> Decision:
+            found = Decision.about(message, trace_id, **fields)
+            found.latency_ms = round((time.perf_counter() - started) * 1000, 3)
+            return found
+
+        if message.from_bot:
+            # Not even deduped: bots (ourselves included) are never answered.
+            await self.state.record(decision(outcome="ignored", stage="filter", reason="a bot"))
+            yield Refusal(None, "a bot's message", trace_id)
+            return
+        verdict = await self.state.claim(message, claim or trace_id)
+        if verdict in ("duplicate", "delivered"):
+            logger.debug("skipping %s message %s", verdict, message.message_id)
+            return
+
+        if _is_command(message.text):
+            async for event in self._command(message, trace_id, decision):
+                yield event
+            return
+
+        config = await self.state.channel(message.platform, message.workspace, message.channel)
+        addressed = message.addressed or message.direct
+        language = detect_language(message.text)
+
+        def silent_or(text: dict[str, str], reason: str) -> Refusal:
+            return Refusal(text[language] if addressed else None, reason, trace_id)
+
+        if not config.enabled:
+            reason = "the channel is disabled"
+            await self.state.record(decision(outcome="silent", stage="mode", reason=reason))
+            yield Refusal(None, reason, trace_id)
+            return
+        if not addressed and config.mode == "mention" and not await self.state.engaged(message):
+            reason = "not addressed in a mention-only channel"
+            await self.state.record(
+                decision(outcome="silent", stage="mode", reason=reason, mode=config.mode)
+            )
+            yield Refusal(None, reason, trace_id)
+            return
+        limited = await self.state.rate_limited(message)
+        if limited is not None:
+            await self.state.record(
+                decision(outcome="rate_limited", stage="rate", reason=limited, kb=config.kb)
+            )
+            yield silent_or(SLOW_DOWN, limited)
+            return
+
+        if addressed:
+            yield Thinking()
+        try:
+            async for event in self._answer(message, config, trace_id, decision, silent_or):
+                yield event
+        except InputError as exc:
+            reason = f"unusable input: {exc}"
+            await self.state.record(
+                decision(outcome="declined", stage="filter", reason=reason, kb=config.kb)
+            )
+            yield Refusal(str(exc) if addressed else None, reason, trace_id)
+        except TacitError as exc:
+            # A store or the LLM failed for good: say so (addressed), log it, never stay mute
+            # about it in the decision log.
+            logger.warning("answering %s failed: %s", message.message_id, exc)
+            reason = f"failed: {exc}"
+            await self.state.record(
+                decision(outcome="error", stage="answer", reason=reason, kb=config.kb)
+            )
+            yield silent_or(FAILED, reason)
+
+    async def _answer(
+        self,
+        message: Message,
+        config: ChannelConfig,
+        trace_id: str,
+        decision: Callable[..., Decision],
+        silent_or: Callable[[dict[str, str], str], Refusal],
+    ) -> AsyncIterator[ReplyEvent]:
+        addressed = message.addressed or message.direct
+        history = await self.state.history(message)
+        held: Delta | None = None  # the first delta waits until we know it is no refusal
+        released = False
+        async for event in self._ask(config.kb, message.text, history):
+            if isinstance(event, Status):
+                if addressed:
+                    yield Thinking(event.text)
+            elif isinstance(event, Delta):
+                if released:
+                    yield TextDelta(event.text)
+                elif held is None:
+                    held = event
+                else:
+                    released = True
+                    yield TextDelta(held.text)
+                    yield TextDelta(event.text)
+            elif isinstance(event, Final):
+                answer = event.answer
+                scores = [round(s, 4) for s in answer.scores]
+                if answer.refused:
+                    outcome = "declined" if addressed else "silent"
+                    await self.state.record(
+                        decision(
+                            outcome=outcome,
+                            stage="gate",
+                            reason=answer.reason,
+                            kb=config.kb,
+                            mode=config.mode,
+                            scores=scores,
+                        )
+                    )
+                    yield silent_or(DECLINE, answer.reason)
+                    return
+                if held is not None and not released:
+                    yield TextDelta(held.text)
+                await self.state.remember(message, answer.text)
+                await self.state.save_trace(
+                    message,
+                    trace_id,
+                    {
+                        "question": message.text,
+                        "answer": answer.text,
+                        "kb": config.kb,
+                        "mode": answer.mode,
+                        "sources": [c.source for c in answer.citations],
+                        "thread": message.thread,
+                        "at": time.time(),
+                    },
+                )
+                await self.state.record(
+                    decision(
+                        outcome="answered",
+                        stage="answer",
+                        reason=answer.reason,
+                        kb=config.kb,
+                        mode=config.mode,
+                        scores=scores,
+                    )
+                )
+                yield FinalReply(answer.text, answer.citations, trace_id)
+                return
+        raise TacitError("the answerer ended without a final answer")
+
+    def _ask(
+        self, kb: str, question: str, history: tuple[ChatMessage, ...]
+    ) -> AsyncIterator[AnswerEvent]:
+        if self._takes_history:
+            ask: Any = self.answerer.ask
+            stream: AsyncIterator[AnswerEvent] = ask(kb, question, history=history)
+            return stream
+        return self.answerer.ask(kb, question)
+
+    # -- admin commands --------------------------------------------------------------------
+
+    async def _command(
+        self, message: Message, trace_id: str, decision: Callable[..., Decision]
+    ) -> AsyncIterator[ReplyEvent]:
+        config = await self.state.channel(message.platform, message.workspace, message.channel)
+        words = message.text.split()[1:]
+        name = words[0].lower() if words else "help"
+        if not self.state.is_admin(message, config):
+            await self.state.record(
+                decision(outcome="declined", stage="admin", reason=f"{name}: not an admin")
+            )
+            yield Refusal(NOT_ADMIN, f"/tacit {name} refused: not an admin", trace_id)
+            return
+        handler = {
+            "mode": self._mode,
+            "stats": self._stats,
+            "feedback": self._feedback,
+            "reindex": self._reindex,
+        }.get(name)
+        if handler is None:
+            text, reason = COMMAND_HELP, "help"
+        else:
+            if name == "reindex":
+                yield Thinking(f"re-indexing {config.kb}")
+            try:
+                text = await handler(message, config, words[1:])
+                reason = name
+            except InputError as exc:
+                text, reason = f"{exc}\n{COMMAND_HELP}", f"{name}: {exc}"
+        await self.state.record(
+            decision(outcome="command", stage="admin", reason=reason, kb=config.kb)
+        )
+        yield FinalReply(text, (), trace_id)
+
+    async def _mode(self, message: Message, config: ChannelConfig, args: list[str]) -> str:
+        if args:
+            choice = args[0].lower()
+            if choice in ("mention", "auto"):
+                await self.state.override_channel(message, mode=choice)
+            elif choice in ("on", "off"):
+                await self.state.override_channel(message, enabled=choice == "on")
+            else:
+                raise InputError(f"unknown mode {choice!r}")
+            config = await self.state.channel(message.platform, message.workspace, message.channel)
+        state = "enabled" if config.enabled else "disabled"
+        binding = "bound to" if config.bound else "using the default"
+        return f"This channel is {state}, mode {config.mode}, {binding} knowledge base {config.kb}."
+
+    async def _stats(self, message: Message, config: ChannelConfig, args: list[str]) -> str:
+        decisions = await self.state.decisions(message.platform, message.workspace, message.channel)
+        judged = [d for d in decisions if d["outcome"] != "command"]
+        if not judged:
+            return "No decisions recorded in this channel yet."
+        outcomes: dict[str, int] = {}
+        for d in judged:
+            outcomes[d["outcome"]] = outcomes.get(d["outcome"], 0) + 1
+        best = {
+            outcome: [d["scores"][0] for d in judged if d["outcome"] == outcome and d["scores"]]
+            for outcome in ("answered", "declined", "silent")
+        }
+        lines = [f"Last {len(judged)} decisions in this channel (knowledge base {config.kb}):"]
+        lines += [f"  {outcome}: {n}" for outcome, n in sorted(outcomes.items())]
+        for outcome, values in best.items():
+            if values:
+                mean = sum(values) / len(values)
+                lines.append(f"  mean best match when {outcome}: {mean:.2f}")
+        return "\n".join(lines)
+
+    async def _feedback(self, message: Message, config: ChannelConfig, args: list[str]) -> str:
+        summary = await self.state.feedback_summary(
+            message.platform, message.workspace, message.channel
+        )
+        lines = [
+            f"Feedback on {summary['answers_rated']} answer(s): "
+            f"👍 {summary['helpful']}, 👎 {summary['unhelpful']}."
+        ]
+        for trace_id in summary["most_unhelpful"]:
+            trace = await self.state.trace(trace_id)
+            if trace is not None:
+                lines.append(f"  👎 {trace['question'][:120]}")
+        return "\n".join(lines)
+
+    async def _reindex(self, message: Message, config: ChannelConfig, args: list[str]) -> str:
+        if self.reindex is None:
+            raise InputError("re-indexing is not available in this process")
+        # Always the channel's own KB: an admin of one channel cannot touch another's.
+        return await self.reindex(config.kb)
+
+
+def _is_command(text: str) -> bool:
+    first = text.strip().split(maxsplit=1)[0] if text.strip() else ""
+    # Telegram appends the bot's name in groups: /tacit@tacit_bot stats
+    return first.lower().split("@", 1)[0] == COMMAND_PREFIX

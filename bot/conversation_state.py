@@ -1,0 +1,291 @@
+"""Conversation state in the StateStore: dedupe, rate limits, channel configuration, thread
+history, the decision log, answer traces and feedback.
+
+Key layout (every key is hash-tagged so one conversation's or one channel's keys share a Redis
+Cluster slot):
+
+    {platform:workspace:channel:thread}:message:<id>    dedupe of the message (claim token)
+    {platform:workspace:channel:thread}:delivery:<id>   dedupe of the platform delivery
+    {platform:workspace:channel:thread}:history         the thread's turns (list, TTL)
+    {platform:workspace:channel}:config                 run-time overrides of the channel
+    {platform:workspace:channel}:decisions              the decision log (list, newest kept)
+    {platform:workspace:channel}:feedback               votes, newest kept (list)
+    {trace:<trace id>}                                  what an answer was (for feedback)
+    {rate:platform:workspace:user:<id>}                 per-user fixed-window counter
+    {rate:platform:workspace:channel:<id>}              per-channel fixed-window counter
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+from bot.settings import ChannelMode, ConversationSettings
+from core.conversation import Feedback, Message
+from core.models import ChatMessage
+from core.ports import StateStore
+
+ClaimResult = Literal["new", "mine", "duplicate", "delivered"]
+Outcome = Literal["answered", "declined", "silent", "rate_limited", "ignored", "command", "error"]
+Stage = Literal["filter", "mode", "rate", "gate", "answer", "admin"]
+_DELIVERED = "delivered:"
+_FEEDBACK_KEPT = 10_000
+_QUESTION_KEPT_CHARS = 300  # of a message's text, in the decision log (enough to review it)
+
+
+def channel_key(platform: str, workspace: str, channel: str) -> str:
+    return f"{{{platform}:{workspace}:{channel}}}"
+
+
+def channel_of(message: Message) -> str:
+    return channel_key(message.platform, message.workspace, message.channel)
+
+
+def channel_id(platform: str, workspace: str, channel: str) -> str:
+    """How settings name a channel: `platform:workspace:channel`."""
+    return f"{platform}:{workspace}:{channel}"
+
+
+@dataclass(frozen=True, slots=True)
+class ChannelConfig:
+    kb: str
+    mode: ChannelMode
+    enabled: bool
+    admins: tuple[str, ...]
+    bound: bool  # the KB was named for this channel (not the global default)
+
+
+@dataclass(slots=True)
+class Decision:
+    """One decision about one message: what Tacit did and why, with the scores behind it."""
+
+    trace_id: str
+    outcome: Outcome
+    stage: Stage
+    reason: str
+    platform: str
+    workspace: str
+    channel: str
+    thread: str
+    message_id: str
+    user: str
+    addressed: bool
+    kb: str = ""
+    mode: str = ""
+    scores: list[float] = field(default_factory=list)
+    text: str = ""
+    at: float = 0.0
+    latency_ms: float = 0.0
+
+    @classmethod
+    def about(cls, message: Message, trace_id: str, **fields: Any) -> Decision:
+        return cls(
+            trace_id=trace_id,
+            platform=message.platform,
+            workspace=message.workspace,
+            channel=message.channel,
+            thread=message.thread,
+            message_id=message.message_id,
+            user=message.user,
+            addressed=message.addressed or message.direct,
+            text=message.text[:_QUESTION_KEPT_CHARS],
+            at=time.time(),
+            **fields,
+        )
+
+
+class ConversationState:
+    """Every piece of conversation state, over one StateStore."""
+
+    def __init__(self, store: StateStore, settings: ConversationSettings, *, default_kb: str):
+        self.store = store
+        self.settings = settings
+        self.default_kb = default_kb
+
+    # -- dedupe ----------------------------------------------------------------------------
+
+    async def claim(self, message: Message, token: str) -> ClaimResult:
+        """Claim the message for `token` (a queue entry id, or a fresh id when not queued).
+
+        "new": first sight. "mine": the same token claimed it before (the queue handed the
+        entry out again after a worker died). "delivered": that earlier attempt finished.
+        "duplicate": another delivery (a platform retry, app_mention + message) holds it.
+        """
+        ttl = self.settings.dedupe_ttl
+        conversation = message.conversation_key
+        result: ClaimResult = "new"
+        keys = []
+        if message.delivery_id:
+            keys.append(f"{conversation}:delivery:{message.delivery_id}")
+        if message.message_id:
+            keys.append(f"{conversation}:message:{message.message_id}")
+        for key in keys:
+            if await self.store.set_if_absent(key, token, ttl=ttl):
+                continue
+            holder = await self.store.get(key)
+            if holder == _DELIVERED + token:
+                return "delivered"
+            if holder != token:
+                return "duplicate"
+            result = "mine"
+        return result
+
+    async def mark_delivered(self, message: Message, token: str) -> None:
+        """The answer for this claim reached the platform: a re-run must not answer again."""
+        if message.message_id:
+            key = f"{message.conversation_key}:message:{message.message_id}"
+            await self.store.set(key, _DELIVERED + token, ttl=self.settings.dedupe_ttl)
+
+    # -- rate limits -----------------------------------------------------------------------
+
+    async def rate_limited(self, message: Message) -> str | None:
+        """Why this message is over a limit (None when it is within both)."""
+        window = self.settings.rate_window
+        scope = f"{message.platform}:{message.workspace}"
+        users = await self.store.incr(f"{{rate:{scope}:user:{message.user}}}", ttl=window)
+        if users > self.settings.user_rate:
+            return f"user {message.user} is over {self.settings.user_rate} per {window:g}s"
+        channels = await self.store.incr(f"{{rate:{scope}:channel:{message.channel}}}", ttl=window)
+        if channels > self.settings.channel_rate:
+            return f"channel is over {self.settings.channel_rate} per {window:g}s"
+        return None
+
+    # -- channel configuration -------------------------------------------------------------
+
+    async def channel(self, platform: str, workspace: str, channel: str) -> ChannelConfig:
+        """Settings for the channel, with the run-time overrides admins made on top."""
+        configured = self.settings.channels.get(channel_id(platform, workspace, channel))
+        raw = await self.store.get(f"{channel_key(platform, workspace, channel)}:config")
+        overrides: dict[str, Any] = json.loads(raw) if raw else {}
+        kb = configured.kb if configured and configured.kb else None
+        mode = overrides.get("mode") or (configured.mode if configured else None)
+        enabled = overrides.get("enabled", configured.enabled if configured else True)
+        admins = tuple(configured.admins) if configured else ()
+        return ChannelConfig(
+            kb=kb or self.default_kb,
+            mode=mode or self.settings.mode,
+            enabled=bool(enabled),
+            admins=admins,
+            bound=kb is not None,
+        )
+
+    async def override_channel(self, message: Message, **changes: Any) -> None:
+        """Change mode or enabled for the message's channel (never its KB: the binding is
+        configuration, so no chat command can point a channel at another KB)."""
+        allowed = {"mode", "enabled"}
+        if not set(changes) <= allowed:
+            raise ValueError(f"only {sorted(allowed)} can change at run time")
+        key = f"{channel_of(message)}:config"
+        raw = await self.store.get(key)
+        current: dict[str, Any] = json.loads(raw) if raw else {}
+        current.update(changes)
+        await self.store.set(key, json.dumps(current))
+
+    def is_admin(self, message: Message, config: ChannelConfig) -> bool:
+        qualified = f"{message.platform}:{message.user}"
+        return qualified in self.settings.admins or message.user in config.admins
+
+    # -- thread history --------------------------------------------------------------------
+
+    async def history(self, message: Message) -> tuple[ChatMessage, ...]:
+        turns = self.settings.history_turns
+        if turns == 0:
+            return ()
+        rows = await self.store.recent(f"{message.conversation_key}:history", turns * 2)
+        history = []
+        for row in rows:
+            turn = json.loads(row)
+            history.append(ChatMessage(turn["role"], turn["text"]))
+        return tuple(history)
+
+    async def remember(self, message: Message, answer: str) -> None:
+        """Add a question and its answer to the thread's history (its expiry starts again)."""
+        if self.settings.history_turns == 0:
+            return
+        key = f"{message.conversation_key}:history"
+        for role, text in (("user", message.text), ("assistant", answer)):
+            await self.store.push(
+                key,
+                json.dumps({"role": role, "text": text}, ensure_ascii=False),
+                max_len=self.settings.history_turns * 2,
+                ttl=self.settings.history_ttl,
+            )
+
+    async def engaged(self, message: Message) -> bool:
+        """The bot answered in this thread recently (so it follows the thread)."""
+        return any(turn.role == "assistant" for turn in await self.history(message))
+
+    # -- decisions and traces --------------------------------------------------------------
+
+    async def record(self, decision: Decision) -> None:
+        key = f"{channel_key(decision.platform, decision.workspace, decision.channel)}:decisions"
+        await self.store.push(
+            key,
+            json.dumps(asdict(decision), ensure_ascii=False),
+            max_len=self.settings.decision_log,
+            ttl=self.settings.trace_ttl,
+        )
+
+    async def decisions(
+        self, platform: str, workspace: str, channel: str, count: int = 1000
+    ) -> list[dict[str, Any]]:
+        """The channel's newest decisions, oldest first."""
+        rows = await self.store.recent(
+            f"{channel_key(platform, workspace, channel)}:decisions", count
+        )
+        return [json.loads(row) for row in rows]
+
+    async def save_trace(self, message: Message, trace_id: str, trace: dict[str, Any]) -> None:
+        where = {
+            "platform": message.platform,
+            "workspace": message.workspace,
+            "channel": message.channel,
+            "thread": message.thread,
+        }
+        await self.store.set(
+            f"{{trace:{trace_id}}}",
+            json.dumps({**trace, **where}, ensure_ascii=False),
+            ttl=self.settings.trace_ttl,
+        )
+
+    async def trace(self, trace_id: str) -> dict[str, Any] | None:
+        raw = await self.store.get(f"{{trace:{trace_id}}}")
+        return json.loads(raw) if raw else None
+
+    # -- feedback --------------------------------------------------------------------------
+
+    async def add_feedback(self, feedback: Feedback) -> bool:
+        """Store a vote on a known answer, in the log of the channel it was given in; False
+        if no such answer is known (or it went to another platform)."""
+        known = await self.trace(feedback.trace_id)
+        if known is None or feedback.platform not in (None, known["platform"]):
+            return False
+        vote = {**asdict(feedback), "at": time.time()}
+        await self.store.push(
+            f"{channel_key(known['platform'], known['workspace'], known['channel'])}:feedback",
+            json.dumps(vote, ensure_ascii=False),
+            max_len=_FEEDBACK_KEPT,
+            ttl=self.settings.trace_ttl,
+        )
+        return True
+
+    async def feedback_summary(self, platform: str, workspace: str, channel: str) -> dict[str, Any]:
+        """Votes per answer, the last vote of each user counting."""
+        rows = await self.store.recent(
+            f"{channel_key(platform, workspace, channel)}:feedback", _FEEDBACK_KEPT
+        )
+        last: dict[tuple[str, str], dict[str, Any]] = {}
+        for row in rows:
+            vote = json.loads(row)
+            last[(vote["trace_id"], vote["user"])] = vote
+        helpful = Counter(v["trace_id"] for v in last.values() if v["helpful"])
+        unhelpful = Counter(v["trace_id"] for v in last.values() if not v["helpful"])
+        return {
+            "helpful": sum(helpful.values()),
+            "unhelpful": sum(unhelpful.values()),
+            "answers_rated": len({trace for trace, _ in last}),
+            "most_unhelpful": [trace for trace, _ in unhelpful.most_common(5)],
+        }

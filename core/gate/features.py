@@ -1,0 +1,97 @@
+"""What the refusal scorer looks at in a message's own text: cues and vocabulary terms.
+
+The knowledge-base and example-similarity features need the embedder and the stores, and are
+computed in core.gate.scorer; everything here is a pure function of the text, so fitting and
+scoring see exactly the same features.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import unicodedata
+from collections import Counter
+
+# Terms the vocabulary model learns from: Latin words (identifiers such as `mmdeploy` or
+# `onnxruntime` are whole words), and Chinese characters with their bigrams — Chinese has no
+# spaces, and character bigrams approximate words without a segmenter's dictionary.
+_LATIN_TERM = re.compile(r"[a-z][a-z0-9_+#.\-]*[a-z0-9+#]|[a-z]")
+_CJK_RUN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
+_CJK_CHAR = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+
+# Cues of a technical question versus chatter, in both languages.
+_QUESTION_MARK = re.compile(r"[?？]")
+_QUESTION_WORDS = re.compile(
+    r"怎么|怎样|如何|为什么|为啥|什么|哪个|哪些|哪里|是否|能否|可以吗|能不能|有没有|请问|求助|"
+    r"报错|吗[?？。\s]*$|呢[?？。\s]*$|"
+    r"\b(how|what|why|which|where|when|can|could|does|do|is|are|should|anyone|help|error)\b",
+    re.IGNORECASE,
+)
+_CODE = re.compile(
+    r"```|`[^`]+`|\b\w+\.(py|cpp|h|so|onnx|pth|pt|yaml|yml|json|sh|txt|md)\b|"
+    r"\b(import|def|class|pip|conda|cuda|gpu|cpu|torch|python|error|traceback|exception|"
+    r"version|install|config|model|tensor|onnx|trt|tensorrt)\b|\b\d+\.\d+(\.\d+)?\b|[=<>]=|::|->",
+    re.IGNORECASE,
+)
+_STICKER = re.compile(r"\[[^\[\]\s]{1,6}\]")  # WeChat stickers: [旺柴] [捂脸]
+_URL = re.compile(r"https?://\S+")
+_EMOJI = re.compile("[\U0001f000-\U0001faff\u2600-\u27bf]")
+
+CUE_NAMES: tuple[str, ...] = (
+    "log_chars",
+    "question_mark",
+    "question_words",
+    "code_cues",
+    "latin_share",
+    "sticker_or_emoji",
+    "url",
+)
+
+
+def normalise(text: str) -> str:
+    """NFKC and case-folded: full-width punctuation and letters compare equal to ASCII ones."""
+    return unicodedata.normalize("NFKC", text).casefold()
+
+
+def terms(text: str) -> list[str]:
+    """The vocabulary terms of a message (see the comment on _LATIN_TERM)."""
+    text = normalise(text)
+    found = _LATIN_TERM.findall(text)
+    for run in _CJK_RUN.findall(text):
+        found.extend(run)
+        found.extend(run[i : i + 2] for i in range(len(run) - 1))
+    return found
+
+
+def term_counts(text: str) -> Counter[str]:
+    return Counter(terms(text))
+
+
+def text_cues(text: str) -> list[float]:
+    """Numbers in the order of CUE_NAMES, each bounded so one long message cannot dominate."""
+    norm = normalise(text)
+    chars = len(norm.strip())
+    latin = sum(len(w) for w in _LATIN_TERM.findall(norm))
+    cjk = len(_CJK_CHAR.findall(norm))
+    letters = latin + cjk
+    return [
+        math.log1p(chars),
+        1.0 if _QUESTION_MARK.search(norm) else 0.0,
+        min(len(_QUESTION_WORDS.findall(norm)), 3) / 3,
+        min(len(_CODE.findall(norm)), 5) / 5,
+        latin / letters if letters else 0.0,
+        1.0 if (_STICKER.search(text) or _EMOJI.search(text)) else 0.0,
+        1.0 if _URL.search(norm) else 0.0,
+    ]
+
+
+def overlap(message_terms: Counter[str], passage: str) -> float:
+    """Share of the message's distinct terms that a passage also contains (0 when it has none).
+
+    Single Chinese characters are skipped: they match almost any passage and say nothing.
+    """
+    wanted = {t for t in message_terms if not (len(t) == 1 and _CJK_CHAR.match(t))}
+    if not wanted:
+        return 0.0
+    have = set(terms(passage))
+    return len(wanted & have) / len(wanted)

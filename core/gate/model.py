@@ -1,0 +1,137 @@
+"""The fitted refusal scorer: a logistic regression over the gate's features, as plain data.
+
+Fitting (core.gate.fitting) needs scikit-learn; scoring needs only numpy, so answering a
+message stays a few dot products. The fit is stored as JSON with its knowledge base
+(core.gate.store) and versioned: a fit from another version or embedder is refused, not misread.
+"""
+
+from __future__ import annotations
+
+import base64
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from core.gate.features import CUE_NAMES
+
+FIT_VERSION = 1
+KNN_K = 10  # neighbours averaged per class; 10 beat 1, 3 and 5 in cross-validation
+KB_FEATURES: tuple[str, ...] = ("chunk_max", "chunk_mean", "chunk_term_overlap")
+GRAPH_FEATURES: tuple[str, ...] = ("entity_max", "relation_max")
+EXAMPLE_FEATURES: tuple[str, ...] = ("good_max", "bad_max", "good_mean", "bad_mean")
+
+Matrix = npt.NDArray[np.float64]
+
+
+def feature_names(use_graph: bool) -> tuple[str, ...]:
+    graph = GRAPH_FEATURES if use_graph else ()
+    return (*KB_FEATURES, *graph, *EXAMPLE_FEATURES, *CUE_NAMES)
+
+
+def example_features(
+    similarities: npt.NDArray[np.floating[Any]],
+    labels: npt.NDArray[np.int8],
+    *,
+    k: int = KNN_K,
+) -> Matrix:
+    """Per row of `similarities` (message × example), the nearest answerable and
+    non-answerable examples: best and mean of the best k, per class.
+
+    A class with no examples contributes zeros (a fit always has both classes).
+    """
+    rows = similarities.shape[0]
+    columns: list[Matrix] = []
+    for label in (1, 0):
+        part = np.asarray(similarities[:, labels == label], dtype=np.float64)
+        if part.shape[1] == 0:
+            columns.extend([np.zeros(rows), np.zeros(rows)])
+            continue
+        top = min(k, part.shape[1])
+        best = np.partition(part, part.shape[1] - top, axis=1)[:, -top:]
+        columns.extend([best.max(axis=1), best.mean(axis=1)])
+    good_max, good_mean, bad_max, bad_mean = columns
+    return np.stack([good_max, bad_max, good_mean, bad_mean], axis=1)
+
+
+def encode_matrix(matrix: npt.NDArray[np.floating[Any]]) -> dict[str, Any]:
+    """A float matrix as base64 float16: example embeddings are cosine-compared, and half
+    precision keeps a fit of a thousand examples near one megabyte."""
+    array = np.ascontiguousarray(matrix, dtype=np.float16)
+    return {"shape": list(array.shape), "float16": base64.b64encode(array.tobytes()).decode()}
+
+
+def decode_matrix(data: dict[str, Any]) -> npt.NDArray[np.float32]:
+    raw = base64.b64decode(data["float16"])
+    shape = tuple(int(n) for n in data["shape"])
+    return np.frombuffer(raw, dtype=np.float16).reshape(shape).astype(np.float32)
+
+
+@dataclass
+class GateFit:
+    """Everything needed to score a message the way the fit was evaluated."""
+
+    embedder: str
+    dim: int
+    use_graph: bool  # the KB had entity/relation vectors when fitted
+    features: tuple[str, ...]
+    mean: list[float]
+    scale: list[float]
+    coef: list[float]
+    intercept: float
+    threshold: float
+    examples: npt.NDArray[np.float32]  # (n, dim) embeddings of the labelled messages
+    labels: npt.NDArray[np.int8]  # 1 answerable, 0 not
+    metrics: dict[str, float] = field(default_factory=dict)  # out-of-fold, on the examples
+    target_precision: float | None = None
+    fitted_at: float = 0.0
+    version: int = FIT_VERSION
+
+    def probabilities(self, features: Matrix) -> npt.NDArray[np.float64]:
+        """P(answerable) per row of a feature matrix in `self.features` order."""
+        z = (features - np.asarray(self.mean)) / np.asarray(self.scale)
+        logits = z @ np.asarray(self.coef) + self.intercept
+        return 1.0 / (1.0 + np.exp(-np.clip(logits, -50, 50)))
+
+    def example_features(self, embeddings: npt.NDArray[np.floating[Any]]) -> Matrix:
+        return example_features(embeddings @ self.examples.T, self.labels)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "version": self.version,
+            "embedder": self.embedder,
+            "dim": self.dim,
+            "use_graph": self.use_graph,
+            "features": list(self.features),
+            "mean": self.mean,
+            "scale": self.scale,
+            "coef": self.coef,
+            "intercept": self.intercept,
+            "threshold": self.threshold,
+            "examples": encode_matrix(self.examples),
+            "labels": self.labels.astype(int).tolist(),
+            "metrics": self.metrics,
+            "target_precision": self.target_precision,
+            "fitted_at": self.fitted_at,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> GateFit:
+        return cls(
+            embedder=str(data["embedder"]),
+            dim=int(data["dim"]),
+            use_graph=bool(data["use_graph"]),
+            features=tuple(data["features"]),
+            mean=[float(x) for x in data["mean"]],
+            scale=[float(x) for x in data["scale"]],
+            coef=[float(x) for x in data["coef"]],
+            intercept=float(data["intercept"]),
+            threshold=float(data["threshold"]),
+            examples=decode_matrix(data["examples"]),
+            labels=np.asarray(data["labels"], dtype=np.int8),
+            metrics={k: float(v) for k, v in data.get("metrics", {}).items()},
+            target_precision=data.get("target_precision"),
+            fitted_at=float(data.get("fitted_at", 0.0)),
+            version=int(data["version"]),
+        )
