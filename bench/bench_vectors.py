@@ -256,6 +256,7 @@ def main() -> None:
         return
 
     command = " ".join([Path(sys.executable).name, *sys.argv])
+    load_before = os.getloadavg()
     results: list[dict[str, Any]] = []
     # numpy first: its exact answers are the truth the recall of the others is measured on.
     engines = sorted(set(args.engines) | {"numpy"}, key=ENGINES.index)
@@ -289,6 +290,9 @@ def main() -> None:
             "cpus": os.cpu_count(),
             "platform": platform.platform(),
             "python": platform.python_version(),
+            # Other work on the machine skews every latency here: check these first.
+            "loadavg_1_5_15_before": load_before,
+            "loadavg_1_5_15_after": os.getloadavg(),
         },
         "versions": {p: version(p) for p in ("pymilvus", "milvus-lite", "numpy", "faiss-cpu")},
         "parameters": {
@@ -317,7 +321,9 @@ def main() -> None:
             f"peak RSS {r['peak_rss_after_insert_mb']:,.0f} MB after inserting, "
             f"{r['peak_rss_after_settle_mb']:,.0f} MB after settling",
         )
-    print(f"\nJSON: {out.relative_to(REPO) if out.is_relative_to(REPO) else out}")
+    before, after = load_before[0], os.getloadavg()[0]
+    print(f"\nload average (1 min) before {before:.2f}, after {after:.2f} on {os.cpu_count()} CPUs")
+    print(f"JSON: {out.relative_to(REPO) if out.is_relative_to(REPO) else out}")
 
 
 if __name__ == "__main__":

@@ -94,10 +94,11 @@ class Worker:
         self.max_deliveries = max_deliveries
         self.poll = poll
         self.metrics = metrics
-        self._in_flight: set[asyncio.Task[None]] = set()
+        self._in_flight: dict[asyncio.Task[None], str] = {}  # task -> its queue entry id
         self._stopping = asyncio.Event()
         self._wake = asyncio.Event()
         self._runner: asyncio.Task[Any] | None = None
+        self._heartbeat: asyncio.Task[None] | None = None
 
     @property
     def in_flight(self) -> int:
@@ -106,6 +107,8 @@ class Worker:
     async def run(self) -> None:
         """Take and handle entries until stop() is called."""
         self._runner = asyncio.current_task()
+        if self._heartbeat is None:
+            self._heartbeat = asyncio.create_task(self._keep_alive(), name="tacit-heartbeat")
         failures = 0
         while not self._stopping.is_set():
             free = self.concurrency - len(self._in_flight)
@@ -124,9 +127,12 @@ class Worker:
                 logger.warning("the queue is unavailable (%s); retrying in %.1fs", exc, delay)
                 await self._wait_or_stop(asyncio.sleep(delay))
                 continue
+            working = set(self._in_flight.values())
             for entry in entries:
+                if entry.id in working:
+                    continue  # reclaimed from ourselves while still at it: one run is enough
                 task = asyncio.create_task(self._process(entry), name=f"tacit-entry-{entry.id}")
-                self._in_flight.add(task)
+                self._in_flight[task] = entry.id
                 task.add_done_callback(self._finished)
 
     async def stop(self, drain_timeout: float = 30.0) -> int:
@@ -147,6 +153,10 @@ class Worker:
         if unfinished:
             await asyncio.gather(*unfinished, return_exceptions=True)
             logger.warning("%d answer(s) left to other replicas at shutdown", len(unfinished))
+        if self._heartbeat is not None:
+            self._heartbeat.cancel()
+            await asyncio.gather(self._heartbeat, return_exceptions=True)
+            self._heartbeat = None
         return len(unfinished)
 
     # -- one entry -------------------------------------------------------------------------
@@ -211,8 +221,20 @@ class Worker:
             self.metrics.dead_letters.inc()
 
     def _finished(self, task: asyncio.Task[None]) -> None:
-        self._in_flight.discard(task)
+        self._in_flight.pop(task, None)
         self._wake.set()
+
+    async def _keep_alive(self) -> None:
+        """Restart the idle time of the entries being answered, so that a slow answer (an
+        iterative LLM loop) is not reclaimed and answered twice by another replica."""
+        interval = max(0.02, self.reclaim_idle / 3)
+        while True:
+            await asyncio.sleep(interval)
+            working = list(self._in_flight.values())
+            try:
+                await self.queue.keep(self.consumer, working)
+            except TacitError as exc:
+                logger.warning("could not extend %d queue entries: %s", len(working), exc)
 
     async def _wait_or_stop(self, waiting: Awaitable[Any]) -> None:
         waiter = asyncio.ensure_future(waiting)

@@ -110,6 +110,21 @@ class AnswerSettings(Section):
     evidence_sentences: int = Field(3, ge=1, le=20)
 
 
+class GateSettings(Section):
+    """The intent-and-refusal gate (`tacit gate fit` stores its fitted scorer per KB)."""
+
+    min_chars: int = Field(2, ge=0, description="fewer letters/digits/CJK than this: ignored")
+    max_chars: int = Field(2000, ge=16, description="longer messages are scored on their start")
+    banned_topics: list[str] = Field(
+        default_factory=list, description="messages mentioning any of these are declined"
+    )
+    llm_intent: bool = Field(True, description="ask the LLM for the intent when one is set")
+    llm_safety: bool = Field(True, description="ask the LLM for a safety check when one is set")
+    unfitted_min_score: float = Field(
+        0.25, ge=-1, le=1, description="a KB without a fit: best chunk similarity to answer"
+    )
+
+
 ChannelMode = Literal["mention", "auto"]
 
 
@@ -169,6 +184,46 @@ class ServerSettings(Section):
     drain_timeout: float = Field(30.0, ge=0, description="seconds shutdown waits for answers")
 
 
+class SlackSettings(Section):
+    """Slack: on when bot_token is set. HTTP Events API at /slack/events, or Socket Mode."""
+
+    mode: Literal["http", "socket"] = Field("http", description="socket: needs app_token")
+    bot_token: SecretStr = Field(SecretStr(""), description="xoxb- bot token")
+    app_token: SecretStr = Field(SecretStr(""), description="xapp- app-level token (socket mode)")
+    signing_secret: SecretStr = Field(SecretStr(""), description="verifies HTTP requests")
+    bot_user_id: str | None = Field(None, description="the bot's user id; default: auth.test")
+    api_url: str = Field("https://slack.com/api/", description="Web API base URL")
+    stream_interval: float = Field(1.0, ge=0.1, description="seconds between chat.update edits")
+    max_retries: int = Field(3, ge=0, le=20, description="retries of a 429, 5xx or lost connection")
+    slash_command: str = Field("/tacit", pattern=r"^/[a-z0-9_-]+$")
+
+    @property
+    def configured(self) -> bool:
+        return bool(self.bot_token.get_secret_value())
+
+
+class TelegramSettings(Section):
+    """Telegram: on when bot_token is set. Long polling, or a webhook at /telegram/webhook."""
+
+    mode: Literal["polling", "webhook"] = "polling"
+    bot_token: SecretStr = Field(SecretStr(""), description="token from @BotFather")
+    webhook_secret: SecretStr = Field(
+        SecretStr(""), description="X-Telegram-Bot-Api-Secret-Token; required for webhook"
+    )
+    webhook_url: str | None = Field(
+        None, description="public URL of /telegram/webhook to register at start; none: leave it"
+    )
+    api_url: str = Field("https://api.telegram.org", description="Bot API server")
+    edit_interval: float = Field(1.5, ge=0.1, description="seconds between streamed edits")
+    typing_interval: float = Field(4.5, gt=0, description="seconds between typing actions")
+    concurrent_updates: int = Field(64, ge=1, le=4096, description="updates handled at once")
+    max_retries: int = Field(3, ge=0, le=20, description="retries of a flood-control 429")
+
+    @property
+    def configured(self) -> bool:
+        return bool(self.bot_token.get_secret_value())
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix="TACIT_",
@@ -187,8 +242,11 @@ class Settings(BaseSettings):
     state: StateSettings = Field(default_factory=StateSettings)
     index: IndexSettings = Field(default_factory=IndexSettings)
     answer: AnswerSettings = Field(default_factory=AnswerSettings)
+    gate: GateSettings = Field(default_factory=GateSettings)
     conversation: ConversationSettings = Field(default_factory=ConversationSettings)
     server: ServerSettings = Field(default_factory=ServerSettings)
+    slack: SlackSettings = Field(default_factory=SlackSettings)
+    telegram: TelegramSettings = Field(default_factory=TelegramSettings)
 
     @field_validator("kb")
     @classmethod

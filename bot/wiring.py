@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from bot.settings import Settings
 from core.answer.service import Answerer, AnswerOptions
+from core.gate.gate import Gate, GateOptions
 from core.index.pipeline import Indexer, IndexOptions
 from core.ports import LLM, Embedder, GraphStore, StateStore, VectorStore
 
@@ -126,6 +127,24 @@ class Services:
                 evidence_sentences=answer.evidence_sentences,
                 temperature=self.settings.llm.temperature,
                 max_tokens=self.settings.llm.max_tokens,
+            ),
+        )
+
+    def gate(self, state: StateStore) -> Gate:
+        """The intent-and-refusal gate; each KB's fitted scorer lives in `state`."""
+        gate = self.settings.gate
+        return Gate(
+            embedder=self.embedder,
+            vectors=self.vectors,
+            state=state,
+            llm=self.llm,
+            options=GateOptions(
+                min_chars=gate.min_chars,
+                max_chars=gate.max_chars,
+                banned_topics=tuple(gate.banned_topics),
+                llm_intent=gate.llm_intent,
+                llm_safety=gate.llm_safety,
+                unfitted_min_score=gate.unfitted_min_score,
             ),
         )
 

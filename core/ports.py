@@ -7,7 +7,7 @@ wrap synchronous clients run them in a thread pool.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Protocol, TypeVar, runtime_checkable
 
 import numpy as np
@@ -146,6 +146,23 @@ class GraphStore(Protocol):
         it supported."""
         ...
 
+    async def set_content_hash(self, kb: str, source: str, content_hash: str) -> None:
+        """Record a stored document's content hash (nothing happens if it is not stored).
+
+        The indexer puts a document with an empty hash, stores what was extracted from it and
+        every vector, and only then records the hash: a run killed in between leaves the
+        document looking changed, so the next run does it again.
+        """
+        ...
+
+    async def entity_edges(self, kb: str) -> list[tuple[str, str, int]]:
+        """Every relation as (source key, target key, weight = number of supporting chunks)."""
+        ...
+
+    async def set_communities(self, kb: str, communities: Mapping[str, int]) -> None:
+        """Store each entity's community (by entity key); entities not named get none."""
+        ...
+
     async def stats(self, kb: str) -> GraphStats: ...
 
     async def aclose(self) -> None: ...
@@ -238,6 +255,11 @@ class EventQueue(Protocol):
     ) -> list[QueuedEntry]:
         """Up to `count` entries for `consumer`: first those pending longer than `reclaim_idle`
         seconds (their consumer died), then new ones, waiting up to `block` seconds for any."""
+        ...
+
+    async def keep(self, consumer: str, entry_ids: Sequence[str]) -> None:
+        """`consumer` is still working on these entries: restart their idle time, so nobody
+        reclaims an answer that is merely slow."""
         ...
 
     async def ack(self, entry_id: str) -> None:

@@ -212,3 +212,12 @@ async def test_bad_files_are_reported_and_the_run_continues(stores, embedder, tm
         ("mixed/blob.txt", "binary content"),
         ("mixed/slides.pptx", "unsupported file type .pptx"),
     }
+
+
+def test_a_lead_in_sentence_keeps_the_list_item_it_introduces() -> None:
+    from core.answer.extractive import _sentences
+
+    text = "Deploys are frozen at these times:\n\n- **Friday after 15:00 UTC**, until Monday.\n"
+    assert _sentences(text) == [
+        "Deploys are frozen at these times: Friday after 15:00 UTC, until Monday."
+    ]

@@ -16,10 +16,17 @@ import pytest
 from slack_bolt.request.async_request import AsyncBoltRequest
 from starlette.applications import Starlette
 
-from adapters.chat.common import FEEDBACK_DOWN, FEEDBACK_UP
 from adapters.chat.slack import SlackAdapter
 from core.answer.events import Citation
-from core.conversation import FinalReply, Message, Refusal, ReplyEvent, TextDelta, Thinking
+from core.conversation import (
+    Feedback,
+    FinalReply,
+    Message,
+    Refusal,
+    ReplyEvent,
+    TextDelta,
+    Thinking,
+)
 from core.errors import ConfigError
 from tests.fakes.fake_slack import (
     BOT_USER_ID,
@@ -40,16 +47,18 @@ class Recorder:
 
     def __init__(self) -> None:
         self.messages: list[Message] = []
-        self.feedback: list[tuple[str, str, int]] = []
+        self.feedback: list[Feedback] = []
         self.fail_submit = False
 
-    async def submit(self, message: Message) -> None:
+    async def submit(self, message: Message) -> str:
         if self.fail_submit:
             raise ConnectionError("queue down")
         self.messages.append(message)
+        return f"entry-{len(self.messages)}"
 
-    async def record_feedback(self, trace_id: str, user: str, value: int) -> None:
-        self.feedback.append((trace_id, user, value))
+    async def record_feedback(self, feedback: Feedback) -> bool:
+        self.feedback.append(feedback)
+        return True
 
 
 @pytest.fixture(scope="module")
@@ -248,8 +257,8 @@ async def test_feedback_button_click_calls_feedback(
         body = form_body({"payload": json.dumps(payload)})
         assert await dispatch(adapter, body, form=True) == 200
     assert recorder.feedback == [
-        ("trace-7", "U0042", FEEDBACK_UP),
-        ("trace-7", "U0042", FEEDBACK_DOWN),
+        Feedback("trace-7", "U0042", helpful=True, platform="slack"),
+        Feedback("trace-7", "U0042", helpful=False, platform="slack"),
     ]
 
 

@@ -17,24 +17,22 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Protocol
 
-from core.conversation import Message
+from core.conversation import Feedback, Message
 
 log = logging.getLogger(__name__)
 
-FEEDBACK_UP = 1
-FEEDBACK_DOWN = -1
-
 
 class SubmitMessage(Protocol):
-    """Queue a message durably for the assistant; the platform event is acked after it returns."""
+    """Queue a message durably for the assistant; the platform event is acked after it returns
+    (and not when it raises: the platform then delivers the event again)."""
 
-    def __call__(self, message: Message, /) -> Awaitable[None]: ...
+    def __call__(self, message: Message, /) -> Awaitable[object]: ...
 
 
 class RecordFeedback(Protocol):
-    """Store a 👍 (+1) or 👎 (-1) that `user` gave the answer traced as `trace_id`."""
+    """Store a 👍/👎 on an answer (`Assistant.record_feedback`)."""
 
-    def __call__(self, trace_id: str, user: str, value: int, /) -> Awaitable[None]: ...
+    def __call__(self, feedback: Feedback, /) -> Awaitable[object]: ...
 
 
 class RetryLater(Exception):

@@ -39,15 +39,21 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from adapters.chat.common import (
-    FEEDBACK_DOWN,
-    FEEDBACK_UP,
     RecordFeedback,
     RetryLater,
     StreamingMessage,
     SubmitMessage,
 )
 from adapters.chat.markup import CITATIONS_MARK, slack_citations, split_text, to_slack_mrkdwn
-from core.conversation import FinalReply, Message, Refusal, ReplyEvent, TextDelta, Thinking
+from core.conversation import (
+    Feedback,
+    FinalReply,
+    Message,
+    Refusal,
+    ReplyEvent,
+    TextDelta,
+    Thinking,
+)
 from core.errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -185,8 +191,14 @@ class SlackAdapter:
     async def _on_feedback(
         self, ack: AsyncAck, body: dict[str, Any], action: dict[str, Any]
     ) -> None:
-        value = FEEDBACK_UP if action.get("action_id", "").endswith("_up") else FEEDBACK_DOWN
-        await self._feedback(action.get("value", ""), body.get("user", {}).get("id", ""), value)
+        await self._feedback(
+            Feedback(
+                trace_id=action.get("value", ""),
+                user=body.get("user", {}).get("id", ""),
+                helpful=action.get("action_id", "").endswith("_up"),
+                platform="slack",
+            )
+        )
         await ack()
 
     def _bot_id(self, context: AsyncBoltContext) -> str:
@@ -208,14 +220,14 @@ class SlackAdapter:
         direct = event.get("channel_type") == "im"
         addressed = mentioned or direct or (mention is not None and mention in text)
         if mention is not None:
-            text = text.replace(mention, " ")
+            text = re.sub(rf"\s*{re.escape(mention)}\s*", " ", text)
         return Message(
             platform="slack",
             workspace=body.get("team_id") or event.get("team", ""),
             channel=event.get("channel", ""),
             thread=event.get("thread_ts") or ts,
             user=user,
-            text=" ".join(text.split()),
+            text=text.strip(),
             message_id=ts,
             delivery_id=body.get("event_id", ""),
             addressed=addressed,

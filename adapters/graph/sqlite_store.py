@@ -25,13 +25,14 @@ import json
 import re
 import sqlite3
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager, suppress
 from operator import itemgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
+from adapters.graph.sqlite_schema import MIGRATIONS, SCHEMA_VERSION
 from core.errors import StoreError, StoreUnavailable
 from core.models import (
     ChunkRecord,
@@ -48,86 +49,6 @@ from core.models import (
 
 T = TypeVar("T")
 
-SCHEMA_VERSION = 1
-
-# Migration i takes a file from schema version i to i + 1; they run in order, each statement in
-# one transaction with the version bump. Append new ones; never edit a released one.
-_MIGRATIONS: tuple[tuple[str, ...], ...] = (
-    (
-        """CREATE TABLE documents (
-            kb TEXT NOT NULL,
-            source TEXT NOT NULL,
-            title TEXT NOT NULL,
-            content_hash TEXT NOT NULL,
-            chunk_count INTEGER NOT NULL,
-            metadata TEXT NOT NULL,  -- a JSON object
-            indexed_at REAL NOT NULL,  -- unix time of the put
-            PRIMARY KEY (kb, source)
-        ) WITHOUT ROWID""",
-        # A rowid table: chunk texts are large, which WITHOUT ROWID tables handle badly.
-        """CREATE TABLE chunks (
-            kb TEXT NOT NULL,
-            id TEXT NOT NULL,
-            source TEXT NOT NULL,
-            ordinal INTEGER NOT NULL,
-            text TEXT NOT NULL,
-            heading TEXT NOT NULL,
-            tokens INTEGER NOT NULL,
-            PRIMARY KEY (kb, id),
-            FOREIGN KEY (kb, source) REFERENCES documents (kb, source)
-        )""",
-        "CREATE INDEX chunks_by_source ON chunks (kb, source, ordinal)",
-        """CREATE TABLE entities (
-            kb TEXT NOT NULL,
-            key TEXT NOT NULL,  -- normalise_name(name): what mentions merge on
-            name TEXT NOT NULL,  -- the first-seen display name
-            type TEXT NOT NULL,
-            community INTEGER,
-            PRIMARY KEY (kb, key)
-        ) WITHOUT ROWID""",
-        # `id` orders descriptions first-seen first, and (unlike a bare rowid) survives VACUUM.
-        """CREATE TABLE entity_descriptions (
-            id INTEGER PRIMARY KEY,
-            kb TEXT NOT NULL,
-            entity_key TEXT NOT NULL,
-            chunk_id TEXT NOT NULL,
-            description TEXT NOT NULL,  -- empty: the chunk only names it (a relation endpoint)
-            UNIQUE (kb, entity_key, chunk_id, description),
-            FOREIGN KEY (kb, entity_key) REFERENCES entities (kb, key),
-            FOREIGN KEY (kb, chunk_id) REFERENCES chunks (kb, id)
-        )""",
-        # Covering: deleting a document finds what its chunks touched without reading rows.
-        "CREATE INDEX entity_descriptions_by_chunk"
-        " ON entity_descriptions (kb, chunk_id, entity_key)",
-        # Keywords are not kept here: they are merged from the descriptions when read, so they
-        # can never disagree with what survives a deletion.
-        """CREATE TABLE relations (
-            kb TEXT NOT NULL,
-            src_key TEXT NOT NULL,
-            tgt_key TEXT NOT NULL,
-            PRIMARY KEY (kb, src_key, tgt_key),
-            CHECK (src_key < tgt_key),
-            FOREIGN KEY (kb, src_key) REFERENCES entities (kb, key),
-            FOREIGN KEY (kb, tgt_key) REFERENCES entities (kb, key)
-        ) WITHOUT ROWID""",
-        "CREATE INDEX relations_by_target ON relations (kb, tgt_key, src_key)",
-        """CREATE TABLE relation_descriptions (
-            id INTEGER PRIMARY KEY,
-            kb TEXT NOT NULL,
-            src_key TEXT NOT NULL,
-            tgt_key TEXT NOT NULL,
-            chunk_id TEXT NOT NULL,
-            keywords TEXT NOT NULL,
-            description TEXT NOT NULL,
-            UNIQUE (kb, src_key, tgt_key, chunk_id, description),
-            FOREIGN KEY (kb, src_key, tgt_key) REFERENCES relations (kb, src_key, tgt_key),
-            FOREIGN KEY (kb, chunk_id) REFERENCES chunks (kb, id)
-        )""",
-        "CREATE INDEX relation_descriptions_by_chunk"
-        " ON relation_descriptions (kb, chunk_id, src_key, tgt_key)",
-    ),
-)
-assert len(_MIGRATIONS) == SCHEMA_VERSION
 
 # Error names that mean the file cannot be used right now (as opposed to a rejected statement).
 _UNAVAILABLE = ("SQLITE_BUSY", "SQLITE_LOCKED", "SQLITE_IOERR", "SQLITE_READONLY", "SQLITE_FULL",
@@ -285,6 +206,25 @@ class SQLiteGraphStore:
     async def delete_document(self, kb: str, source: str) -> DeletionReport:
         return await self._call(lambda conn: self._delete_document_tx(conn, kb, source))
 
+    async def set_content_hash(self, kb: str, source: str, content_hash: str) -> None:
+        await self._call(
+            lambda conn: conn.execute(
+                "UPDATE documents SET content_hash = ? WHERE kb = ? AND source = ?",
+                (content_hash, kb, source),
+            )
+        )
+
+    async def entity_edges(self, kb: str) -> list[tuple[str, str, int]]:
+        sql = (
+            "SELECT src_key, tgt_key, count(DISTINCT chunk_id) FROM relation_descriptions"
+            " WHERE kb = ? GROUP BY src_key, tgt_key ORDER BY src_key, tgt_key"
+        )
+        return await self._call(lambda conn: [tuple(r) for r in conn.execute(sql, (kb,))])
+
+    async def set_communities(self, kb: str, communities: Mapping[str, int]) -> None:
+        rows = sorted((community, kb, key) for key, community in communities.items())
+        await self._call(lambda conn: self._set_communities(conn, kb, rows))
+
     async def stats(self, kb: str) -> GraphStats:
         return await self._call(lambda conn: self._stats(conn, kb))
 
@@ -377,7 +317,7 @@ class SQLiteGraphStore:
                     f"up to {SCHEMA_VERSION}",
                     hint="upgrade Tacit, or point it at another file",
                 )
-            for migration in _MIGRATIONS[version:]:
+            for migration in MIGRATIONS[version:]:
                 for statement in migration:
                     conn.execute(statement)
             if version < SCHEMA_VERSION:
@@ -777,6 +717,14 @@ class SQLiteGraphStore:
             changed_entity_keys=tuple(sorted(held)),
             changed_relation_keys=tuple(sorted(supported)),
         )
+
+    def _set_communities(
+        self, conn: sqlite3.Connection, kb: str, rows: list[tuple[int, str, str]]
+    ) -> None:
+        # One transaction: readers never see half the entities moved to new communities.
+        with _transaction(conn, write=True):
+            conn.execute("UPDATE entities SET community = NULL WHERE kb = ?", (kb,))
+            conn.executemany("UPDATE entities SET community = ? WHERE kb = ? AND key = ?", rows)
 
     def _stats(self, conn: sqlite3.Connection, kb: str) -> GraphStats:
         row = conn.execute(

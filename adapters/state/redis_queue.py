@@ -13,6 +13,7 @@ The queue shares the state store's client (and so its embedded server or its URL
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any, cast
 
 import redis
@@ -69,6 +70,16 @@ class RedisEventQueue:
             wait = None if entries or block <= 0 else min(block, _MAX_BLOCK_S)
             entries += await self._read_new(consumer, count - len(entries), wait)
         return entries
+
+    async def keep(self, consumer: str, entry_ids: Sequence[str]) -> None:
+        if not entry_ids:
+            return
+        with self._store._errors("keep"):
+            # XCLAIM to the same consumer with JUSTID resets the idle time without counting a
+            # delivery; an entry acknowledged meanwhile is simply not claimed.
+            await self._client.xclaim(
+                self._stream, self._group, consumer, 0, list(entry_ids), justid=True
+            )
 
     async def ack(self, entry_id: str) -> None:
         with self._store._errors("ack"):

@@ -89,10 +89,6 @@ _INDEX_BUILD: dict[str, dict[str, Any]] = {
 # server's gRPC message limit (64 MiB by default) even when every text is 64 KiB.
 UPSERT_BATCH_ROWS = 1000
 UPSERT_BATCH_BYTES = 16 * 1024 * 1024
-# Lite: flush once this many rows were written since the last flush. Flushing turns Lite's
-# in-memory table (Python objects) into Parquet and costs ~55 KB of transient memory per 512-d
-# row (a 100k-row flush peaked at 3.9 GB); bounding the rows bounds that peak.
-LITE_FLUSH_ROWS = 5000
 # Deleting by id sends the primary keys in the request; keep each request moderate.
 DELETE_BATCH_IDS = 1000
 
@@ -285,7 +281,7 @@ class MilvusVectorStore:
         # Collections known to exist (and loaded), by name. Missing ones are not remembered:
         # on a server, another process (the indexer) may create them at any time.
         self._dims: dict[str, int] = {}
-        self._dirty: dict[str, int] = {}  # Lite: rows written since the last flush
+        self._dirty: set[str] = set()  # Lite: collections written since their last flush
         self._closed = False
 
     @property
@@ -371,10 +367,11 @@ class MilvusVectorStore:
         client = await self._connect()
         for batch in _batches(rows, dim):
             await self._call(f"upsert into {name}", client.upsert, name, batch)
-            if self._lite:
-                self._dirty[name] = self._dirty.get(name, 0) + len(batch)
-                if self._dirty[name] >= LITE_FLUSH_ROWS:
-                    await self._flush(client, name)
+        if self._lite:
+            # Flushed on the next read, not here: flushing during a bulk load (say every 2k
+            # rows) made inserting 5x slower and did not lower Lite's memory peak, which comes
+            # from its compaction.
+            self._dirty.add(name)
 
     async def search(
         self, collection: Collection, kb: str, vectors: Vectors, *, limit: int = 10
@@ -445,7 +442,7 @@ class MilvusVectorStore:
                     expr = " and ".join([*where, f"pk in [{listed}]"])
                     await self._call(f"delete from {name}", client.delete, name, filter=expr)
         if self._lite:
-            self._dirty[name] = self._dirty.get(name, 0)
+            self._dirty.add(name)
 
     async def count(self, collection: Collection, kb: str) -> int:
         name = self.collection_name(collection)
@@ -518,7 +515,7 @@ class MilvusVectorStore:
                 name = self.collection_name(collection)
                 await self._call(f"drop {name}", _drop_if_present, client, name)
                 self._dims.pop(name, None)
-                self._dirty.pop(name, None)
+                self._dirty.discard(name)
 
     # -- internals ----------------------------------------------------------------------------
 
@@ -672,7 +669,7 @@ class MilvusVectorStore:
         return client
 
     async def _flush(self, client: MilvusClient, name: str) -> None:
-        self._dirty.pop(name, None)
+        self._dirty.discard(name)
         await self._call(f"flush {name}", client.flush, name)
 
     def _check_kb(self, kb: str) -> None:

@@ -15,6 +15,9 @@ from core.ports import Embedder
 from core.retrieve.dense import Evidence
 from core.text import split_sentences
 
+_WORD = re.compile(r"[A-Za-z0-9_.:-]{3,}")
+_CJK_RUN = re.compile(r"[\u4e00-\u9fff]+")
+
 # Markdown noise that makes a poor answer sentence on its own.
 _TABLE_RULE = re.compile(r"^[\s|:\-]+$")
 _MIN_SENTENCE_CHARS = 8
@@ -29,15 +32,24 @@ class EvidenceSentence:
     score: float
 
 
+def _sentences(text: str) -> list[str]:
+    """Answer-sized sentences: list markers dropped, and a sentence that ends in a colon joined
+    with the one after it (a lead-in alone answers nothing: "Deploys are frozen:")."""
+    sentences: list[str] = []
+    for raw in split_sentences(text):
+        sentence = raw.lstrip("#>-*• ").replace("**", "").strip()
+        if sentences and sentences[-1].endswith((":", "：")):
+            sentences[-1] = f"{sentences[-1]} {sentence}"
+        elif len(sentence) >= _MIN_SENTENCE_CHARS and not _TABLE_RULE.match(sentence):
+            sentences.append(sentence)
+    return sentences
+
+
 def _candidates(evidence: list[Evidence]) -> list[tuple[int, int, str]]:
     found: list[tuple[int, int, str]] = []
     position = 0
     for n, item in enumerate(evidence, start=1):
-        sentences = [
-            s.lstrip("#>-*• ").strip()
-            for s in split_sentences(item.chunk.text)
-            if len(s) >= _MIN_SENTENCE_CHARS and not _TABLE_RULE.match(s)
-        ]
+        sentences = _sentences(item.chunk.text)
         for sentence in sentences[:_MAX_SENTENCES_PER_CHUNK]:
             found.append((n, position, sentence))
             position += 1
@@ -50,7 +62,8 @@ async def best_sentences(
     """The `count` sentences of the evidence closest to the question, in reading order.
 
     A sentence's score blends its own similarity with its chunk's, so a sentence from the best
-    chunk beats a look-alike from a weak one.
+    chunk beats a look-alike from a weak one, and with the share of the question's terms it
+    contains.
     """
     candidates = _candidates(evidence)
     if not candidates:
@@ -58,13 +71,27 @@ async def best_sentences(
     vectors = await embedder.embed([question] + [text for _, _, text in candidates])
     similarity = vectors[1:] @ vectors[0]
     chunk_scores = np.array([evidence[n - 1].score for n, _, _ in candidates], dtype=np.float32)
-    blended = 0.7 * similarity + 0.3 * chunk_scores
+    asked = _terms(question)
+    overlap = np.array(
+        [len(asked & _terms(text)) / len(asked) if asked else 0.0 for _, _, text in candidates],
+        dtype=np.float32,
+    )
+    blended = 0.55 * similarity + 0.25 * chunk_scores + 0.2 * overlap
     best = np.argsort(-blended)[:count]
     chosen = [
         EvidenceSentence(candidates[i][0], candidates[i][1], candidates[i][2], float(blended[i]))
         for i in best
     ]
     return sorted(chosen, key=lambda s: s.position)
+
+
+def _terms(text: str) -> set[str]:
+    """Words (English) and character pairs (Chinese): the question's own terms in a sentence
+    are evidence the embedder alone under-weights, such as names and identifiers."""
+    terms = {w.casefold().strip(".:-") for w in _WORD.findall(text)}
+    for run in _CJK_RUN.findall(text):
+        terms.update(run[i : i + 2] for i in range(len(run) - 1))
+    return {t for t in terms if t}
 
 
 def compose(sentences: list[EvidenceSentence]) -> str:

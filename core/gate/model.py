@@ -91,8 +91,9 @@ class GateFit:
     def probabilities(self, features: Matrix) -> npt.NDArray[np.float64]:
         """P(answerable) per row of a feature matrix in `self.features` order."""
         z = (features - np.asarray(self.mean)) / np.asarray(self.scale)
-        logits = z @ np.asarray(self.coef) + self.intercept
-        return 1.0 / (1.0 + np.exp(-np.clip(logits, -50, 50)))
+        logits = np.asarray(z @ np.asarray(self.coef) + self.intercept, dtype=np.float64)
+        probabilities: npt.NDArray[np.float64] = 1.0 / (1.0 + np.exp(-np.clip(logits, -50, 50)))
+        return probabilities
 
     def example_features(self, embeddings: npt.NDArray[np.floating[Any]]) -> Matrix:
         return example_features(embeddings @ self.examples.T, self.labels)

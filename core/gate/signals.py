@@ -11,7 +11,7 @@ import numpy.typing as npt
 
 from core.gate.features import overlap, term_counts
 from core.gate.model import Matrix
-from core.ports import Embedder, VectorStore, Vectors
+from core.ports import VectorStore
 
 CHUNKS_PER_MESSAGE = 5  # the mean of the top five says "many passages are about this"
 OVERLAP_CHUNKS = 3  # term overlap is checked against the best three passages
@@ -21,10 +21,6 @@ SEARCH_BATCH = 100  # Milvus Lite searches batches far faster per query than one
 async def has_graph_vectors(vectors: VectorStore, kb: str) -> bool:
     """Entity and relation vectors exist (the indexer's NER stage ran on this KB)."""
     return await vectors.count("entities", kb) > 0 and await vectors.count("relations", kb) > 0
-
-
-async def embed(embedder: Embedder, texts: Sequence[str]) -> Vectors:
-    return await embedder.embed(list(texts))
 
 
 async def kb_features(

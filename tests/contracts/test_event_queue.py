@@ -89,6 +89,24 @@ async def test_an_entry_left_pending_is_reclaimed_by_another_consumer(
     assert (await queue.depth()).waiting == 0
 
 
+async def test_kept_entries_are_not_reclaimed_while_their_consumer_works(
+    queue: RedisEventQueue,
+) -> None:
+    await queue.enqueue("slow work")
+    (taken,) = await queue.take("slow", count=1, block=0.05, reclaim_idle=60)
+    for _ in range(3):
+        await asyncio.sleep(0.15)
+        await queue.keep("slow", [taken.id])
+    assert await queue.take("other", count=1, block=0.05, reclaim_idle=0.3) == []
+    await queue.ack(taken.id)
+    await queue.keep("slow", [taken.id])  # an acknowledged entry is not brought back
+    await queue.keep("slow", [])
+    depth = await queue.depth()
+    assert (depth.waiting, depth.pending) == (0, 0)
+    await asyncio.sleep(0.35)
+    assert await queue.take("other", count=1, block=0.05, reclaim_idle=0.3) == []
+
+
 async def test_reclaimed_entries_come_before_new_ones(queue: RedisEventQueue) -> None:
     await queue.enqueue("old")
     await queue.take("dies", count=1, block=0.05, reclaim_idle=60)

@@ -1,0 +1,472 @@
+"""Telegram through python-telegram-bot v22: updates in as `Message`s, reply events out as
+replies that stream by throttled edits, with sources and 👍/👎 buttons.
+
+Receiving. PTB's `Application` parses updates and routes them (commands `/ask` and `/tacit`,
+text, button clicks), with `concurrent_updates` so one slow chat does not hold up the others.
+Polling (`start()` drives PTB's lifecycle by hand, so Slack can share the event loop) or webhook
+(`routes()`: the secret token header is checked, a mismatch is a 403). In webhook mode the HTTP
+answer — Telegram's ack — is sent only after `submit` returned; when it failed, the answer is a
+500 and Telegram delivers the update again.
+
+Every text message becomes a `Message`: in groups the bot (in privacy mode) sees commands,
+mentions and replies to itself, which are `addressed`; whatever else it sees is passed on
+unaddressed and the assistant decides. A conversation (`thread`) is the forum topic, else the
+supergroup's reply thread, else the first message of the reply chain as far as this process saw.
+
+Replying. Typing is shown (and re-sent every few seconds, as Telegram drops it after ~5 s) until
+the first text appears; the answer is a reply (`reply_parameters`, in the message's forum topic)
+that grows by `editMessageText` at most once per `edit_interval` (≥ 1.5 s), honouring any
+`retry_after`; `AIORateLimiter` keeps within Telegram's per-chat and per-group limits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hmac
+import logging
+import re
+import warnings
+from collections import OrderedDict
+from collections.abc import AsyncIterator
+from datetime import timedelta
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+from telegram import (
+    Bot,
+    InlineKeyboardButton,
+    InlineKeyboardMarkup,
+    LinkPreviewOptions,
+    ReplyParameters,
+    Update,
+)
+from telegram import Message as TelegramMessage
+from telegram.constants import ChatAction, ChatType, MessageEntityType, ParseMode
+from telegram.error import BadRequest, RetryAfter, TelegramError
+from telegram.ext import (
+    AIORateLimiter,
+    Application,
+    CallbackQueryHandler,
+    CommandHandler,
+    ContextTypes,
+    MessageHandler,
+    filters,
+)
+from telegram.warnings import PTBDeprecationWarning
+
+from adapters.chat.common import (
+    RecordFeedback,
+    RetryLater,
+    StreamingMessage,
+    SubmitMessage,
+)
+from adapters.chat.markup import CITATIONS_MARK, split_text, telegram_citations, to_telegram_html
+from core.conversation import (
+    Feedback,
+    FinalReply,
+    Message,
+    Refusal,
+    ReplyEvent,
+    TextDelta,
+    Thinking,
+)
+from core.errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+DEFAULT_API_URL = "https://api.telegram.org"
+WEBHOOK_PATH = "/telegram/webhook"
+SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
+ASK_COMMANDS = ("ask",)  # the rest of the text is the question
+TACIT_COMMANDS = ("tacit",)  # kept whole ("/tacit stats"): admin commands, parsed downstream
+ALLOWED_UPDATES = ["message", "callback_query"]
+
+_TEXT_LIMIT = 4096  # characters of a message, counted after HTML parsing
+_PIECE = 3800  # Markdown per message, leaving room for the sources list
+_CALLBACK_DATA_LIMIT = 64  # bytes
+_REMEMBERED_MESSAGES = 20_000  # reply-chain roots kept in memory
+
+
+class TelegramAdapter:
+    def __init__(
+        self,
+        *,
+        bot_token: str,
+        submit: SubmitMessage,
+        feedback: RecordFeedback,
+        mode: str = "polling",
+        webhook_secret: str = "",
+        webhook_url: str = "",
+        api_url: str = DEFAULT_API_URL,
+        edit_interval: float = 1.5,
+        typing_interval: float = 4.5,
+        concurrent_updates: int = 64,
+        max_retries: int = 3,
+    ) -> None:
+        if not bot_token:
+            raise ConfigError("telegram.bot_token is required (from @BotFather)")
+        if mode not in ("polling", "webhook"):
+            raise ConfigError(f"telegram.mode must be 'polling' or 'webhook', not {mode!r}")
+        if mode == "webhook" and not webhook_secret:
+            raise ConfigError(
+                "telegram.webhook_secret is required in webhook mode: without it anyone who "
+                "finds the URL can post updates"
+            )
+        self._submit = submit
+        self._feedback = feedback
+        self._mode = mode
+        self._webhook_secret = webhook_secret
+        self._webhook_url = webhook_url
+        self._edit_interval = edit_interval
+        self._typing_interval = typing_interval
+        self._max_retries = max_retries
+        self._failed_updates: dict[int, BaseException] = {}
+        # (chat id, message id) -> thread: lets a reply to the bot's answer find its conversation
+        # in groups where Telegram gives no message_thread_id.
+        self._threads: OrderedDict[tuple[int, int], str] = OrderedDict()
+        api = api_url.rstrip("/")
+        builder = (
+            Application.builder()
+            .token(bot_token)
+            .base_url(f"{api}/bot")
+            .base_file_url(f"{api}/file/bot")
+            .concurrent_updates(concurrent_updates)
+            .rate_limiter(AIORateLimiter(max_retries=max_retries))
+        )
+        if mode == "webhook":
+            builder = builder.updater(None)
+        self.application: Application[Any, Any, Any, Any, Any, Any] = builder.build()
+        only_new = filters.UpdateType.MESSAGE
+        self.application.add_handler(
+            CommandHandler(ASK_COMMANDS + TACIT_COMMANDS, self._on_command, filters=only_new)
+        )
+        self.application.add_handler(
+            MessageHandler(only_new & filters.TEXT & ~filters.COMMAND, self._on_text)
+        )
+        self.application.add_handler(CallbackQueryHandler(self._on_button, pattern=r"^fb:"))
+        self.application.add_error_handler(self._on_error)
+
+    @property
+    def bot(self) -> Bot:
+        bot: Bot = self.application.bot
+        return bot
+
+    # --- lifecycle --------------------------------------------------------------------------
+
+    def routes(self) -> list[Route]:
+        return [Route(WEBHOOK_PATH, self._webhook, methods=["POST"])]
+
+    async def start(self) -> None:
+        """Initialise (getMe), then poll or register the webhook; Slack may share the loop."""
+        await self.application.initialize()
+        await self.application.start()
+        if self._mode == "polling":
+            assert self.application.updater is not None
+            await self.application.updater.start_polling(allowed_updates=ALLOWED_UPDATES)
+        elif self._webhook_url:
+            await self.bot.set_webhook(
+                self._webhook_url,
+                secret_token=self._webhook_secret,
+                allowed_updates=ALLOWED_UPDATES,
+            )
+
+    async def stop(self) -> None:
+        updater = self.application.updater
+        if updater is not None and updater.running:
+            await updater.stop()
+        if self.application.running:
+            await self.application.stop()
+        await self.application.shutdown()
+
+    async def _webhook(self, request: Request) -> Response:
+        given = request.headers.get(SECRET_HEADER, "")
+        if not hmac.compare_digest(given.encode(), self._webhook_secret.encode()):
+            return Response("bad secret token", status_code=403)
+        try:
+            data = await request.json()
+            update = Update.de_json(data, self.bot)
+        except (ValueError, KeyError, TypeError):
+            return Response("not an update", status_code=400)
+        await self.application.process_update(update)
+        failure = self._failed_updates.pop(update.update_id, None)
+        if failure is not None:
+            # Not acked: Telegram sends the update again, and the assistant dedupes on its id.
+            return Response("could not queue the update", status_code=500)
+        return Response(status_code=200)
+
+    async def _on_error(self, update: object, context: ContextTypes.DEFAULT_TYPE) -> None:
+        if isinstance(update, Update) and context.error is not None:
+            self._failed_updates[update.update_id] = context.error
+            log.warning("telegram: update %s failed: %r", update.update_id, context.error)
+
+    # --- receiving ----------------------------------------------------------------------------
+
+    async def _on_text(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+        message = self._to_message(update, command=None)
+        if message is not None:
+            await self._submit(message)
+
+    async def _on_command(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+        incoming = update.message
+        assert incoming is not None and incoming.text is not None
+        head, *rest = incoming.text.split(maxsplit=1)
+        command = head.lstrip("/").split("@")[0].lower()
+        args = rest[0] if rest else ""
+        text = args if command in ASK_COMMANDS else f"/{command} {args}".strip()
+        message = self._to_message(update, command=text)
+        if message is not None:
+            await self._submit(message)
+
+    async def _on_button(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+        query = update.callback_query
+        assert query is not None
+        _, value, trace_id = (query.data or "fb:0:").split(":", 2)
+        await self._feedback(
+            Feedback(
+                trace_id=trace_id,
+                user=str(query.from_user.id),
+                helpful=value == "1",
+                platform="telegram",
+            )
+        )
+        await query.answer("🙏")
+
+    def _to_message(self, update: Update, *, command: str | None) -> Message | None:
+        incoming = update.message
+        if incoming is None or incoming.from_user is None or incoming.from_user.is_bot:
+            return None
+        chat = incoming.chat
+        direct = chat.type == ChatType.PRIVATE
+        text = command if command is not None else (incoming.text or "")
+        mentioned = self._mentions_bot(incoming)
+        if mentioned and self.bot.username:
+            text = re.sub(rf"\s*@{re.escape(self.bot.username)}\b\s*", " ", text, flags=re.I)
+        replied = incoming.reply_to_message
+        # In a forum, a message without a reply still "replies" to its topic's first message.
+        replied_to_bot = (
+            replied is not None
+            and replied.from_user is not None
+            and replied.from_user.id == self.bot.id
+            and not (incoming.is_topic_message and replied.message_id == incoming.message_thread_id)
+        )
+        thread = self._thread_of(incoming)
+        user = incoming.from_user
+        extra: dict[str, Any] = {"chat_type": chat.type}
+        if incoming.is_topic_message and incoming.message_thread_id is not None:
+            extra["topic_id"] = incoming.message_thread_id
+        return Message(
+            platform="telegram",
+            workspace="",
+            channel=str(chat.id),
+            thread=thread,
+            user=str(user.id),
+            text=text.strip(),
+            message_id=str(incoming.message_id),
+            delivery_id=str(update.update_id),
+            addressed=direct or mentioned or replied_to_bot or command is not None,
+            direct=direct,
+            user_name=user.username or user.full_name,
+            sent_at=incoming.date.timestamp(),
+            extra=extra,
+        )
+
+    def _mentions_bot(self, incoming: TelegramMessage) -> bool:
+        username = (self.bot.username or "").lower()
+        for entity, value in incoming.parse_entities().items():
+            if entity.type == MessageEntityType.MENTION and value.lower() == f"@{username}":
+                return True
+            if (
+                entity.type == MessageEntityType.TEXT_MENTION
+                and entity.user is not None
+                and entity.user.id == self.bot.id
+            ):
+                return True
+        return False
+
+    def _thread_of(self, incoming: TelegramMessage) -> str:
+        """The forum topic or supergroup reply thread; else the reply chain's first message."""
+        chat_id = incoming.chat.id
+        if incoming.message_thread_id is not None:
+            thread = str(incoming.message_thread_id)
+        elif incoming.reply_to_message is not None:
+            parent = incoming.reply_to_message.message_id
+            thread = self._threads.get((chat_id, parent), str(parent))
+        else:
+            thread = str(incoming.message_id)
+        self._remember(chat_id, incoming.message_id, thread)
+        return thread
+
+    def _remember(self, chat_id: int, message_id: int, thread: str) -> None:
+        self._threads[(chat_id, message_id)] = thread
+        self._threads.move_to_end((chat_id, message_id))
+        while len(self._threads) > _REMEMBERED_MESSAGES:
+            self._threads.popitem(last=False)
+
+    # --- replying -----------------------------------------------------------------------------
+
+    async def deliver(self, message: Message, events: AsyncIterator[ReplyEvent]) -> None:
+        """Render one message's reply events as a reply in its chat (and forum topic)."""
+        reply = _TelegramReply(self, message)
+        try:
+            async for event in events:
+                await reply.show(event)
+        except BaseException:
+            await reply.abandon()
+            raise
+        finally:
+            await reply.stop_typing()
+
+
+def _seconds(exc: RetryAfter) -> float:
+    # PTB 22 gives int seconds and warns that a later major version gives a timedelta.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PTBDeprecationWarning)
+        value: int | float | timedelta = exc.retry_after
+    return value.total_seconds() if isinstance(value, timedelta) else float(value)
+
+
+def _retry_later(exc: RetryAfter) -> RetryLater:
+    return RetryLater(_seconds(exc))
+
+
+def _feedback_keyboard(trace_id: str) -> InlineKeyboardMarkup | None:
+    up, down = f"fb:1:{trace_id}", f"fb:-1:{trace_id}"
+    if len(down.encode()) > _CALLBACK_DATA_LIMIT:
+        log.warning("telegram: trace id too long for feedback buttons: %s", trace_id)
+        return None
+    return InlineKeyboardMarkup(
+        [
+            [
+                InlineKeyboardButton("👍", callback_data=up),
+                InlineKeyboardButton("👎", callback_data=down),
+            ]
+        ]
+    )
+
+
+class _TelegramReply:
+    """The reply to one message: typing, then one message that grows, then the rest if long."""
+
+    def __init__(self, adapter: TelegramAdapter, message: Message) -> None:
+        self._adapter = adapter
+        self._bot = adapter.bot
+        self._chat_id = int(message.channel)
+        self._thread = message.thread
+        self._topic: int | None = message.extra.get("topic_id")
+        self._reply_to = int(message.message_id) if message.message_id.isdigit() else None
+        self._sent_id: int | None = None
+        self._answer = ""
+        self._final_markup: InlineKeyboardMarkup | None = None
+        self._typing: asyncio.Task[None] | None = None
+        self._stream = StreamingMessage(
+            self._send,
+            self._edit,
+            interval=adapter._edit_interval,
+            max_retries=adapter._max_retries,
+        )
+
+    async def show(self, event: ReplyEvent) -> None:
+        if isinstance(event, Thinking):
+            if self._typing is None and not self._stream.created:
+                self._typing = asyncio.create_task(self._keep_typing(), name="telegram-typing")
+        elif isinstance(event, TextDelta):
+            self._answer += event.text
+            shown = self._answer if len(self._answer) <= _PIECE else self._answer[:_PIECE] + " …"
+            self._stream.update(to_telegram_html(shown))
+        elif isinstance(event, FinalReply):
+            await self._final(event)
+        elif isinstance(event, Refusal):
+            await self.stop_typing()
+            if event.text:
+                self._final_markup = None
+                await self._stream.finish(to_telegram_html(event.text))
+
+    async def _final(self, reply: FinalReply) -> None:
+        pieces = [to_telegram_html(p) for p in split_text(reply.text, _PIECE)] or [""]
+        sources = telegram_citations(reply.citations)
+        if sources:
+            pieces.append(f"{CITATIONS_MARK}\n{sources}")
+            # The sources join the last piece when they fit (limits count text, not HTML tags).
+            if len(pieces) > 1 and len(pieces[-2]) + len(pieces[-1]) + 2 <= _TEXT_LIMIT:
+                last = pieces.pop()
+                pieces[-1] = f"{pieces[-1]}\n\n{last}" if pieces[-1] else last
+        markup = _feedback_keyboard(reply.trace_id)
+        self._final_markup = markup if len(pieces) == 1 else None
+        await self._stream.finish(pieces[0])
+        for index, piece in enumerate(pieces[1:], start=1):
+            await self._bot.send_message(
+                self._chat_id,
+                piece,
+                parse_mode=ParseMode.HTML,
+                message_thread_id=self._topic,
+                reply_parameters=self._reply_parameters(self._sent_id),
+                link_preview_options=LinkPreviewOptions(is_disabled=True),
+                reply_markup=markup if index == len(pieces) - 1 else None,
+            )
+
+    def _reply_parameters(self, message_id: int | None) -> ReplyParameters | None:
+        if message_id is None:
+            return None
+        return ReplyParameters(message_id=message_id, allow_sending_without_reply=True)
+
+    async def _send(self, text: str, final: bool) -> None:
+        await self.stop_typing()
+        try:
+            sent = await self._bot.send_message(
+                self._chat_id,
+                text,
+                parse_mode=ParseMode.HTML,
+                message_thread_id=self._topic,
+                reply_parameters=self._reply_parameters(self._reply_to),
+                link_preview_options=LinkPreviewOptions(is_disabled=True),
+                reply_markup=self._final_markup if final else None,
+            )
+        except RetryAfter as exc:
+            raise _retry_later(exc) from None
+        self._sent_id = sent.message_id
+        self._adapter._remember(self._chat_id, sent.message_id, self._thread)
+
+    async def _edit(self, text: str, final: bool) -> None:
+        assert self._sent_id is not None
+        try:
+            await self._bot.edit_message_text(
+                text,
+                chat_id=self._chat_id,
+                message_id=self._sent_id,
+                parse_mode=ParseMode.HTML,
+                link_preview_options=LinkPreviewOptions(is_disabled=True),
+                reply_markup=self._final_markup if final else None,
+            )
+        except RetryAfter as exc:
+            raise _retry_later(exc) from None
+        except BadRequest as exc:
+            # The same text again (the final answer equal to the last edit) is not an error.
+            if "not modified" not in str(exc).lower():
+                raise
+
+    async def _keep_typing(self) -> None:
+        while True:
+            try:
+                await self._bot.send_chat_action(
+                    self._chat_id, ChatAction.TYPING, message_thread_id=self._topic
+                )
+            except RetryAfter as exc:
+                await asyncio.sleep(_seconds(exc))
+                continue
+            except TelegramError as exc:  # typing is a courtesy: never fail an answer for it
+                log.info("telegram: typing action failed: %s", exc)
+            await asyncio.sleep(self._adapter._typing_interval)
+
+    async def stop_typing(self) -> None:
+        if self._typing is not None:
+            self._typing.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._typing
+            self._typing = None
+
+    async def abandon(self) -> None:
+        await self.stop_typing()
+        await self._stream.aclose()

@@ -1,0 +1,214 @@
+"""`tacit gate fit` and `tacit gate eval`: fit the refusal scorer on labelled messages, and
+measure it (with the stored fit, or honestly by k-fold cross-validation)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Annotated, Any
+
+import numpy as np
+import typer
+
+from bot.cli_base import JsonOption, KbOption, app, command, err, kb_name, out, settings
+from core.errors import InputError
+from core.gate.gate import Gate
+
+gate_app = typer.Typer(
+    name="gate",
+    help="The intent-and-refusal gate: fit it on labelled messages, evaluate it.",
+    no_args_is_help=True,
+)
+app.add_typer(gate_app, name="gate")
+
+GoodOption = Annotated[
+    Path, typer.Option("--good", help="Answerable messages, one per line.", show_default=False)
+]
+BadOption = Annotated[
+    Path,
+    typer.Option("--bad", help="Messages to stay silent on, one per line.", show_default=False),
+]
+# Two embeddings this close are the same message: evaluating on fitted examples is not a test.
+_SAME_MESSAGE = 0.999
+
+
+def read_messages(path: Path) -> list[str]:
+    """Non-blank lines of a UTF-8 file."""
+    if not path.is_file():
+        raise InputError(f"no such file: {path}")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{path} is not UTF-8 text ({exc.reason})") from None
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    if not lines:
+        raise InputError(f"{path} has no messages (one per line)")
+    return lines
+
+
+@asynccontextmanager
+async def open_gate() -> AsyncIterator[Gate]:
+    from bot.wiring import build_state, open_services
+
+    config = settings()
+    async with open_services(config) as services:
+        state = await build_state(config)
+        try:
+            yield services.gate(state)
+        finally:
+            await state.aclose()
+
+
+@gate_app.command("fit")
+@command
+async def fit(
+    good: GoodOption,
+    bad: BadOption,
+    kb: KbOption = None,
+    precision: Annotated[
+        float | None,
+        typer.Option(
+            "--precision",
+            min=0.0,
+            max=1.0,
+            help="Choose the threshold for this precision (default: the best F1).",
+        ),
+    ] = None,
+    folds: Annotated[
+        int, typer.Option("--folds", min=2, max=50, help="Folds used to choose the threshold.")
+    ] = 5,
+    as_json: JsonOption = False,
+) -> None:
+    """Fit the gate on labelled messages and store the fit with the knowledge base."""
+    good_messages, bad_messages = read_messages(good), read_messages(bad)
+    name = kb_name(kb, settings())
+    async with open_gate() as gate:
+        result = await gate.fit(name, good_messages, bad_messages, precision=precision, folds=folds)
+    report = {
+        "kb": name,
+        "good": len(good_messages),
+        "bad": len(bad_messages),
+        "threshold": round(result.threshold, 4),
+        "precision": round(result.metrics["precision"], 4),
+        "recall": round(result.metrics["recall"], 4),
+        "f1": round(result.metrics["f1"], 4),
+        "measured_on": "out-of-fold scores of the examples",
+        "target_precision": precision,
+        "embedder": result.embedder,
+        "graph_features": result.use_graph,
+        "features": list(result.features),
+    }
+    if as_json:
+        print(json.dumps(report, ensure_ascii=False))
+        return
+    out.print(
+        f"fitted the gate of '{name}' on {len(good_messages)} answerable and "
+        f"{len(bad_messages)} other messages: threshold {result.threshold:.3f}"
+    )
+    out.print(
+        f"  out-of-fold: precision {report['precision']:.3f}, recall {report['recall']:.3f}, "
+        f"F1 {report['f1']:.3f}"
+    )
+
+
+@gate_app.command("eval")
+@command
+async def evaluate(
+    good: GoodOption,
+    bad: BadOption,
+    kb: KbOption = None,
+    folds: Annotated[
+        int | None,
+        typer.Option(
+            "--folds",
+            min=2,
+            max=50,
+            help="Cross-validate on these messages (fit on k-1 folds, score the held-out "
+            "one) instead of using the stored fit.",
+        ),
+    ] = None,
+    errors: Annotated[
+        bool, typer.Option("--errors", help="List the messages the gate got wrong.")
+    ] = False,
+    as_json: JsonOption = False,
+) -> None:
+    """Score labelled messages: precision, recall and F1 (answerable = positive)."""
+    from core.gate.fitting import confusion, cross_validate
+
+    good_messages, bad_messages = read_messages(good), read_messages(bad)
+    name = kb_name(kb, settings())
+    texts = [*good_messages, *bad_messages]
+    labels = np.asarray([1] * len(good_messages) + [0] * len(bad_messages), dtype=np.int8)
+    report: dict[str, Any] = {"kb": name, "good": len(good_messages), "bad": len(bad_messages)}
+    async with open_gate() as gate:
+        if folds is None:
+            fit_, probabilities = await gate.score_stored(name, texts)
+            predicted = probabilities >= fit_.threshold
+            metrics = confusion(labels, predicted)
+            embeddings = np.asarray(await gate.embedder.embed(texts), dtype=np.float32)
+            seen = int(np.sum((embeddings @ fit_.examples.T).max(axis=1) >= _SAME_MESSAGE))
+            report.update(
+                mode="stored fit",
+                threshold=round(fit_.threshold, 4),
+                **metrics.as_dict(),
+                fitted_examples_seen=seen,
+            )
+        else:
+            texts, labels, embeddings, kb_rows, _ = await gate.labelled(
+                name, good_messages, bad_messages
+            )
+            result = cross_validate(texts, labels, embeddings, kb_rows, folds=folds)
+            probabilities, predicted, metrics = result.probabilities, result.predicted, result.gate
+            report.update(
+                mode=f"{result.folds}-fold cross-validation",
+                threshold=round(float(np.mean(result.thresholds)), 4),
+                **metrics.as_dict(),
+                thresholds=[round(t, 4) for t in result.thresholds],
+                baseline={
+                    "method": "best chunk similarity, one threshold fitted per fold",
+                    "threshold": round(float(np.mean(result.baseline_thresholds)), 4),
+                    **result.baseline.as_dict(),
+                },
+            )
+    wrong = [
+        {"text": text, "label": "good" if label else "bad", "probability": round(float(p), 4)}
+        for text, label, p, answered in zip(texts, labels, probabilities, predicted, strict=True)
+        if bool(answered) != bool(label)
+    ]
+    if errors:
+        report["errors"] = wrong
+    if as_json:
+        print(json.dumps(report, ensure_ascii=False))
+        return
+    _print_evaluation(report, wrong if errors else [])
+
+
+def _print_evaluation(report: dict[str, Any], wrong: list[dict[str, Any]]) -> None:
+    c = report["confusion"]
+    out.print(
+        f"{report['mode']} on '{report['kb']}': precision {report['precision']:.3f}, "
+        f"recall {report['recall']:.3f}, F1 {report['f1']:.3f} "
+        f"(threshold {report['threshold']:.3f})"
+    )
+    out.print(
+        f"  answered: {c['tp']} answerable, {c['fp']} not — silent: {c['fn']} answerable, "
+        f"{c['tn']} not"
+    )
+    if "baseline" in report:
+        b = report["baseline"]
+        out.print(
+            f"  baseline ({b['method']}): precision {b['precision']:.3f}, "
+            f"recall {b['recall']:.3f}, F1 {b['f1']:.3f}"
+        )
+    if report.get("fitted_examples_seen"):
+        err.print(
+            f"[yellow]note:[/] {report['fitted_examples_seen']} of these messages were fitted "
+            "on; use --folds K for an honest measure",
+            markup=True,
+        )
+    for item in wrong:
+        out.print(
+            f"  wrong ({item['label']}, p={item['probability']:.2f}): {item['text']}", markup=False
+        )

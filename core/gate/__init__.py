@@ -1,0 +1,1 @@
+"""The intent-and-refusal gate: whether Tacit answers a chat message, and why."""

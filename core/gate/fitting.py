@@ -1,0 +1,312 @@
+"""Fit the refusal scorer on labelled messages, choose its threshold, and measure it honestly.
+
+The threshold is chosen on out-of-fold probabilities (each example scored by a model that never
+saw it), and the example-similarity features of a training message leave that message out —
+otherwise every example would be its own nearest neighbour at similarity 1.0 and the model
+would learn to trust a signal that unseen messages never have.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+from sklearn.linear_model import LogisticRegression
+from sklearn.model_selection import StratifiedKFold
+from sklearn.preprocessing import StandardScaler
+
+from core.errors import InputError
+from core.gate.features import text_cues
+from core.gate.model import GateFit, Matrix, example_features, feature_names
+
+DEFAULT_FOLDS = 5
+MIN_PER_CLASS = 2
+# Strong enough regularisation for a few hundred examples; "balanced" because chatter
+# usually outnumbers answerable questions several times over.
+_LOGISTIC = {"C": 1.0, "class_weight": "balanced", "max_iter": 2000}
+
+
+@dataclass(frozen=True, slots=True)
+class Metrics:
+    """Answerable is the positive class."""
+
+    tp: int
+    fp: int
+    fn: int
+    tn: int
+
+    @property
+    def precision(self) -> float:
+        return self.tp / (self.tp + self.fp) if self.tp + self.fp else 0.0
+
+    @property
+    def recall(self) -> float:
+        return self.tp / (self.tp + self.fn) if self.tp + self.fn else 0.0
+
+    @property
+    def f1(self) -> float:
+        p, r = self.precision, self.recall
+        return 2 * p * r / (p + r) if p + r else 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "precision": round(self.precision, 4),
+            "recall": round(self.recall, 4),
+            "f1": round(self.f1, 4),
+            "confusion": {"tp": self.tp, "fp": self.fp, "fn": self.fn, "tn": self.tn},
+        }
+
+
+def confusion(labels: npt.NDArray[np.int8], predicted: npt.NDArray[np.bool_]) -> Metrics:
+    positive = labels == 1
+    return Metrics(
+        tp=int(np.sum(predicted & positive)),
+        fp=int(np.sum(predicted & ~positive)),
+        fn=int(np.sum(~predicted & positive)),
+        tn=int(np.sum(~predicted & ~positive)),
+    )
+
+
+def choose_threshold(
+    labels: npt.NDArray[np.int8],
+    scores: npt.NDArray[np.float64],
+    *,
+    precision: float | None = None,
+) -> float:
+    """The score threshold (answer when score >= threshold) with the best F1, or — given a
+    target precision — the lowest threshold that reaches it (the most recall at that precision).
+
+    A chosen threshold sits halfway to the next lower score, so a message scored just below
+    the last answered example is not answered by a rounding accident.
+    """
+    order = np.argsort(-scores, kind="stable")
+    ranked, truth = scores[order], labels[order] == 1
+    tp = np.cumsum(truth)
+    fp = np.cumsum(~truth)
+    # Only the last position of each run of equal scores is a real cut.
+    cuts = np.r_[ranked[1:] != ranked[:-1], True]
+    positives = max(int(truth.sum()), 1)
+    prec = tp / (tp + fp)
+    rec = tp / positives
+    f1 = np.where(prec + rec > 0, 2 * prec * rec / np.maximum(prec + rec, 1e-12), 0.0)
+    if precision is None:
+        candidates = np.flatnonzero(cuts)
+        best = candidates[np.argmax(f1[candidates])]
+    else:
+        candidates = np.flatnonzero(cuts & (prec >= precision))
+        if candidates.size == 0:
+            raise InputError(
+                f"no threshold reaches precision {precision:.2f} on these examples "
+                f"(the best is {float(prec[cuts].max()):.2f})",
+                hint="ask for a lower --precision, or add labelled examples",
+            )
+        best = candidates[np.argmax(rec[candidates])]
+    below = ranked[best + 1] if best + 1 < len(ranked) else ranked[best] - 1e-3
+    return float((ranked[best] + below) / 2)
+
+
+def design_matrix(
+    kb_rows: Matrix,
+    cue_rows: Matrix,
+    embeddings: npt.NDArray[np.floating[Any]],
+    examples: npt.NDArray[np.floating[Any]],
+    example_labels: npt.NDArray[np.int8],
+    *,
+    leave_self_out: bool = False,
+) -> Matrix:
+    """Rows in feature_names() order. With leave_self_out, row i is example i itself."""
+    similarities = np.asarray(embeddings @ examples.T, dtype=np.float64)
+    if leave_self_out:
+        np.fill_diagonal(similarities, -1.0)
+    return np.hstack([kb_rows, example_features(similarities, example_labels), cue_rows])
+
+
+@dataclass
+class _Model:
+    mean: Matrix
+    scale: Matrix
+    coef: Matrix
+    intercept: float
+
+    def probabilities(self, features: Matrix) -> npt.NDArray[np.float64]:
+        logits = ((features - self.mean) / self.scale) @ self.coef + self.intercept
+        return 1.0 / (1.0 + np.exp(-np.clip(logits, -50, 50)))
+
+
+def _train(features: Matrix, labels: npt.NDArray[np.int8]) -> _Model:
+    scaler = StandardScaler().fit(features)
+    scale = np.where(scaler.scale_ > 0, scaler.scale_, 1.0)
+    model = LogisticRegression(**_LOGISTIC).fit((features - scaler.mean_) / scale, labels)
+    return _Model(scaler.mean_, scale, model.coef_[0], float(model.intercept_[0]))
+
+
+def _check_examples(labels: npt.NDArray[np.int8]) -> None:
+    good, bad = int(np.sum(labels == 1)), int(np.sum(labels == 0))
+    if min(good, bad) < MIN_PER_CLASS:
+        raise InputError(
+            f"need at least {MIN_PER_CLASS} answerable and {MIN_PER_CLASS} non-answerable "
+            f"messages to fit the gate (got {good} and {bad})"
+        )
+
+
+def _folds(labels: npt.NDArray[np.int8], folds: int, seed: int) -> StratifiedKFold:
+    smallest = int(min(np.sum(labels == 1), np.sum(labels == 0)))
+    return StratifiedKFold(n_splits=max(2, min(folds, smallest)), shuffle=True, random_state=seed)
+
+
+def _fit_and_score(
+    train: npt.NDArray[np.intp],
+    test: npt.NDArray[np.intp],
+    kb_rows: Matrix,
+    cue_rows: Matrix,
+    embeddings: npt.NDArray[np.floating[Any]],
+    labels: npt.NDArray[np.int8],
+) -> npt.NDArray[np.float64]:
+    examples, example_labels = embeddings[train], labels[train]
+    model = _train(
+        design_matrix(
+            kb_rows[train],
+            cue_rows[train],
+            examples,
+            examples,
+            example_labels,
+            leave_self_out=True,
+        ),
+        example_labels,
+    )
+    held_out = design_matrix(
+        kb_rows[test], cue_rows[test], embeddings[test], examples, example_labels
+    )
+    return model.probabilities(held_out)
+
+
+def out_of_fold(
+    kb_rows: Matrix,
+    cue_rows: Matrix,
+    embeddings: npt.NDArray[np.floating[Any]],
+    labels: npt.NDArray[np.int8],
+    *,
+    folds: int = DEFAULT_FOLDS,
+    seed: int = 0,
+) -> npt.NDArray[np.float64]:
+    """P(answerable) of every example from a model fitted without its fold."""
+    scores = np.zeros(len(labels))
+    for train, test in _folds(labels, folds, seed).split(kb_rows, labels):
+        scores[test] = _fit_and_score(train, test, kb_rows, cue_rows, embeddings, labels)
+    return scores
+
+
+def cue_matrix(texts: Sequence[str]) -> Matrix:
+    return np.asarray([text_cues(t) for t in texts], dtype=np.float64)
+
+
+def fit_gate(
+    texts: Sequence[str],
+    labels: npt.NDArray[np.int8],
+    embeddings: npt.NDArray[np.floating[Any]],
+    kb_rows: Matrix,
+    *,
+    embedder: str,
+    use_graph: bool,
+    precision: float | None = None,
+    folds: int = DEFAULT_FOLDS,
+    seed: int = 0,
+) -> GateFit:
+    """Fit on every example; the threshold and reported metrics come from out-of-fold scores."""
+    _check_examples(labels)
+    cue_rows = cue_matrix(texts)
+    oof = out_of_fold(kb_rows, cue_rows, embeddings, labels, folds=folds, seed=seed)
+    threshold = choose_threshold(labels, oof, precision=precision)
+    metrics = confusion(labels, oof >= threshold)
+    final = _train(
+        design_matrix(kb_rows, cue_rows, embeddings, embeddings, labels, leave_self_out=True),
+        labels,
+    )
+    return GateFit(
+        embedder=embedder,
+        dim=int(embeddings.shape[1]),
+        use_graph=use_graph,
+        features=feature_names(use_graph),
+        mean=[float(x) for x in final.mean],
+        scale=[float(x) for x in final.scale],
+        coef=[float(x) for x in final.coef],
+        intercept=final.intercept,
+        threshold=threshold,
+        examples=np.asarray(embeddings, dtype=np.float32),
+        labels=labels.astype(np.int8),
+        metrics={
+            "precision": metrics.precision,
+            "recall": metrics.recall,
+            "f1": metrics.f1,
+            "examples": float(len(labels)),
+        },
+        target_precision=precision,
+        fitted_at=time.time(),
+    )
+
+
+@dataclass
+class CrossValidation:
+    """Held-out results of k-fold cross-validation: Tacit's gate and the one-threshold baseline."""
+
+    gate: Metrics
+    baseline: Metrics
+    probabilities: npt.NDArray[np.float64]  # each example's held-out P(answerable)
+    predicted: npt.NDArray[np.bool_]  # each example's held-out decision (answer?)
+    thresholds: list[float]  # the gate's threshold per outer fold
+    baseline_thresholds: list[float]
+    folds: int
+
+
+def cross_validate(
+    texts: Sequence[str],
+    labels: npt.NDArray[np.int8],
+    embeddings: npt.NDArray[np.floating[Any]],
+    kb_rows: Matrix,
+    *,
+    folds: int = DEFAULT_FOLDS,
+    precision: float | None = None,
+    seed: int = 0,
+) -> CrossValidation:
+    """Outer folds: fit the gate (threshold from inner folds) on the rest, decide the held-out
+    fold. The baseline — best chunk similarity against one threshold fitted on the rest —
+    is decided on the same folds."""
+    _check_examples(labels)
+    cue_rows = cue_matrix(texts)
+    probabilities = np.zeros(len(labels))
+    predicted = np.zeros(len(labels), dtype=bool)
+    baseline = np.zeros(len(labels), dtype=bool)
+    thresholds: list[float] = []
+    baseline_thresholds: list[float] = []
+    splitter = _folds(labels, folds, seed)
+    for train, test in splitter.split(kb_rows, labels):
+        inner = out_of_fold(
+            kb_rows[train],
+            cue_rows[train],
+            embeddings[train],
+            labels[train],
+            folds=folds,
+            seed=seed + 1,
+        )
+        threshold = choose_threshold(labels[train], inner, precision=precision)
+        scores = _fit_and_score(train, test, kb_rows, cue_rows, embeddings, labels)
+        probabilities[test] = scores
+        predicted[test] = scores >= threshold
+        thresholds.append(threshold)
+        chunk_max = kb_rows[:, 0]
+        cut = choose_threshold(labels[train], chunk_max[train])
+        baseline[test] = chunk_max[test] >= cut
+        baseline_thresholds.append(cut)
+    return CrossValidation(
+        gate=confusion(labels, predicted),
+        baseline=confusion(labels, baseline),
+        probabilities=probabilities,
+        predicted=predicted,
+        thresholds=thresholds,
+        baseline_thresholds=baseline_thresholds,
+        folds=splitter.get_n_splits(),
+    )

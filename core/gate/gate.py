@@ -1,0 +1,391 @@
+"""The intent-and-refusal gate: for each message, answer, stay silent, or politely decline.
+
+Stages run cheapest first and each may decide: filters (empty, too short, bots, commands), the
+banned-topic list, the LLM's intent slot (when an LLM is configured), the fitted refusal score,
+and the LLM's safety check. A refused message gets a short decline when the bot was addressed
+(a mention, a DM, a reply to it, `tacit ask`) and silence when it was only overheard.
+
+Nothing a message says can turn a stage off: the LLM prompts hand the message over as a JSON
+string to classify, and the other stages only measure it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+from pydantic import BaseModel
+
+import prompts
+from core.conversation import Message
+from core.errors import InputError, LLMBadResponse, LLMError, StoreError
+from core.gate.decision import (
+    DECLINE_NOT_A_QUESTION,
+    DECLINE_NOT_COVERED,
+    DECLINE_UNSAFE,
+    INTENTS,
+    GateDecision,
+    Intent,
+    Stage,
+)
+from core.gate.features import normalise, text_cues
+from core.gate.model import GateFit, Matrix
+from core.gate.signals import has_graph_vectors, kb_features
+from core.gate.store import fit_stamp, load_fit, save_fit
+from core.ports import LLM, Embedder, StateStore, VectorStore
+from core.text import Language, detect_language
+
+_COMMAND = re.compile(r"^/[A-Za-z_][\w@-]*(\s|$)")  # /start, /help@tacit_bot
+_HAS_CONTENT = re.compile(r"[\w\u3400-\u9fff]")  # a letter, digit or CJK character
+
+
+@dataclass(frozen=True, slots=True)
+class GateOptions:
+    min_chars: int = 2  # fewer meaningful characters than this: nothing to answer
+    max_chars: int = 2000  # longer messages are scored on their beginning
+    banned_topics: tuple[str, ...] = ()
+    llm_intent: bool = True
+    llm_safety: bool = True
+    unfitted_min_score: float = 0.25  # a KB without a fit: best chunk similarity threshold
+
+
+class IntentReply(BaseModel):
+    intent: str = "question"
+
+
+class SafetyReply(BaseModel):
+    safe: bool = True
+    topic: str = ""
+
+
+@dataclass
+class _CachedFit:
+    stamp: str | None
+    fit: GateFit | None
+
+
+class Gate:
+    def __init__(
+        self,
+        *,
+        embedder: Embedder,
+        vectors: VectorStore,
+        state: StateStore,
+        llm: LLM | None = None,
+        options: GateOptions | None = None,
+    ) -> None:
+        self.embedder = embedder
+        self.vectors = vectors
+        self.state = state
+        self.llm = llm
+        self.options = options or GateOptions()
+        self._fits: dict[str, _CachedFit] = {}
+
+    # --- deciding ---------------------------------------------------------------------------
+
+    async def decide(
+        self, kb: str, message: Message | str, *, addressed: bool = False
+    ) -> GateDecision:
+        """The decision for one message. `addressed` is taken from a Message itself."""
+        if isinstance(message, Message):
+            text, addressed, from_bot = message.text, message.addressed, message.from_bot
+        else:
+            text, from_bot = message, False
+        language = detect_language(text)
+
+        filtered = self._filter(text, from_bot=from_bot, addressed=addressed, language=language)
+        if filtered is not None:
+            return filtered
+        text = text.strip()[: self.options.max_chars]
+
+        banned = self._banned_topic(text)
+        if banned is not None:
+            return _refuse(
+                "safety",
+                f"mentions the banned topic {banned!r}",
+                language,
+                addressed,
+                DECLINE_UNSAFE,
+            )
+
+        intent, intent_note = await self._intent(text, language)
+        if intent != "question":
+            return _refuse(
+                "intent",
+                f"intent is {intent}, not a question",
+                language,
+                addressed,
+                DECLINE_NOT_A_QUESTION,
+                intent=intent,
+            )
+
+        scores, covered, reason = await self._refusal(kb, text)
+        if intent_note:
+            reason = f"{reason}; {intent_note}"
+        if not covered:
+            return _refuse(
+                "refusal",
+                reason,
+                language,
+                addressed,
+                DECLINE_NOT_COVERED,
+                intent=intent,
+                scores=scores,
+            )
+
+        unsafe, safety_note = await self._llm_safety(text, language)
+        if unsafe is not None:
+            return _refuse(
+                "safety",
+                f"judged unsafe: {unsafe}",
+                language,
+                addressed,
+                DECLINE_UNSAFE,
+                intent=intent,
+                scores=scores,
+            )
+        if safety_note:
+            reason = f"{reason}; {safety_note}"
+        return GateDecision(
+            "answer",
+            "safety" if self._safety_enabled else "refusal",
+            reason,
+            language,
+            intent,
+            scores,
+        )
+
+    def _filter(
+        self, text: str, *, from_bot: bool, addressed: bool, language: Language
+    ) -> GateDecision | None:
+        if from_bot:  # never talk to bots: two assistants answering each other never stop
+            return GateDecision("silent", "filter", "sent by a bot", language)
+        stripped = text.strip()
+        if _COMMAND.match(stripped):
+            return GateDecision(
+                "silent",
+                "filter",
+                "a chat command (its own handler answers it)",
+                language,
+                intent="command",
+            )
+        meaningful = len(_HAS_CONTENT.findall(stripped))
+        if meaningful < self.options.min_chars:
+            why = (
+                "empty"
+                if not stripped
+                else (
+                    f"too short ({meaningful} meaningful character(s), fewer than "
+                    f"{self.options.min_chars})"
+                )
+            )
+            return _refuse(
+                "filter", why, language, addressed, DECLINE_NOT_A_QUESTION, intent="other"
+            )
+        return None
+
+    def _banned_topic(self, text: str) -> str | None:
+        folded = normalise(text)
+        for topic in self.options.banned_topics:
+            if topic.strip() and normalise(topic.strip()) in folded:
+                return topic
+        return None
+
+    async def _intent(self, text: str, language: Language) -> tuple[Intent, str]:
+        """The LLM's intent slot; any failure to get one counts as "question" (HuixiangDou):
+        a missed question costs more than a scored piece of chatter, which later stages catch."""
+        if self.llm is None or not self.options.llm_intent:
+            return "question", ""
+        prompt = prompts.render("gate_intent", language, message=_as_data(text))
+        try:
+            reply = await self.llm.chat_json(prompt, IntentReply)
+        except LLMBadResponse:
+            return "question", "intent reply unreadable, taken as a question"
+        except LLMError as exc:
+            return "question", f"intent check failed ({exc}), taken as a question"
+        intent = reply.intent.strip().lower()
+        for known in INTENTS:
+            if intent == known:
+                return known, ""
+        return "question", f"unknown intent {reply.intent!r}, taken as a question"
+
+    @property
+    def _safety_enabled(self) -> bool:
+        return self.llm is not None and self.options.llm_safety
+
+    async def _llm_safety(self, text: str, language: Language) -> tuple[str | None, str]:
+        """(the unsafe topic or None, a note). A failed check lets the message through: the
+        banned-topic list has already run, and the answer comes from the team's documents."""
+        if self.llm is None or not self.options.llm_safety:
+            return None, ""
+        prompt = prompts.render(
+            "gate_safety",
+            language,
+            message=_as_data(text),
+            banned_topics=", ".join(self.options.banned_topics) or "-",
+        )
+        try:
+            reply = await self.llm.chat_json(prompt, SafetyReply)
+        except LLMError as exc:
+            return None, f"safety check failed ({exc}), allowed"
+        if reply.safe:
+            return None, ""
+        return reply.topic.strip() or "unspecified", ""
+
+    async def _refusal(self, kb: str, text: str) -> tuple[dict[str, float], bool, str]:
+        fit = await self.current_fit(kb)
+        embedding = await self.embedder.embed([text])
+        if fit is None:
+            rows = await kb_features(kb, [text], embedding, vectors=self.vectors, use_graph=False)
+            best = float(rows[0, 0])
+            cut = self.options.unfitted_min_score
+            scores = {"chunk_max": best, "threshold": cut}
+            verdict = "covers" if best >= cut else "does not cover"
+            return (
+                scores,
+                best >= cut,
+                (
+                    f"the knowledge base {verdict} it: best chunk similarity {best:.2f} vs "
+                    f"{cut:.2f} (no fitted gate for this KB)"
+                ),
+            )
+        self._check_compatible(kb, fit)
+        features = await self._features(kb, [text], embedding, fit)
+        probability = float(fit.probabilities(features)[0])
+        scores = dict(zip(fit.features, (float(x) for x in features[0]), strict=True))
+        scores.update(probability=probability, threshold=fit.threshold)
+        covered = probability >= fit.threshold
+        verdict = "answerable" if covered else "not answerable"
+        return (
+            scores,
+            covered,
+            (
+                f"{verdict}: P(answerable) {probability:.2f} vs threshold {fit.threshold:.2f} "
+                f"(best chunk {scores['chunk_max']:.2f}, nearest answerable example "
+                f"{scores['good_max']:.2f}, nearest chatter {scores['bad_max']:.2f})"
+            ),
+        )
+
+    async def _features(
+        self,
+        kb: str,
+        texts: Sequence[str],
+        embeddings: npt.NDArray[np.floating[Any]],
+        fit: GateFit,
+    ) -> Matrix:
+        kb_rows = await kb_features(
+            kb, texts, embeddings, vectors=self.vectors, use_graph=fit.use_graph
+        )
+        cues = np.asarray([text_cues(t) for t in texts], dtype=np.float64)
+        return np.hstack([kb_rows, fit.example_features(embeddings), cues])
+
+    def _check_compatible(self, kb: str, fit: GateFit) -> None:
+        if fit.embedder != self.embedder.name or fit.dim != self.embedder.dim:
+            raise StoreError(
+                f"the gate of knowledge base {kb!r} was fitted with embedder {fit.embedder} "
+                f"({fit.dim}-d), but {self.embedder.name} ({self.embedder.dim}-d) is configured",
+                hint=f"fit it again: tacit gate fit --kb {kb} --good FILE --bad FILE",
+            )
+
+    async def current_fit(self, kb: str) -> GateFit | None:
+        """The stored fit, reloaded only when its stamp changed (one small read per message)."""
+        stamp = await fit_stamp(self.state, kb)
+        cached = self._fits.get(kb)
+        if cached is not None and cached.stamp == stamp:
+            return cached.fit
+        fit = await load_fit(self.state, kb) if stamp is not None else None
+        self._fits[kb] = _CachedFit(stamp, fit)
+        return fit
+
+    # --- fitting and evaluating ---------------------------------------------------------------
+
+    async def labelled(
+        self, kb: str, good: Sequence[str], bad: Sequence[str]
+    ) -> tuple[list[str], npt.NDArray[np.int8], npt.NDArray[np.float32], Matrix, bool]:
+        """Texts, labels, embeddings and KB features of labelled messages (one batch each)."""
+        if await self.vectors.count("chunks", kb) == 0:
+            raise InputError(
+                f"knowledge base {kb!r} is empty: the gate scores messages against its documents",
+                hint=f"index documents first: tacit index --kb {kb} PATH",
+            )
+        texts = [t.strip()[: self.options.max_chars] for t in (*good, *bad) if t.strip()]
+        labels = np.asarray(
+            [1] * sum(1 for t in good if t.strip()) + [0] * sum(1 for t in bad if t.strip()),
+            dtype=np.int8,
+        )
+        use_graph = await has_graph_vectors(self.vectors, kb)
+        embeddings = np.asarray(await self.embedder.embed(texts), dtype=np.float32)
+        kb_rows = await kb_features(
+            kb, texts, embeddings, vectors=self.vectors, use_graph=use_graph
+        )
+        return texts, labels, embeddings, kb_rows, use_graph
+
+    async def fit(
+        self,
+        kb: str,
+        good: Sequence[str],
+        bad: Sequence[str],
+        *,
+        precision: float | None = None,
+        folds: int = 5,
+    ) -> GateFit:
+        """Fit on the labelled messages and store the fit with the KB."""
+        from core.gate.fitting import fit_gate  # scikit-learn is needed only to fit
+
+        texts, labels, embeddings, kb_rows, use_graph = await self.labelled(kb, good, bad)
+        fit = fit_gate(
+            texts,
+            labels,
+            embeddings,
+            kb_rows,
+            embedder=self.embedder.name,
+            use_graph=use_graph,
+            precision=precision,
+            folds=folds,
+        )
+        await save_fit(self.state, kb, fit)
+        self._fits.pop(kb, None)
+        return fit
+
+    async def score_stored(
+        self, kb: str, texts: Sequence[str]
+    ) -> tuple[GateFit, npt.NDArray[np.float64]]:
+        """P(answerable) of each message under the KB's stored fit."""
+        fit = await self.current_fit(kb)
+        if fit is None:
+            raise InputError(
+                f"knowledge base {kb!r} has no fitted gate",
+                hint=f"fit one: tacit gate fit --kb {kb} --good FILE --bad FILE",
+            )
+        self._check_compatible(kb, fit)
+        embeddings = np.asarray(await self.embedder.embed(list(texts)), dtype=np.float32)
+        features = await self._features(kb, texts, embeddings, fit)
+        return fit, fit.probabilities(features)
+
+
+def _as_data(text: str) -> str:
+    """The message as a JSON string literal: quotes and newlines escaped, so nothing in it
+    can end the quoted data and start talking to the model as the prompt."""
+    return json.dumps(text, ensure_ascii=False)
+
+
+def _refuse(
+    stage: Stage,
+    reason: str,
+    language: Language,
+    addressed: bool,
+    declines: dict[str, str],
+    *,
+    intent: Intent | None = None,
+    scores: dict[str, float] | None = None,
+) -> GateDecision:
+    if addressed:
+        return GateDecision(
+            "decline", stage, reason, language, intent, scores or {}, declines[language]
+        )
+    return GateDecision("silent", stage, reason, language, intent, scores or {})

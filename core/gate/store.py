@@ -1,0 +1,59 @@
+"""The gate's fit lives with its knowledge base in the StateStore, as versioned JSON.
+
+Two keys per KB, hash-tagged on the KB so a Redis Cluster keeps them in one slot: the fit
+itself (about a megabyte with a thousand example embeddings) and a small stamp that running
+bots check before each decision, reloading the fit only when the stamp has changed.
+"""
+
+from __future__ import annotations
+
+import json
+
+from core.errors import StoreError
+from core.gate.model import FIT_VERSION, GateFit
+from core.ports import StateStore
+
+
+def fit_key(kb: str) -> str:
+    return f"gate:{{{kb}}}:fit"
+
+
+def stamp_key(kb: str) -> str:
+    return f"gate:{{{kb}}}:stamp"
+
+
+async def save_fit(state: StateStore, kb: str, fit: GateFit) -> None:
+    await state.set(fit_key(kb), json.dumps(fit.to_json(), separators=(",", ":")))
+    # The stamp goes last: a reader that sees the new stamp finds the new fit.
+    await state.set(stamp_key(kb), f"{FIT_VERSION}:{fit.fitted_at!r}")
+
+
+async def fit_stamp(state: StateStore, kb: str) -> str | None:
+    return await state.get(stamp_key(kb))
+
+
+async def load_fit(state: StateStore, kb: str) -> GateFit | None:
+    """The stored fit, or None if the KB has none. A fit written by another version of the
+    format is reported, not guessed at."""
+    raw = await state.get(fit_key(kb))
+    if raw is None:
+        return None
+    try:
+        data = json.loads(raw)
+        version = int(data.get("version", 0))
+        if version != FIT_VERSION:
+            raise StoreError(
+                f"the gate fit of knowledge base {kb!r} has format version {version}, this "
+                f"Tacit reads version {FIT_VERSION}",
+                hint=f"fit it again: tacit gate fit --kb {kb} --good FILE --bad FILE",
+            )
+        return GateFit.from_json(data)
+    except (ValueError, KeyError, TypeError) as exc:
+        raise StoreError(
+            f"the stored gate fit of knowledge base {kb!r} is unreadable ({exc})",
+            hint=f"fit it again: tacit gate fit --kb {kb} --good FILE --bad FILE",
+        ) from exc
+
+
+async def delete_fit(state: StateStore, kb: str) -> None:
+    await state.delete(fit_key(kb), stamp_key(kb))

@@ -1,0 +1,83 @@
+"""An answer source whose answers are scripted per question, recording every call.
+
+For tests of the conversation loop, where what matters is what the assistant does with an
+answer or a refusal, not how the answer was found (tests/test_answer.py covers that).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+
+from core.answer.events import Answer, AnswerEvent, Citation, Delta, Final, Status
+from core.answer.service import NOT_COVERED
+from core.errors import InputError, TacitError
+from core.models import ChatMessage
+from core.text import detect_language
+
+
+@dataclass
+class AskCall:
+    kb: str
+    question: str
+    history: tuple[ChatMessage, ...]
+
+
+@dataclass
+class ScriptedAnswerer:
+    """`answers[question]` is the answer text (split into deltas) or an exception to raise;
+    an unscripted question is refused as not covered, like the real answerer does."""
+
+    answers: dict[str, str | BaseException] = field(default_factory=dict)
+    calls: list[AskCall] = field(default_factory=list)
+    delay: float = 0.0  # seconds per delta, to hold an answer in flight
+
+    async def ask(
+        self, kb: str, question: str, *, history: tuple[ChatMessage, ...] = ()
+    ) -> AsyncIterator[AnswerEvent]:
+        self.calls.append(AskCall(kb, question, history))
+        if not question.strip():
+            raise InputError("the question is empty")
+        language = detect_language(question)
+        yield Status("searching the knowledge base")
+        scripted = self.answers.get(question)
+        if isinstance(scripted, BaseException):
+            raise scripted
+        if scripted is None:
+            text = NOT_COVERED[language]
+            yield Delta(text)
+            yield Final(
+                Answer(
+                    question,
+                    text,
+                    (),
+                    True,
+                    "best match 0.10 is below the threshold 0.25",
+                    language,
+                    "refused",
+                    (0.1,),
+                )
+            )
+            return
+        yield Status("writing the answer")
+        for start in range(0, len(scripted), 6):
+            if self.delay:
+                await asyncio.sleep(self.delay)
+            yield Delta(scripted[start : start + 6])
+        citation = Citation(1, f"{kb}/doc.md", "Heading", "evidence")
+        yield Final(
+            Answer(
+                question,
+                scripted,
+                (citation,),
+                False,
+                "answered",
+                language,
+                "generated",
+                (0.8, 0.5),
+            )
+        )
+
+
+__all__ = ["AskCall", "ScriptedAnswerer", "TacitError"]
