@@ -1,10 +1,10 @@
 """The Assistant every chat adapter talks to: a Message in, a stream of ReplyEvents out.
 
 Order of a message's trip: bots ignored → dedupe (delivery id, then message id) → admin command →
-channel enabled? → addressed, auto-answer or an engaged thread? → rate limits → answer from the
-channel's KB (with the thread's history) → the gate's verdict (a refused answer: a polite
-decline when addressed, silence when overheard). Every decision is logged with its reason and
-scores; every answer leaves a trace that feedback refers to.
+channel enabled? → addressed, auto-answer or an engaged thread? → the gate (against the channel's
+KB) → rate limits → answer from the channel's KB (with the thread's history). A refusal by the
+gate or the answerer is a polite decline when addressed, silence when overheard. Every decision
+is logged with its reason and scores; every answer leaves a trace that feedback refers to.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import inspect
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any, Protocol
 
 from bot.conversation_state import ChannelConfig, ConversationState, Decision
@@ -64,6 +64,29 @@ class AnswerSource(Protocol):
     def ask(self, kb: str, question: str) -> AsyncIterator[AnswerEvent]: ...
 
 
+class GateVerdict(Protocol):
+    """What the gate (core.gate) decided about a message."""
+
+    @property
+    def refused(self) -> bool: ...
+    @property
+    def stage(self) -> str: ...
+    @property
+    def reason(self) -> str: ...
+    @property
+    def intent(self) -> str | None: ...
+    @property
+    def scores(self) -> Mapping[str, float]: ...
+    @property
+    def reply(self) -> str | None:
+        """The decline to show when the bot was addressed (None: silence)."""
+        ...
+
+
+class Gatekeeper(Protocol):
+    async def decide(self, kb: str, message: str, *, addressed: bool = False) -> GateVerdict: ...
+
+
 class TacitAssistant:
     """The conversation loop. Stateless itself: all state lives in the ConversationState."""
 
@@ -72,10 +95,14 @@ class TacitAssistant:
         state: ConversationState,
         answerer: AnswerSource,
         *,
+        gate: Gatekeeper | None = None,
         reindex: Reindex | None = None,
     ) -> None:
+        """Without a gate, the answerer's own refusal (evidence below its threshold) is the
+        gate's verdict."""
         self.state = state
         self.answerer = answerer
+        self.gate = gate
         self.reindex = reindex
         self._takes_history = "history" in inspect.signature(answerer.ask).parameters
 
@@ -101,9 +128,9 @@ class TacitAssistant:
             await self.state.record(decision(outcome="ignored", stage="filter", reason="a bot"))
             yield Refusal(None, "a bot's message", trace_id)
             return
-        verdict = await self.state.claim(message, claim or trace_id)
-        if verdict in ("duplicate", "delivered"):
-            logger.debug("skipping %s message %s", verdict, message.message_id)
+        claimed = await self.state.claim(message, claim or trace_id)
+        if claimed in ("duplicate", "delivered"):
+            logger.debug("skipping %s message %s", claimed, message.message_id)
             return
 
         if _is_command(message.text):
@@ -130,18 +157,42 @@ class TacitAssistant:
             )
             yield Refusal(None, reason, trace_id)
             return
-        limited = await self.state.rate_limited(message)
-        if limited is not None:
-            await self.state.record(
-                decision(outcome="rate_limited", stage="rate", reason=limited, kb=config.kb)
-            )
-            yield silent_or(SLOW_DOWN, limited)
-            return
-
-        if addressed:
-            yield Thinking()
         try:
-            async for event in self._answer(message, config, trace_id, decision, silent_or):
+            if self.gate is not None:
+                verdict = await self.gate.decide(
+                    config.kb, await self._gate_text(message), addressed=addressed
+                )
+                if verdict.refused:
+                    await self.state.record(
+                        decision(
+                            outcome="declined" if addressed else "silent",
+                            stage="gate",
+                            reason=f"{verdict.stage}: {verdict.reason}",
+                            kb=config.kb,
+                            mode=config.mode,
+                            intent=verdict.intent or "",
+                            scores=_rounded(verdict.scores),
+                        )
+                    )
+                    reply = (verdict.reply or DECLINE[language]) if addressed else None
+                    yield Refusal(reply, verdict.reason, trace_id)
+                    return
+                gate_scores = _rounded(verdict.scores)
+            else:
+                gate_scores = {}
+            # Limits count answers (the costly part), not the chatter the gate turned away.
+            limited = await self.state.rate_limited(message)
+            if limited is not None:
+                await self.state.record(
+                    decision(outcome="rate_limited", stage="rate", reason=limited, kb=config.kb)
+                )
+                yield silent_or(SLOW_DOWN, limited)
+                return
+            if addressed:
+                yield Thinking()
+            async for event in self._answer(
+                message, config, trace_id, decision, silent_or, gate_scores
+            ):
                 yield event
         except InputError as exc:
             reason = f"unusable input: {exc}"
@@ -159,6 +210,14 @@ class TacitAssistant:
             )
             yield silent_or(FAILED, reason)
 
+    async def _gate_text(self, message: Message) -> str:
+        """What the gate scores: the message, preceded in a thread by the question before it,
+        so that a follow-up ("and its default?") is judged with the topic it continues."""
+        earlier = [
+            turn.content for turn in await self.state.history(message) if turn.role == "user"
+        ]
+        return f"{earlier[-1]}\n{message.text}" if earlier else message.text
+
     async def _answer(
         self,
         message: Message,
@@ -166,6 +225,7 @@ class TacitAssistant:
         trace_id: str,
         decision: Callable[..., Decision],
         silent_or: Callable[[dict[str, str], str], Refusal],
+        gate_scores: dict[str, float],
     ) -> AsyncIterator[ReplyEvent]:
         addressed = message.addressed or message.direct
         history = await self.state.history(message)
@@ -186,13 +246,15 @@ class TacitAssistant:
                     yield TextDelta(event.text)
             elif isinstance(event, Final):
                 answer = event.answer
-                scores = [round(s, 4) for s in answer.scores]
+                scores = dict(gate_scores)
+                if answer.scores:
+                    scores["best_match"] = round(answer.scores[0], 4)
                 if answer.refused:
                     outcome = "declined" if addressed else "silent"
                     await self.state.record(
                         decision(
                             outcome=outcome,
-                            stage="gate",
+                            stage="answer",
                             reason=answer.reason,
                             kb=config.kb,
                             mode=config.mode,
@@ -298,11 +360,24 @@ class TacitAssistant:
         for d in judged:
             outcomes[d["outcome"]] = outcomes.get(d["outcome"], 0) + 1
         best = {
-            outcome: [d["scores"][0] for d in judged if d["outcome"] == outcome and d["scores"]]
+            outcome: [
+                d["scores"]["best_match"]
+                for d in judged
+                if d["outcome"] == outcome and "best_match" in d["scores"]
+            ]
             for outcome in ("answered", "declined", "silent")
         }
+        stages: dict[str, int] = {}
+        for d in judged:
+            if d["outcome"] in ("declined", "silent"):
+                stage = d["stage"] + (f" ({d['intent']})" if d.get("intent") else "")
+                stages[stage] = stages.get(stage, 0) + 1
         lines = [f"Last {len(judged)} decisions in this channel (knowledge base {config.kb}):"]
         lines += [f"  {outcome}: {n}" for outcome, n in sorted(outcomes.items())]
+        if stages:
+            lines.append(
+                "  refused by: " + ", ".join(f"{k} {n}" for k, n in sorted(stages.items()))
+            )
         for outcome, values in best.items():
             if values:
                 mean = sum(values) / len(values)
@@ -328,6 +403,10 @@ class TacitAssistant:
             raise InputError("re-indexing is not available in this process")
         # Always the channel's own KB: an admin of one channel cannot touch another's.
         return await self.reindex(config.kb)
+
+
+def _rounded(scores: Mapping[str, float]) -> dict[str, float]:
+    return {name: round(float(value), 4) for name, value in scores.items()}
 
 
 def _is_command(text: str) -> bool:

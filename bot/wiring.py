@@ -5,12 +5,16 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from bot.settings import Settings
 from core.answer.service import Answerer, AnswerOptions
 from core.gate.gate import Gate, GateOptions
 from core.index.pipeline import Indexer, IndexOptions
 from core.ports import LLM, Embedder, GraphStore, StateStore, VectorStore
+
+if TYPE_CHECKING:
+    from adapters.chat.common import ChatAdapter, RecordFeedback, SubmitMessage
 
 
 def build_llm(settings: Settings) -> LLM | None:
@@ -62,11 +66,20 @@ def build_embedder(settings: Settings) -> Embedder:
 
 def build_graph(settings: Settings) -> GraphStore:
     if settings.graph.kind == "nebula":
-        from core.errors import ConfigError
+        from adapters.graph.nebula_store import NebulaGraphStore
 
-        raise ConfigError(
-            "invalid setting graph.kind (TACIT_GRAPH__KIND): the NebulaGraph store is not "
-            "available in this version; use 'sqlite'"
+        graph = settings.graph
+        return NebulaGraphStore(  # connects lazily: the first call reports an unreachable server
+            graph.nebula_addresses,
+            user=graph.nebula_user,
+            password=graph.nebula_password.get_secret_value(),
+            space_prefix=graph.nebula_space_prefix,
+            partitions=graph.nebula_partitions,
+            replicas=graph.nebula_replicas,
+            pool_size=graph.nebula_pool_size,
+            timeout=graph.nebula_timeout,
+            schema_timeout=graph.nebula_schema_timeout,
+            batch_size=graph.nebula_batch_size,
         )
     from adapters.graph.sqlite_store import SQLiteGraphStore
 
@@ -83,6 +96,9 @@ def build_vectors(settings: Settings) -> VectorStore:
         uri=settings.vector_uri,
         token=settings.vector.token.get_secret_value(),
         collection_prefix=settings.vector.collection_prefix,
+        index_type=settings.vector.index_type,
+        consistency_level=settings.vector.consistency_level,
+        timeout=settings.vector.timeout,
     )
 
 
@@ -97,6 +113,110 @@ async def build_state(settings: Settings) -> StateStore:
     return await RedisStateStore.embedded(settings.state_path, key_prefix=settings.state.key_prefix)
 
 
+def build_chat_adapters(
+    settings: Settings, submit: SubmitMessage, feedback: RecordFeedback
+) -> dict[str, ChatAdapter]:
+    """The configured chat platforms by name ("slack", "telegram"; none without tokens).
+
+    `submit` queues a message durably (the platform is acked after it returns), `feedback`
+    stores a 👍/👎. For `tacit serve`: mount every adapter's `routes()` in the ASGI app, await
+    `start()` after it and `stop()` before it shuts down, and give the worker each `deliver`.
+    """
+    from core.errors import ConfigError
+
+    adapters: dict[str, ChatAdapter] = {}
+    slack = settings.slack
+    if slack.configured:
+        from adapters.chat.slack import SlackAdapter
+
+        if slack.mode == "socket" and not slack.app_token.get_secret_value():
+            raise ConfigError(
+                "invalid setting slack.app_token (TACIT_SLACK__APP_TOKEN): "
+                "required when slack.mode is 'socket'"
+            )
+        adapters["slack"] = SlackAdapter(
+            bot_token=slack.bot_token.get_secret_value(),
+            signing_secret=slack.signing_secret.get_secret_value(),
+            app_token=slack.app_token.get_secret_value() if slack.mode == "socket" else "",
+            submit=submit,
+            feedback=feedback,
+            api_url=slack.api_url,
+            bot_user_id=slack.bot_user_id,
+            stream_interval=slack.stream_interval,
+            max_retries=slack.max_retries,
+            slash_command=slack.slash_command,
+        )
+    telegram = settings.telegram
+    if telegram.configured:
+        from adapters.chat.telegram import TelegramAdapter
+
+        adapters["telegram"] = TelegramAdapter(
+            bot_token=telegram.bot_token.get_secret_value(),
+            submit=submit,
+            feedback=feedback,
+            mode=telegram.mode,
+            webhook_secret=telegram.webhook_secret.get_secret_value(),
+            webhook_url=telegram.webhook_url or "",
+            api_url=telegram.api_url,
+            edit_interval=telegram.edit_interval,
+            typing_interval=telegram.typing_interval,
+            concurrent_updates=telegram.concurrent_updates,
+            max_retries=telegram.max_retries,
+        )
+    return adapters
+
+
+def build_indexer(services: Services, kb: str, extractor: str | None = None) -> Indexer:
+    from core.errors import ConfigError
+    from core.index.extract import Extractor
+    from core.index.llm_extract import LoopNERExtractor
+    from core.index.loaders import CorpusFields
+    from core.index.nlp_extract import NLPExtractor
+
+    index = services.settings.index.for_kb(kb)
+    kind = extractor or index.extractor
+    if kind == "auto":
+        kind = "llm" if services.llm is not None else "nlp"
+    chosen: Extractor | None = None
+    if kind == "llm":
+        if services.llm is None:
+            raise ConfigError(
+                "the llm extractor needs an LLM: set llm.base_url (TACIT_LLM__BASE_URL), "
+                "or use --extractor nlp"
+            )
+        chosen = LoopNERExtractor(
+            services.llm,
+            variant=index.loop,
+            max_loops=index.max_loops,
+            entity_types=index.entity_types,
+            max_tokens=services.settings.llm.max_tokens,
+        )
+    elif kind == "nlp":
+        chosen = NLPExtractor()
+    options = IndexOptions(
+        chunk_size=index.chunk_size,
+        chunk_overlap=index.chunk_overlap,
+        embed_batch=index.embed_batch,
+        concurrency=index.concurrency,
+        batch_chunks=index.batch_chunks,
+        summarize_over_tokens=index.summarize_over_tokens,
+        communities=index.communities,
+        corpus_fields=CorpusFields(
+            id=tuple(index.corpus_id_fields),
+            title=tuple(index.corpus_title_fields),
+            text=tuple(index.corpus_text_fields),
+        ),
+    )
+    return Indexer(
+        services.graph,
+        services.vectors,
+        services.embedder,
+        options,
+        extractor=chosen,
+        llm=services.llm,
+    )
+
+
 @dataclass
 class Services:
     settings: Settings
@@ -105,14 +225,9 @@ class Services:
     embedder: Embedder
     llm: LLM | None
 
-    def indexer(self) -> Indexer:
-        index = self.settings.index
-        return Indexer(
-            self.graph,
-            self.vectors,
-            self.embedder,
-            IndexOptions(index.chunk_size, index.chunk_overlap, index.embed_batch),
-        )
+    def indexer(self, kb: str | None = None, *, extractor: str | None = None) -> Indexer:
+        """The indexer for `kb` ([index] with the KB's overrides); `extractor` overrides both."""
+        return build_indexer(self, kb or self.settings.kb, extractor)
 
     def answerer(self) -> Answerer:
         answer = self.settings.answer

@@ -192,7 +192,8 @@ class VectorRecord:
 @dataclass(frozen=True, slots=True)
 class VectorHit:
     id: str
-    score: float  # cosine similarity in [-1, 1]; higher is closer
+    # cosine similarity in [-1, 1], or a BM25 score (> 0) for lexical hits; higher is closer
+    score: float
     text: str
     source: str = ""
 

@@ -25,6 +25,7 @@ from core.conversation import (
     Thinking,
 )
 from core.errors import LLMError, StoreUnavailable
+from core.gate.decision import DECLINE_NOT_A_QUESTION, GateDecision
 from tests.fakes.scripted_answerer import ScriptedAnswerer
 
 QUESTION = "How do I roll back a deploy?"
@@ -112,7 +113,7 @@ async def test_an_addressed_question_streams_an_answer_with_citations(
     (logged,) = await decisions(assistant)
     assert logged["outcome"] == "answered"
     assert logged["trace_id"] == reply.trace_id
-    assert logged["scores"] == [0.8, 0.5]
+    assert logged["scores"] == {"best_match": 0.8}
     trace = await assistant.state.trace(reply.trace_id)
     assert trace is not None and trace["question"] == QUESTION and trace["channel"] == "C1"
 
@@ -127,8 +128,8 @@ async def test_overheard_chatter_gets_silence_and_a_recorded_decision(
     refusal = events[0]
     assert isinstance(refusal, Refusal) and refusal.text is None
     (logged,) = await decisions(assistant)
-    assert (logged["outcome"], logged["stage"]) == ("silent", "gate")
-    assert logged["scores"] == [0.1]
+    assert (logged["outcome"], logged["stage"]) == ("silent", "answer")
+    assert logged["scores"] == {"best_match": 0.1}
     assert "below the threshold" in logged["reason"]
     assert logged["text"] == "lol, lunch anyone?"
 
@@ -428,3 +429,85 @@ async def test_a_state_store_that_is_down_fails_the_handling(
 
 def _fields(msg: Message) -> dict[str, Any]:
     return {name: getattr(msg, name) for name in msg.__dataclass_fields__}
+
+
+# -- the gate -----------------------------------------------------------------------------
+
+
+class VerdictGate:
+    """Decides by a fixed rule: greetings are chitchat, the rest passes with a score."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, str, bool]] = []
+
+    async def decide(self, kb: str, message: str, *, addressed: bool = False) -> GateDecision:
+        self.seen.append((kb, message, addressed))
+        if message.lower().startswith("hi"):
+            reply = DECLINE_NOT_A_QUESTION["en"] if addressed else None
+            return GateDecision(
+                "decline" if addressed else "silent",
+                "intent",
+                "intent is greeting, not a question",
+                "en",
+                "greeting",
+                {"probability": 0.12},
+                reply,
+            )
+        return GateDecision("answer", "refusal", "covered", "en", "question", {"probability": 0.9})
+
+
+async def test_the_gate_silences_overheard_chatter_before_any_answering(
+    store: RedisStateStore, answerer: ScriptedAnswerer
+) -> None:
+    gate = VerdictGate()
+    assistant = make(store, answerer, mode="auto")
+    assistant.gate = gate
+    events = await run(assistant, message("hi all", addressed=False))
+    assert len(events) == 1 and isinstance(events[0], Refusal) and events[0].text is None
+    declined = final(await run(assistant, message("hi tacit")))
+    assert isinstance(declined, Refusal) and declined.text == DECLINE_NOT_A_QUESTION["en"]
+    assert answerer.calls == []
+    silent, decline = await decisions(assistant)
+    assert (silent["outcome"], silent["stage"], silent["intent"]) == ("silent", "gate", "greeting")
+    assert silent["scores"] == {"probability": 0.12}
+    assert decline["outcome"] == "declined" and decline["reason"].startswith("intent:")
+
+
+async def test_what_the_gate_lets_through_is_answered_with_its_scores_logged(
+    store: RedisStateStore, answerer: ScriptedAnswerer
+) -> None:
+    channels = {"slack:T1:C1": ChannelSettings(kb="alpha")}
+    gate = VerdictGate()
+    assistant = make(store, answerer, channels=channels)
+    assistant.gate = gate
+    reply = final(await run(assistant, message(QUESTION)))
+    assert isinstance(reply, FinalReply)
+    assert gate.seen == [("alpha", QUESTION, True)]  # the gate scores against the bound KB
+    (logged,) = await decisions(assistant)
+    assert logged["scores"] == {"probability": 0.9, "best_match": 0.8}
+
+
+async def test_the_gate_judges_a_follow_up_with_the_question_it_continues(
+    store: RedisStateStore, answerer: ScriptedAnswerer
+) -> None:
+    gate = VerdictGate()
+    assistant = make(store, answerer)
+    assistant.gate = gate
+    await run(assistant, message(QUESTION, thread="9.0"))
+    await run(assistant, message("And how long does it take?", thread="9.0"))
+    assert [text for _, text, _ in gate.seen] == [
+        QUESTION,
+        f"{QUESTION}\nAnd how long does it take?",
+    ]
+    # The answerer gets the follow-up itself, with the history to rewrite it from.
+    assert answerer.calls[-1].question == "And how long does it take?"
+
+
+async def test_chatter_the_gate_turns_away_does_not_use_up_the_rate_limits(
+    store: RedisStateStore, answerer: ScriptedAnswerer
+) -> None:
+    assistant = make(store, answerer, mode="auto", channel_rate=2)
+    assistant.gate = VerdictGate()
+    for _ in range(5):
+        await run(assistant, message("hi there", addressed=False))
+    assert isinstance(final(await run(assistant, message(QUESTION))), FinalReply)

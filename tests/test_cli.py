@@ -174,6 +174,9 @@ def test_ask_with_an_llm_endpoint_streams_a_generated_answer(
     with FakeOpenAIServer() as server:
         server.script_chat(Reply("Entries stay 300 seconds [1].", chunk_size=5))
         monkeypatch.setenv("TACIT_LLM__BASE_URL", server.base_url)
+        # This test is about the answer's stream; the gate's LLM stages are tested in test_gate.
+        monkeypatch.setenv("TACIT_GATE__LLM_INTENT", "false")
+        monkeypatch.setenv("TACIT_GATE__LLM_SAFETY", "false")
         code, out, _ = cli("ask", "How long does the session cache keep entries?", "--kb", "ops")
         assert code == 0, out
         assert "Entries stay 300 seconds [1]." in out

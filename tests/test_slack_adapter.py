@@ -16,6 +16,7 @@ import pytest
 from slack_bolt.request.async_request import AsyncBoltRequest
 from starlette.applications import Starlette
 
+from adapters.chat.common import ChatPlatformError
 from adapters.chat.slack import SlackAdapter
 from core.answer.events import Citation
 from core.conversation import (
@@ -33,6 +34,7 @@ from tests.fakes.fake_slack import (
     TEAM_ID,
     Failure,
     FakeSlack,
+    FakeSlackSocket,
     event_body,
     form_body,
     sign,
@@ -309,14 +311,15 @@ async def test_streamed_answer_is_threaded_edited_and_ends_with_sources_and_butt
     answer_text = "Run **kubectl rollout undo** [1] then check [2]."
     spaced = [TextDelta(word + " ") for word in answer_text.split()]
     final = FinalReply(answer_text, CITATIONS, "trace-1")
-    await adapter.deliver(incoming(thread), scripted(Thinking(), *spaced, final, pause=0.03))
+    stages = (Thinking(), Thinking("writing the answer"))
+    await adapter.deliver(incoming(thread), scripted(*stages, *spaced, final, pause=0.03))
 
     status = [
         c
         for c in slack.calls_to("assistant.threads.setStatus")
         if c.params.get("thread_ts") == thread
     ]
-    assert status and status[0].params["status"] == "is thinking…"
+    assert [c.params["status"] for c in status] == ["is thinking…", "is writing the answer…"]
     [answer] = slack.thread(CHANNEL, thread)
     posts = [c for c in slack.calls_to("chat.postMessage") if c.params.get("thread_ts") == thread]
     assert len(posts) == 1, "one message, then edits"
@@ -391,6 +394,49 @@ async def test_refusal_with_text_is_a_short_threaded_reply_and_without_is_silenc
     assert slack.thread(CHANNEL, "4.4") == []
 
 
+async def test_slash_command_is_answered_to_its_user_through_the_response_url(
+    adapter: SlackAdapter, slack: FakeSlack
+) -> None:
+    command = Message(
+        platform="slack",
+        workspace=TEAM_ID,
+        channel="C0NOTMEMBER",
+        thread="",
+        user="U0042",
+        text="/tacit stats",
+        message_id="trig.9",
+        addressed=True,
+        extra={"kind": "slash_command", "response_url": slack.response_url("r9")},
+    )
+    events = scripted(Thinking(), FinalReply("12 answered, 30 silent", (), "t9"))
+    await adapter.deliver(command, events)
+    [reply] = [c for c in slack.calls_to("response_url") if c.params["key"] == "r9"]
+    assert reply.params["text"] == "12 answered, 30 silent"
+    assert reply.params["response_type"] == "ephemeral"
+    assert not [
+        c for c in slack.calls_to("chat.postMessage") if c.params["channel"] == "C0NOTMEMBER"
+    ]
+
+
+async def test_a_refused_slash_command_reply_is_an_error_the_worker_sees(
+    adapter: SlackAdapter, slack: FakeSlack
+) -> None:
+    slack.script("response_url", Failure(404, error="expired_url"))
+    command = Message(
+        platform="slack",
+        workspace=TEAM_ID,
+        channel=CHANNEL,
+        thread="",
+        user="U0042",
+        text="/tacit stats",
+        message_id="trig.10",
+        addressed=True,
+        extra={"kind": "slash_command", "response_url": slack.response_url("r10")},
+    )
+    with pytest.raises(ChatPlatformError, match="404"):
+        await adapter.deliver(command, scripted(Refusal("not an admin", "admin", "t")))
+
+
 async def test_slash_command_reply_starts_a_thread(adapter: SlackAdapter, slack: FakeSlack) -> None:
     await adapter.deliver(
         incoming("", channel="C0SLASH"),
@@ -398,3 +444,37 @@ async def test_slash_command_reply_starts_a_thread(adapter: SlackAdapter, slack:
     )
     posts = [c for c in slack.calls_to("chat.postMessage") if c.params["channel"] == "C0SLASH"]
     assert len(posts) == 1 and "thread_ts" not in posts[0].params
+
+
+async def test_socket_mode_acks_each_envelope_after_submit_returned(recorder: Recorder) -> None:
+    submitted_at: list[float] = []
+
+    async def slow_submit(message: Message) -> str:
+        await asyncio.sleep(0.2)  # a queue write that takes its time
+        submitted_at.append(time.monotonic())
+        return await recorder.submit(message)
+
+    with FakeSlack() as slack, FakeSlackSocket() as socket:
+        slack.socket = socket
+        adapter = SlackAdapter(
+            bot_token="xoxb-test",
+            app_token="xapp-test",
+            submit=slow_submit,
+            feedback=recorder.record_feedback,
+            api_url=slack.api_url,
+        )
+        await adapter.start()
+        try:
+            mention = {**channel_message(f"<@{BOT_USER_ID}> via socket?"), "type": "app_mention"}
+            socket.send_event(event_body(mention, event_id="EvS1"), envelope_id="env-1")
+            for _ in range(500):
+                if socket.acked("env-1") is not None:
+                    break
+                await asyncio.sleep(0.01)
+        finally:
+            await adapter.aclose()
+        acked = socket.acked("env-1")
+        assert acked is not None, "the envelope was acknowledged"
+        assert submitted_at and acked >= submitted_at[0], "…only after submit returned"
+        assert [m.text for m in recorder.messages] == ["via socket?"]
+        assert slack.calls_to("apps.connections.open")

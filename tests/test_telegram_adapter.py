@@ -67,6 +67,13 @@ def telegram() -> Iterator[FakeTelegram]:
 
 
 @pytest.fixture
+def own_telegram() -> Iterator[FakeTelegram]:
+    """A server of one's own, for polling: no updates left over from other tests."""
+    with FakeTelegram() as server:
+        yield server
+
+
+@pytest.fixture
 def recorder() -> Recorder:
     return Recorder()
 
@@ -89,7 +96,7 @@ async def adapter(telegram: FakeTelegram, recorder: Recorder) -> AsyncIterator[T
     adapter = make_adapter(telegram, recorder)
     await adapter.start()
     yield adapter
-    await adapter.stop()
+    await adapter.aclose()
 
 
 @pytest.fixture
@@ -204,16 +211,52 @@ async def test_feedback_button_calls_feedback(
     assert telegram.calls_to("answerCallbackQuery")
 
 
-async def test_polling_mode_receives_updates(telegram: FakeTelegram, recorder: Recorder) -> None:
+async def test_polling_mode_receives_updates(
+    own_telegram: FakeTelegram, recorder: Recorder
+) -> None:
+    telegram = own_telegram
     adapter = make_adapter(telegram, recorder, mode="polling", webhook_secret="")
     telegram.push_update(text_update("@tacit_bot polled?", message_id=77))
     await adapter.start()
     try:
         await asyncio.wait_for(recorder.arrived.wait(), timeout=10)
     finally:
-        await adapter.stop()
+        await adapter.aclose()
     assert [m.text for m in recorder.messages] == ["polled?"]
     assert telegram.calls_to("deleteWebhook"), "polling takes over from any webhook"
+
+
+async def test_polling_confirms_an_update_only_after_it_was_submitted(
+    own_telegram: FakeTelegram, recorder: Recorder
+) -> None:
+    telegram = own_telegram
+    attempts = 0
+
+    async def flaky_submit(message: Message) -> str:
+        nonlocal attempts
+        attempts += 1
+        if attempts == 1:
+            raise ConnectionError("queue down")
+        return await recorder.submit(message)
+
+    adapter = TelegramAdapter(
+        bot_token=TOKEN,
+        submit=flaky_submit,
+        feedback=recorder.record_feedback,
+        api_url=telegram.base_url,
+        poll_timeout=1,
+    )
+    update = text_update("@tacit_bot lost?", message_id=78)
+    telegram.push_update(update)
+    await adapter.start()
+    try:
+        await asyncio.wait_for(recorder.arrived.wait(), timeout=10)
+    finally:
+        await adapter.aclose()
+    assert attempts == 2 and [m.text for m in recorder.messages] == ["lost?"]
+    offsets = [c.params.get("offset") for c in telegram.calls_to("getUpdates")]
+    fetched_again = [o for o in offsets if o == str(update["update_id"])]
+    assert fetched_again, "the failed update was asked for again, not confirmed"
 
 
 def test_misconfiguration_is_a_config_error(recorder: Recorder) -> None:
@@ -294,7 +337,7 @@ async def test_edits_are_at_least_the_interval_apart(
         deltas = [TextDelta(f"w{i} ") for i in range(40)]
         await adapter.deliver(message, scripted(*deltas, FinalReply("done", (), "t"), pause=0.04))
     finally:
-        await adapter.stop()
+        await adapter.aclose()
     [reply] = telegram.replies_to(GROUP["id"], int(message.message_id))
     edits = [
         c
@@ -395,7 +438,7 @@ async def test_retry_after_reaching_the_adapter_delays_the_next_edit(
         )
         await adapter.deliver(message, events)
     finally:
-        await adapter.stop()
+        await adapter.aclose()
     [reply] = telegram.replies_to(GROUP["id"], int(message.message_id))
     edits = [
         c
@@ -404,3 +447,15 @@ async def test_retry_after_reaching_the_adapter_delays_the_next_edit(
     ]
     assert len(edits) == 2 and edits[1].at - edits[0].at >= 1.0
     assert reply.text == "a b c"
+
+
+async def test_answers_drain_after_intake_stops(telegram: FakeTelegram, recorder: Recorder) -> None:
+    # `tacit serve` stops the platforms' intake, then drains the answers in flight.
+    adapter = make_adapter(telegram, recorder, mode="polling", webhook_secret="")
+    await adapter.start()
+    await adapter.stop()
+    message = incoming()
+    await adapter.deliver(message, scripted(FinalReply("still delivered", (), "t")))
+    await adapter.aclose()
+    [reply] = telegram.replies_to(GROUP["id"], int(message.message_id))
+    assert reply.text == "still delivered"

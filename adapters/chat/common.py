@@ -14,10 +14,13 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Protocol
 
-from core.conversation import Feedback, Message
+from starlette.routing import BaseRoute
+
+from core.conversation import Feedback, Message, ReplyEvent
+from core.errors import TacitError
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +36,34 @@ class RecordFeedback(Protocol):
     """Store a 👍/👎 on an answer (`Assistant.record_feedback`)."""
 
     def __call__(self, feedback: Feedback, /) -> Awaitable[object]: ...
+
+
+class ChatAdapter(Protocol):
+    """What bot/ needs of a chat platform: endpoints for the ASGI app (HTTP modes), a
+    lifecycle around serving (Socket Mode, polling, webhook registration), and delivery.
+
+    Order: `start()` once the app serves; at shutdown `stop()`, drain the workers, `aclose()`.
+    """
+
+    def routes(self) -> list[BaseRoute]: ...
+
+    async def start(self) -> None: ...
+
+    async def stop(self) -> None:
+        """Stop taking events; `deliver` keeps working so that answers in flight drain."""
+        ...
+
+    async def aclose(self) -> None:
+        """Release the platform clients, after the last `deliver`."""
+        ...
+
+    async def deliver(self, message: Message, events: AsyncIterator[ReplyEvent]) -> None:
+        """Render one message's reply events; consumes the stream to its end (may be empty)."""
+        ...
+
+
+class ChatPlatformError(TacitError):
+    """A chat platform refused a reply for good (not a rate limit: those are retried)."""
 
 
 class RetryLater(Exception):

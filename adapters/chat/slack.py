@@ -34,11 +34,13 @@ from slack_sdk.http_retry.builtin_async_handlers import (
     AsyncServerErrorRetryHandler,
 )
 from slack_sdk.web.async_client import AsyncWebClient
+from slack_sdk.webhook.async_client import AsyncWebhookClient
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Route
+from starlette.routing import BaseRoute, Route
 
 from adapters.chat.common import (
+    ChatPlatformError,
     RecordFeedback,
     RetryLater,
     StreamingMessage,
@@ -128,7 +130,7 @@ class SlackAdapter:
 
     # --- lifecycle --------------------------------------------------------------------------
 
-    def routes(self) -> list[Route]:
+    def routes(self) -> list[BaseRoute]:
         """The Events API endpoint (events, slash commands and button clicks) for an ASGI app."""
         return [Route(EVENTS_PATH, self._http, methods=["POST"])]
 
@@ -145,9 +147,14 @@ class SlackAdapter:
         await self._socket_handler.connect_async()
 
     async def stop(self) -> None:
+        """Stop taking events (Socket Mode). Delivery keeps working, for answers in flight."""
         if self._socket_handler is not None:
             await self._socket_handler.close_async()
             self._socket_handler = None
+
+    async def aclose(self) -> None:
+        # The Web API client opens a session per call: nothing else is held.
+        await self.stop()
 
     # --- receiving ----------------------------------------------------------------------------
 
@@ -239,7 +246,11 @@ class SlackAdapter:
     # --- replying -----------------------------------------------------------------------------
 
     async def deliver(self, message: Message, events: AsyncIterator[ReplyEvent]) -> None:
-        """Render one message's reply events in its thread."""
+        """Render one message's reply events in its thread (a slash command's: to its user)."""
+        response_url = message.extra.get("response_url")
+        if message.extra.get("kind") == "slash_command" and response_url:
+            await self._respond(str(response_url), events)
+            return
         reply = _SlackReply(self, message)
         try:
             async for event in events:
@@ -247,6 +258,24 @@ class SlackAdapter:
         except BaseException:
             await reply.abandon()
             raise
+
+    async def _respond(self, response_url: str, events: AsyncIterator[ReplyEvent]) -> None:
+        """A slash command's reply, through its response_url: seen by the one who typed it
+        (admin output is nobody else's business), and possible in channels the bot is not in."""
+        text: str | None = None
+        async for event in events:
+            if isinstance(event, FinalReply):
+                text, _ = _final_message(event)
+            elif isinstance(event, Refusal) and event.text:
+                text = _slack_escape_text(event.text)
+        if text is None:
+            return
+        webhook = AsyncWebhookClient(response_url, retry_handlers=self.client.retry_handlers)
+        response = await webhook.send(text=text[:_TEXT_LIMIT], response_type="ephemeral")
+        if response.status_code != 200:
+            raise ChatPlatformError(
+                f"Slack refused a slash command reply ({response.status_code}: {response.body})"
+            )
 
     async def _set_status(self, channel: str, thread_ts: str, status: str) -> bool:
         """The thread's "is thinking…" status; False when this workspace cannot show one."""
@@ -287,6 +316,7 @@ class _SlackReply:
         self._thread_ts = message.thread or None
         self._ts: str | None = None
         self._status_shown = False
+        self._placeholder = False
         self._answer = ""
         self._final_blocks: list[dict[str, Any]] | None = None
         self._stream = StreamingMessage(
@@ -309,14 +339,18 @@ class _SlackReply:
             await self._refusal(event)
 
     async def _thinking(self, status: str) -> None:
-        if self._status_shown or self._stream.created:
+        # Each stage ("searching…", "writing…") replaces the last, until the answer shows.
+        if self._answer:
             return
-        if self._thread_ts is not None:
-            self._status_shown = await self._adapter._set_status(
-                self._channel, self._thread_ts, f"is {status}…"
-            )
-        if not self._status_shown:
-            self._stream.update(f"_{status}…_")
+        if (
+            self._thread_ts is not None
+            and not self._placeholder
+            and await self._adapter._set_status(self._channel, self._thread_ts, f"is {status}…")
+        ):
+            self._status_shown = True
+            return
+        self._placeholder = True
+        self._stream.update(f"_{status}…_")
 
     async def _refusal(self, refusal: Refusal) -> None:
         if refusal.text:

@@ -2,11 +2,14 @@
 replies that stream by throttled edits, with sources and 👍/👎 buttons.
 
 Receiving. PTB's `Application` parses updates and routes them (commands `/ask` and `/tacit`,
-text, button clicks), with `concurrent_updates` so one slow chat does not hold up the others.
-Polling (`start()` drives PTB's lifecycle by hand, so Slack can share the event loop) or webhook
-(`routes()`: the secret token header is checked, a mismatch is a 403). In webhook mode the HTTP
-answer — Telegram's ack — is sent only after `submit` returned; when it failed, the answer is a
-500 and Telegram delivers the update again.
+text, button clicks); up to `concurrent_updates` are handled at once, so one slow chat does not
+hold up the others.
+`start()` drives PTB's lifecycle by hand (initialize/start, no `run_polling`), so Slack and the
+HTTP server share the event loop. Either way an update is acknowledged only after `submit`
+returned: a webhook request (`routes()`; the secret token header is checked, a mismatch is a 403)
+is answered 200 then, and 500 when submit failed, so that Telegram sends it again; long polling
+uses its own loop rather than PTB's Updater — which confirms updates as soon as it fetched
+them — and moves the getUpdates offset past an update only once it was submitted.
 
 Every text message becomes a `Message`: in groups the bot (in privacy mode) sees commands,
 mentions and replies to itself, which are `addressed`; whatever else it sees is passed on
@@ -34,7 +37,7 @@ from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Route
+from starlette.routing import BaseRoute, Route
 from telegram import (
     Bot,
     InlineKeyboardButton,
@@ -105,6 +108,7 @@ class TelegramAdapter:
         typing_interval: float = 4.5,
         concurrent_updates: int = 64,
         max_retries: int = 3,
+        poll_timeout: int = 25,
     ) -> None:
         if not bot_token:
             raise ConfigError("telegram.bot_token is required (from @BotFather)")
@@ -123,6 +127,11 @@ class TelegramAdapter:
         self._edit_interval = edit_interval
         self._typing_interval = typing_interval
         self._max_retries = max_retries
+        self._poll_timeout = poll_timeout
+        self._poller: asyncio.Task[None] | None = None
+        # Updates are handled side by side (PTB's own queue, serialising by default, is not
+        # used); this bounds how many at once.
+        self._handling = asyncio.Semaphore(concurrent_updates)
         self._failed_updates: dict[int, BaseException] = {}
         # (chat id, message id) -> thread: lets a reply to the bot's answer find its conversation
         # in groups where Telegram gives no message_thread_id.
@@ -136,8 +145,8 @@ class TelegramAdapter:
             .concurrent_updates(concurrent_updates)
             .rate_limiter(AIORateLimiter(max_retries=max_retries))
         )
-        if mode == "webhook":
-            builder = builder.updater(None)
+        # No PTB Updater: webhook updates come through routes(), polled ones through _poll().
+        builder = builder.updater(None)
         self.application: Application[Any, Any, Any, Any, Any, Any] = builder.build()
         only_new = filters.UpdateType.MESSAGE
         self.application.add_handler(
@@ -156,7 +165,7 @@ class TelegramAdapter:
 
     # --- lifecycle --------------------------------------------------------------------------
 
-    def routes(self) -> list[Route]:
+    def routes(self) -> list[BaseRoute]:
         return [Route(WEBHOOK_PATH, self._webhook, methods=["POST"])]
 
     async def start(self) -> None:
@@ -164,8 +173,8 @@ class TelegramAdapter:
         await self.application.initialize()
         await self.application.start()
         if self._mode == "polling":
-            assert self.application.updater is not None
-            await self.application.updater.start_polling(allowed_updates=ALLOWED_UPDATES)
+            await self.bot.delete_webhook()  # getUpdates is refused while a webhook is set
+            self._poller = asyncio.create_task(self._poll(), name="telegram-polling")
         elif self._webhook_url:
             await self.bot.set_webhook(
                 self._webhook_url,
@@ -174,11 +183,18 @@ class TelegramAdapter:
             )
 
     async def stop(self) -> None:
-        updater = self.application.updater
-        if updater is not None and updater.running:
-            await updater.stop()
+        """Stop taking updates. Delivery keeps working, so answers in flight can still drain."""
+        if self._poller is not None:
+            self._poller.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._poller
+            self._poller = None
         if self.application.running:
             await self.application.stop()
+
+    async def aclose(self) -> None:
+        """Release the Bot API client (after the last delivery); stops intake first if needed."""
+        await self.stop()
         await self.application.shutdown()
 
     async def _webhook(self, request: Request) -> Response:
@@ -190,12 +206,44 @@ class TelegramAdapter:
             update = Update.de_json(data, self.bot)
         except (ValueError, KeyError, TypeError):
             return Response("not an update", status_code=400)
-        await self.application.process_update(update)
-        failure = self._failed_updates.pop(update.update_id, None)
-        if failure is not None:
+        if not await self._submit_update(update):
             # Not acked: Telegram sends the update again, and the assistant dedupes on its id.
             return Response("could not queue the update", status_code=500)
         return Response(status_code=200)
+
+    async def _poll(self) -> None:
+        """Long polling that acknowledges (advances the offset) only what was submitted."""
+        offset: int | None = None
+        failures = 0
+        while True:
+            try:
+                updates = await self.bot.get_updates(
+                    offset=offset, timeout=self._poll_timeout, allowed_updates=ALLOWED_UPDATES
+                )
+            except RetryAfter as exc:
+                await asyncio.sleep(_seconds(exc))
+                continue
+            except TelegramError as exc:  # network trouble, a 5xx, a conflicting poller
+                failures += 1
+                log.warning("telegram: getUpdates failed (%s); retrying", exc)
+                await asyncio.sleep(min(30.0, 0.5 * 2**failures))
+                continue
+            if not updates:
+                continue
+            done = await asyncio.gather(*(self._submit_update(u) for u in updates))
+            # Stop at the first failure: it (and what follows, deduped downstream) comes again.
+            failed = next((u for u, ok in zip(updates, done, strict=True) if not ok), None)
+            if failed is None:
+                offset, failures = updates[-1].update_id + 1, 0
+            else:
+                offset = failed.update_id
+                failures += 1
+                await asyncio.sleep(min(30.0, 0.5 * 2**failures))
+
+    async def _submit_update(self, update: Update) -> bool:
+        async with self._handling:
+            await self.application.process_update(update)
+        return self._failed_updates.pop(update.update_id, None) is None
 
     async def _on_error(self, update: object, context: ContextTypes.DEFAULT_TYPE) -> None:
         if isinstance(update, Update) and context.error is not None:

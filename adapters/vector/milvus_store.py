@@ -473,6 +473,11 @@ class MilvusVectorStore:
 
     # -- beyond the port ----------------------------------------------------------------------
 
+    async def server_version(self) -> str:
+        """The server's version ("milvus_lite-…" for a Lite file); connects if need be."""
+        client = await self._connect()
+        return str(await self._call("report its version", client.get_server_version))
+
     async def lexical_search(
         self, collection: Collection, kb: str, queries: Sequence[str], *, limit: int = 10
     ) -> list[list[VectorHit]]:

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from bot.cli_base import JsonOption, KbOption, app, command, err, kb_name, out, settings
 from core.answer.events import Answer, Delta, Final, Status
 from core.errors import InputError
+from core.gate.decision import GateDecision
+
+if TYPE_CHECKING:
+    from bot.wiring import Services
 
 
 @app.command()
@@ -27,9 +31,44 @@ async def ask(
     config = settings()
     name = kb_name(kb, config)
     async with open_services(config) as services:
-        answer = await stream_answer(services.answerer().ask(name, question), echo=not as_json)
+        decision = await gate_decision(services, name, question)
+        if decision.refused:
+            # `tacit ask` addresses Tacit directly, so a refusal is a decline, never silence.
+            answer = declined(question, decision)
+            if not as_json:
+                out.print(answer.text, markup=False)
+                err.print(f"[dim](gate: {decision.stage}: {decision.reason})[/]", markup=True)
+        else:
+            answer = await stream_answer(services.answerer().ask(name, question), echo=not as_json)
     if as_json:
-        print(json.dumps({**answer.as_dict(), "kb": name}, ensure_ascii=False))
+        print(
+            json.dumps(
+                {**answer.as_dict(), "kb": name, "gate": decision.as_dict()}, ensure_ascii=False
+            )
+        )
+
+
+async def gate_decision(services: Services, kb: str, question: str) -> GateDecision:
+    """The gate's decision on a question addressed to Tacit (its fit is read from the state)."""
+    from bot.wiring import build_state
+
+    state = await build_state(services.settings)
+    try:
+        return await services.gate(state).decide(kb, question, addressed=True)
+    finally:
+        await state.aclose()
+
+
+def declined(question: str, decision: GateDecision) -> Answer:
+    return Answer(
+        question,
+        decision.reply or "",
+        (),
+        True,
+        f"gate ({decision.stage}): {decision.reason}",
+        decision.language,
+        "refused",
+    )
 
 
 async def stream_answer(events: Any, *, echo: bool) -> Answer:

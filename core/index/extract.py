@@ -109,6 +109,5 @@ def _relation(parts: list[str], chunk_id: str) -> RelationMention | None:
 def says_yes(reply: str) -> bool:
     """Whether a yes/no judgement said yes (English or Chinese, whatever surrounds it)."""
     text = reply.strip().strip("\"'`*.。!！").casefold()
-    if text.startswith(("yes", "是", "有", "需要", "y")) and not text.startswith(("没有", "不")):
-        return True
-    return False
+    refused = text.startswith(("没有", "不", "否"))
+    return text.startswith(("yes", "是", "有", "需要", "y")) and not refused

@@ -62,9 +62,7 @@ class LoopNERExtractor:
     async def extract(self, chunk: ChunkRecord) -> Extraction:
         language = detect_language(chunk.text)
         text = f"{chunk.heading}\n\n{chunk.text}" if chunk.heading else chunk.text
-        history = render(
-            "extract_entities", language, text=text, entity_types=self.entity_types
-        )
+        history = render("extract_entities", language, text=text, entity_types=self.entity_types)
         result = Extraction()
         reply = await self._ask(history, result)
         result.extend(parse_records(reply, chunk.id))
@@ -92,4 +90,3 @@ class LoopNERExtractor:
         result.llm_calls += 1
         completion = await self.llm.chat(prompt, temperature=0.0, max_tokens=self.max_tokens)
         return completion.text
-

@@ -1,12 +1,23 @@
-"""The indexing run: discover → load → split → embed → store, incremental by content hash.
+"""The indexing run: discover → load → split → embed → extract → store, incremental by hash.
 
-This is the foundation slice (chunks only); entity and relation extraction plug in here.
-Crash safety comes from the order of writes: vectors first (idempotent upserts), the graph's
-document record last. A document whose record is missing or stale is simply done again.
+Documents go through in batches (embedding is batched across the documents of a batch, and
+their chunks are extracted concurrently). Per batch:
+
+1. chunk vectors are upserted (stable ids: a rerun overwrites rather than adds);
+2. each document is put in the graph with an empty content hash (replacing an earlier version
+   and everything only it supported);
+3. entities and relations extracted from its chunks are merged into the graph;
+4. the vectors of every entity and relation that changed are embedded again (or deleted);
+5. only then each document's content hash is recorded.
+
+A run killed anywhere leaves documents without their hash, which the next run does again;
+the LLM adapter's on-disk cache makes that second extraction free. After the documents,
+`prune` removes those that are gone from the indexed folders, and communities are refreshed.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import time
 from collections.abc import Sequence
@@ -14,10 +25,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from core.index.loaders import LoadedDocument, LoadError, SkippedFile, discover, load
+from core.errors import LLMError
+from core.index.communities import detect_communities
+from core.index.extract import Extraction, Extractor
+from core.index.graph_vectors import GraphVectorSync, PendingVectors
+from core.index.loaders import (
+    CorpusFields,
+    LoadedDocument,
+    LoadError,
+    SkippedFile,
+    discover,
+    load_file,
+    source_prefix,
+)
 from core.index.split import RecursiveSplitter, split_document
 from core.models import ChunkRecord, DocumentRecord, GraphStats, VectorRecord
-from core.ports import Embedder, GraphStore, VectorStore
+from core.ports import LLM, Embedder, GraphStore, VectorStore
 
 
 class IndexProgress(Protocol):
@@ -27,6 +50,10 @@ class IndexProgress(Protocol):
 
     def advance(self, source: str, status: str) -> None: ...
 
+    def work(self, chunks: int, llm_calls: int) -> None:
+        """Chunks extracted and LLM calls made so far in this run."""
+        ...
+
 
 class _SilentProgress:
     def start(self, total: int) -> None:
@@ -35,12 +62,20 @@ class _SilentProgress:
     def advance(self, source: str, status: str) -> None:
         return None
 
+    def work(self, chunks: int, llm_calls: int) -> None:
+        return None
+
 
 @dataclass(frozen=True, slots=True)
 class IndexOptions:
     chunk_size: int = 768
     chunk_overlap: int = 32
     embed_batch: int = 64
+    concurrency: int = 4  # chunks extracted at once (LLM calls in flight)
+    batch_chunks: int = 512  # chunks per batch of documents (bounds memory, sets crash loss)
+    summarize_over_tokens: int = 0  # summarise longer merged descriptions with the LLM; 0: never
+    communities: bool = True
+    corpus_fields: CorpusFields = field(default_factory=CorpusFields)
 
 
 @dataclass
@@ -48,15 +83,21 @@ class IndexReport:
     """What one run did (counts for this run) and what the KB holds afterwards."""
 
     kb: str
+    extractor: str = "none"
     documents_indexed: int = 0
     documents_skipped: int = 0
+    documents_removed: int = 0
     failed: list[SkippedFile] = field(default_factory=list)
     chunks: int = 0
     chunks_removed: int = 0
-    entities: int = 0
-    relations: int = 0
-    llm_calls: int = 0
+    entities: int = 0  # entity mentions extracted this run
+    relations: int = 0  # relation mentions extracted this run
+    invalid_rows: int = 0  # extracted rows dropped as malformed
+    llm_calls: int = 0  # calls that reached the endpoint (cache hits are counted apart)
+    llm_cached_calls: int = 0
     tokens: int = 0
+    summaries: int = 0
+    communities: int | None = None
     seconds: float = 0.0
     totals: GraphStats | None = None
 
@@ -67,16 +108,22 @@ class IndexReport:
     def as_dict(self) -> dict[str, Any]:
         return {
             "kb": self.kb,
+            "extractor": self.extractor,
             "documents_indexed": self.documents_indexed,
             "documents_skipped": self.documents_skipped,
             "documents_failed": self.documents_failed,
+            "documents_removed": self.documents_removed,
             "failed": [{"source": f.source, "reason": f.reason} for f in self.failed],
             "chunks": self.chunks,
             "chunks_removed": self.chunks_removed,
             "entities": self.entities,
             "relations": self.relations,
+            "invalid_rows": self.invalid_rows,
             "llm_calls": self.llm_calls,
+            "llm_cached_calls": self.llm_cached_calls,
             "tokens": self.tokens,
+            "summaries": self.summaries,
+            "communities": self.communities,
             "seconds": round(self.seconds, 3),
             "totals": None
             if self.totals is None
@@ -100,51 +147,137 @@ def embedding_text(chunk: ChunkRecord) -> str:
     return f"{chunk.heading}\n{chunk.text}" if chunk.heading else chunk.text
 
 
+@dataclass
+class _Pending:
+    document: LoadedDocument
+    chunks: list[ChunkRecord]
+
+
 class Indexer:
+    """Indexes documents into one KB. Without an extractor it stores chunks only."""
+
     def __init__(
         self,
         graph: GraphStore,
         vectors: VectorStore,
         embedder: Embedder,
         options: IndexOptions | None = None,
+        *,
+        extractor: Extractor | None = None,
+        llm: LLM | None = None,
     ) -> None:
         self.graph = graph
         self.vectors = vectors
         self.embedder = embedder
         self.options = options or IndexOptions()
+        self.extractor = extractor
+        self.llm = llm  # for description summaries and call accounting
         self.splitter = RecursiveSplitter(self.options.chunk_size, self.options.chunk_overlap)
+        self.vector_sync = GraphVectorSync(
+            graph,
+            vectors,
+            embedder,
+            llm=llm,
+            summarize_over_tokens=self.options.summarize_over_tokens,
+            embed_batch=self.options.embed_batch,
+            concurrency=self.options.concurrency,
+        )
+        self._slots = asyncio.Semaphore(self.options.concurrency)
+        self._progress: IndexProgress = _SilentProgress()
+        self._chunks_done = 0
+        self._calls_done = 0
 
     async def index(
-        self, kb: str, paths: Sequence[Path], progress: IndexProgress | None = None
+        self,
+        kb: str,
+        paths: Sequence[Path],
+        progress: IndexProgress | None = None,
+        *,
+        prune: bool = False,
     ) -> IndexReport:
         started = time.perf_counter()
         progress = progress or _SilentProgress()
-        report = IndexReport(kb=kb)
+        self._progress, self._chunks_done, self._calls_done = progress, 0, 0
+        report = IndexReport(kb=kb, extractor=self.extractor.name if self.extractor else "none")
+        usage_before = self.llm.usage.as_dict() if self.llm is not None else None
         await self.vectors.ensure(self.embedder.dim)
 
         files = list(discover(list(paths)))
-        known = {d.source: d for d in await self.graph.get_documents(kb)}
+        known = {d.source: d.content_hash for d in await self.graph.get_documents(kb)}
+        seen: set[str] = set()
+        unreadable: set[str] = set()
         progress.start(len(files))
-        for path, source in files:
+        batch: list[_Pending] = []
+        batch_chunks = 0
+        for path, file_source in files:
             try:
-                document = load(path, source)
+                loaded = load_file(path, file_source, self.options.corpus_fields)
             except LoadError as exc:
-                report.failed.append(SkippedFile(source, str(exc)))
-                progress.advance(source, "failed")
+                report.failed.append(SkippedFile(file_source, str(exc)))
+                unreadable.add(file_source)  # a file that broke keeps its earlier version
+                progress.advance(file_source, "failed")
                 continue
-            previous = known.get(source)
-            if previous is not None and previous.content_hash == document.content_hash:
-                report.documents_skipped += 1
-                progress.advance(source, "unchanged")
-                continue
-            await self._index_document(kb, document, report)
-            progress.advance(source, "indexed")
+            report.failed.extend(loaded.failed)
+            changed = 0
+            for document in loaded.documents:
+                seen.add(document.source)
+                previous = known.get(document.source)
+                if previous and previous == document.content_hash:
+                    report.documents_skipped += 1
+                    continue
+                pending = self._split(document)
+                batch.append(pending)
+                batch_chunks += len(pending.chunks)
+                changed += 1
+                if batch_chunks >= self.options.batch_chunks:
+                    await self._index_batch(kb, batch, report)
+                    batch, batch_chunks = [], 0
+            progress.advance(file_source, "indexed" if changed else "unchanged")
+        if batch:
+            await self._index_batch(kb, batch, report)
 
+        if prune:
+            # A source read from an unreadable file (the file, or a record of a corpus) stays.
+            kept = {s for s in known if s.split("#", 1)[0] in unreadable or s in unreadable}
+            await self._prune(kb, paths, known, seen | kept, report)
+        if self.options.communities and self.extractor is not None:
+            changed_graph = report.documents_indexed or report.documents_removed
+            if changed_graph or report.documents_failed:
+                report.communities = await self.refresh_communities(kb)
+        report.totals = await self.graph.stats(kb)
+        if self.llm is not None and usage_before is not None:
+            after = self.llm.usage.as_dict()
+            report.llm_calls = after["calls"] - usage_before["calls"]
+            report.llm_cached_calls = after["cached_calls"] - usage_before["cached_calls"]
+            report.tokens = after["total_tokens"] - usage_before["total_tokens"]
+        report.seconds = time.perf_counter() - started
+        return report
+
+    async def remove(self, kb: str, sources: Sequence[str]) -> IndexReport:
+        """Remove documents (and what only they supported) by source id."""
+        started = time.perf_counter()
+        report = IndexReport(kb=kb)
+        pending = PendingVectors()
+        for source in sources:
+            if not await self._remove_document(kb, source, pending, report):
+                report.failed.append(SkippedFile(source, "not in this knowledge base"))
+        if pending:
+            await self.vector_sync.sync(kb, pending)
+        if report.documents_removed and self.options.communities:
+            report.communities = await self.refresh_communities(kb)
         report.totals = await self.graph.stats(kb)
         report.seconds = time.perf_counter() - started
         return report
 
-    async def _index_document(self, kb: str, document: LoadedDocument, report: IndexReport) -> None:
+    async def refresh_communities(self, kb: str) -> int:
+        edges = await self.graph.entity_edges(kb)
+        communities = await asyncio.to_thread(detect_communities, edges)
+        await self.graph.set_communities(kb, communities)
+        return len(set(communities.values()))
+
+    # --- documents --------------------------------------------------------------------------
+
+    def _split(self, document: LoadedDocument) -> _Pending:
         pieces = split_document(document.text, markdown=document.markdown, splitter=self.splitter)
         chunks = [
             ChunkRecord(
@@ -157,27 +290,139 @@ class Indexer:
             )
             for ordinal, piece in enumerate(pieces)
         ]
-        batch = self.options.embed_batch
-        for start in range(0, len(chunks), batch):
-            part = chunks[start : start + batch]
+        return _Pending(document, chunks)
+
+    async def _index_batch(self, kb: str, batch: list[_Pending], report: IndexReport) -> None:
+        all_chunks = [c for item in batch for c in item.chunks]
+        await self._embed_chunks(kb, all_chunks)
+
+        pending = PendingVectors()
+        for item in batch:
+            record = DocumentRecord(
+                source=item.document.source,
+                title=item.document.title,
+                content_hash="",  # recorded at the end of the batch: see the module docstring
+                chunk_count=len(item.chunks),
+                metadata=item.document.metadata,
+            )
+            removed = await self.graph.put_document(kb, record, item.chunks)
+            pending.add_report(removed)
+            current = {c.id for c in item.chunks}
+            stale = [cid for cid in removed.chunk_ids if cid not in current]
+            if stale:
+                await self.vectors.delete("chunks", kb, ids=stale)
+            report.chunks_removed += len(stale)
+
+        failed: set[str] = set()
+        if self.extractor is not None:
+            failed = await self._extract(kb, batch, pending, report)
+        if pending:
+            synced = await self.vector_sync.sync(kb, pending)
+            report.summaries += synced.summaries
+
+        for item in batch:
+            source = item.document.source
+            if source in failed:
+                continue  # no hash: the next run extracts it again
+            await self.graph.set_content_hash(kb, source, item.document.content_hash)
+            report.documents_indexed += 1
+            report.chunks += len(item.chunks)
+
+    async def _embed_chunks(self, kb: str, chunks: list[ChunkRecord]) -> None:
+        size = self.options.embed_batch
+        records: list[VectorRecord] = []
+        for start in range(0, len(chunks), size):
+            part = chunks[start : start + size]
             vectors = await self.embedder.embed([embedding_text(c) for c in part])
-            records = [
+            records.extend(
                 VectorRecord(id=c.id, vector=v, text=c.text, source=c.source)
                 for c, v in zip(part, vectors, strict=True)
-            ]
-            await self.vectors.upsert("chunks", kb, records)
+            )
+        await self.vectors.upsert("chunks", kb, records)  # one call: see GraphVectorSync
 
-        record = DocumentRecord(
-            source=document.source,
-            title=document.title,
-            content_hash=document.content_hash,
-            chunk_count=len(chunks),
+    async def _extract(
+        self, kb: str, batch: list[_Pending], pending: PendingVectors, report: IndexReport
+    ) -> set[str]:
+        """Extract every chunk of the batch concurrently and merge it into the graph.
+
+        Returns the sources whose extraction failed (an LLM error after the adapter's
+        retries): they are reported and left without a hash, so the next run retries them.
+        """
+        assert self.extractor is not None
+        extractor = self.extractor
+
+        async def one(chunk: ChunkRecord) -> Extraction | LLMError:
+            async with self._slots:
+                try:
+                    result = await extractor.extract(chunk)
+                except LLMError as exc:
+                    return exc
+            self._chunks_done += 1
+            self._calls_done += result.llm_calls
+            self._progress.work(self._chunks_done, self._calls_done)
+            return result
+
+        chunks = [c for item in batch for c in item.chunks]
+        results = await asyncio.gather(*(one(c) for c in chunks))
+        merged = Extraction()
+        errors: dict[str, str] = {}
+        for chunk, result in zip(chunks, results, strict=True):
+            if isinstance(result, LLMError):
+                errors.setdefault(chunk.source, f"extraction failed: {result}")
+            else:
+                merged.extend(result)
+        if merged.entities:
+            await self.graph.upsert_entities(kb, merged.entities)
+        if merged.relations:
+            await self.graph.upsert_relations(kb, merged.relations)
+        pending.add_mentions(
+            (m.name for m in merged.entities), ((m.source, m.target) for m in merged.relations)
         )
-        removed = await self.graph.put_document(kb, record, chunks)
-        current = {c.id for c in chunks}
-        stale = [cid for cid in removed.chunk_ids if cid not in current]
-        if stale:
-            await self.vectors.delete("chunks", kb, ids=stale)
-        report.documents_indexed += 1
-        report.chunks += len(chunks)
-        report.chunks_removed += len(stale)
+        report.entities += len(merged.entities)
+        report.relations += len(merged.relations)
+        report.invalid_rows += merged.invalid_rows
+        report.failed.extend(SkippedFile(source, reason) for source, reason in errors.items())
+        return set(errors)
+
+    # --- removal ----------------------------------------------------------------------------
+
+    async def _prune(
+        self,
+        kb: str,
+        paths: Sequence[Path],
+        known: dict[str, str],
+        seen: set[str],
+        report: IndexReport,
+    ) -> None:
+        """Remove the documents of the indexed folders/files that were not found this run."""
+        prefixes = [source_prefix(p) for p in paths]
+        gone = [
+            source
+            for source in known
+            if source not in seen and any(_under(source, prefix) for prefix in prefixes)
+        ]
+        pending = PendingVectors()
+        for source in sorted(gone):
+            await self._remove_document(kb, source, pending, report)
+        if pending:
+            await self.vector_sync.sync(kb, pending)
+
+    async def _remove_document(
+        self, kb: str, source: str, pending: PendingVectors, report: IndexReport
+    ) -> bool:
+        """Remove one document; False when the KB has no document of that source."""
+        if not await self.graph.get_documents(kb, [source]):
+            return False
+        removed = await self.graph.delete_document(kb, source)
+        await self.vectors.delete("chunks", kb, source=source)
+        pending.add_report(removed)
+        report.documents_removed += 1
+        report.chunks_removed += len(removed.chunk_ids)
+        return True
+
+
+def _under(source: str, prefix: str) -> bool:
+    """Whether a source id was found under an indexed path (see loaders.source_prefix)."""
+    if prefix.endswith("/"):
+        return source.startswith(prefix)
+    return source == prefix or source.startswith(prefix + "#")  # a file, or its records

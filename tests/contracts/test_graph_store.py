@@ -5,15 +5,22 @@ Each backend is a `GraphBackend` in BACKENDS. SQLite runs everywhere. A server-b
 (e.g. TACIT_TEST_NEBULA_ADDRESS) and calls pytest.skip when none is configured; nothing else in
 this file changes. Tests use a fresh, unique KB name, so a backend may share one server (and
 its storage) between tests.
+
+NebulaGraph runs twice: `nebula` against a real server (TACIT_TEST_NEBULA_ADDRESS; skipped
+without one) and `nebula_wire`, everywhere, through the real client against the fake graphd
+with an in-memory graph — the store's logic over the wire, not NebulaGraph's semantics.
 """
 
 from __future__ import annotations
 
 import asyncio
+import atexit
+import os
+import socket
 import sqlite3
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from itertools import pairwise
 from pathlib import Path
 from typing import Any
@@ -67,8 +74,78 @@ def _sqlite_backend(tmp_path: Path) -> GraphBackend:
     )
 
 
+def _nebula_backend(tmp_path: Path) -> GraphBackend:
+    """A NebulaGraph server named by TACIT_TEST_NEBULA_ADDRESS (host:port of a graphd).
+
+    Each test's KB becomes a space (tacit_test_kb_…), so a run leaves spaces behind; use a
+    throwaway server. The network guard allows loopback only: forward the server's port to
+    127.0.0.1 (or run the suite with --allow-hosts naming it).
+    """
+    address = os.environ.get("TACIT_TEST_NEBULA_ADDRESS")
+    if not address:
+        pytest.skip("no NebulaGraph server: set TACIT_TEST_NEBULA_ADDRESS=host:9669 to run this")
+    from adapters.graph.nebula_store import NebulaGraphStore
+
+    user = os.environ.get("TACIT_TEST_NEBULA_USER", "root")
+    password = os.environ.get("TACIT_TEST_NEBULA_PASSWORD", "nebula")
+
+    async def open_with(addresses: list[str], secret: str) -> GraphStore:
+        return NebulaGraphStore(
+            addresses, user=user, password=secret, space_prefix="tacit_test_", timeout=10.0
+        )
+
+    with socket.socket() as probe:  # a loopback port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        closed_port = probe.getsockname()[1]
+    return GraphBackend(
+        name="nebula",
+        open=lambda: open_with([address], password),
+        unreachable={
+            "nothing listening": lambda: open_with([f"127.0.0.1:{closed_port}"], password),
+            "a wrong password": lambda: open_with([address], password + "-wrong"),
+        },
+    )
+
+
+_wire_graphd: list[Any] = []  # one fake graphd for the whole run, like a shared server
+
+
+def _nebula_wire_backend(tmp_path: Path) -> GraphBackend:
+    """The NebulaGraph store through the real client, over the wire, against the fake graphd
+    with an in-memory graph (tests/fakes/fake_graphd_model.py). It checks the store's own
+    logic on every machine; whether NebulaGraph agrees is the `nebula` backend's job."""
+    from adapters.graph.nebula_store import NebulaGraphStore
+    from tests.fakes.fake_graphd import FakeGraphd
+    from tests.fakes.fake_graphd_model import GraphModel
+
+    if not _wire_graphd:
+        server = FakeGraphd(model=GraphModel()).start()
+        atexit.register(server.stop)
+        _wire_graphd.append(server)
+    server = _wire_graphd[0]
+
+    async def open_with(address: str, password: str) -> GraphStore:
+        return NebulaGraphStore(
+            [address], password=password, pool_size=2, timeout=5.0, schema_poll=0.01
+        )
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        closed_port = probe.getsockname()[1]
+    return GraphBackend(
+        name="nebula_wire",
+        open=lambda: open_with(server.address, "nebula"),
+        unreachable={
+            "nothing listening": lambda: open_with(f"127.0.0.1:{closed_port}", "nebula"),
+            "a wrong password": lambda: open_with(server.address, "wrong"),
+        },
+    )
+
+
 BACKENDS: dict[str, Callable[[Path], GraphBackend]] = {
     "sqlite": _sqlite_backend,
+    "nebula": _nebula_backend,
+    "nebula_wire": _nebula_wire_backend,
 }
 
 
@@ -549,6 +626,46 @@ async def test_delete_a_document_without_chunks(store: GraphStore, kb: str) -> N
     assert await store.get_documents(kb) == [record]
     assert await store.delete_document(kb, "empty.md") == DeletionReport()
     assert await store.get_documents(kb) == []
+
+
+async def test_set_content_hash_marks_a_stored_document(store: GraphStore, kb: str) -> None:
+    record, chunks = make_doc("a.md")
+    await store.put_document(kb, replace(record, content_hash=""), chunks)
+    assert [d.content_hash for d in await store.get_documents(kb)] == [""]
+    await store.set_content_hash(kb, "a.md", "h1")
+    [stored] = await store.get_documents(kb)
+    assert (stored.content_hash, stored.chunk_count) == ("h1", 2)
+    await store.set_content_hash(kb, "missing.md", "h2")  # nothing to mark: no error
+    assert [d.source for d in await store.get_documents(kb)] == ["a.md"]
+    assert await store.get_chunks(kb, [c.id for c in chunks]) == chunks
+
+
+async def test_entity_edges_weigh_relations_by_supporting_chunks(
+    store: GraphStore, kb: str, other_kb: str
+) -> None:
+    c1, c2 = await put_doc(store, kb, "a.md")
+    await store.upsert_relations(
+        kb,
+        [rel("Redis", "Kafka", c1, "one"), rel("Kafka", "Redis", c2, "two"), rel("B", "A", c1)],
+    )
+    await store.upsert_relations(kb, [rel("Redis", "Kafka", c1, "one again")])  # same chunk
+    await store.upsert_entities(kb, [ent("Lonely", c1)])
+    assert sorted(await store.entity_edges(kb)) == [("a", "b", 1), ("kafka", "redis", 2)]
+    assert await store.entity_edges(other_kb) == []
+
+
+async def test_communities_are_stored_per_entity_and_replaced(store: GraphStore, kb: str) -> None:
+    (c1,) = await put_doc(store, kb, "a.md", 1)
+    await store.upsert_relations(kb, [rel("Redis", "Kafka", c1), rel("Nginx", "Envoy", c1)])
+    await store.set_communities(kb, {"redis": 0, "kafka": 0, "nginx": 1, "envoy": 1})
+    assert [(await one(store, kb, n)).community for n in ("Redis", "Kafka", "Nginx")] == [0, 0, 1]
+    # A new partition replaces the old one whole: entities it does not name have none.
+    await store.set_communities(kb, {"redis": 3, "no such entity": 4})
+    assert (await one(store, kb, "Redis")).community == 3
+    assert (await one(store, kb, "Kafka")).community is None
+    assert (await one(store, kb, "Envoy")).community is None
+    subgraph = await store.neighbourhood(kb, ["Redis"], hops=1)
+    assert {e.key: e.community for e in subgraph.entities} == {"redis": 3, "kafka": None}
 
 
 async def test_data_survives_reopening(backend: GraphBackend, kb: str) -> None:

@@ -111,20 +111,37 @@ def _server_problem(uri: str, token: str) -> str | None:
     return _server_check[uri]
 
 
+# Runs `python -m milvus_lite ARGS...`, asking Linux to end it when pytest dies: a pytest killed
+# by a timeout would otherwise leave a server running for good.
+_DIE_WITH_PARENT = textwrap.dedent(
+    """
+    import os, runpy, signal, sys
+    if sys.platform == "linux":
+        import ctypes
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    if os.getppid() != int(sys.argv[1]):
+        sys.exit("pytest is gone")
+    sys.argv = ["milvus_lite", *sys.argv[2:]]
+    runpy.run_module("milvus_lite", run_name="__main__")
+    """
+)
+
+
 @pytest.fixture(scope="session")
 def lite_grpc_uri(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A Milvus Lite gRPC server in a subprocess, for the whole session."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    data_dir = tmp_path_factory.mktemp("lite-grpc") / "milvus.db"
-    command = [sys.executable, "-m", "milvus_lite", "server", "--data-dir", str(data_dir)]
-    server = subprocess.Popen(
-        [*command, "--host", "127.0.0.1", "--port", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    home = tmp_path_factory.mktemp("lite-grpc")
+    args = ["server", "--data-dir", str(home / "m.db"), "--host", "127.0.0.1", "--port", str(port)]
+    log = home / "server.log"  # a file, not a pipe: a full pipe would block the server
+    with log.open("w") as sink:
+        server = subprocess.Popen(
+            [sys.executable, "-c", _DIE_WITH_PARENT, str(os.getpid()), *args],
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+        )
     try:
         deadline = time.monotonic() + 30
         while True:
@@ -133,8 +150,8 @@ def lite_grpc_uri(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
                 break
             except OSError:
                 if server.poll() is not None or time.monotonic() > deadline:
-                    stderr = server.stderr.read() if server.stderr else ""
-                    pytest.fail(f"the Milvus Lite gRPC server did not start: {stderr[-2000:]}")
+                    output = log.read_text()[-2000:]
+                    pytest.fail(f"the Milvus Lite gRPC server did not start: {output}")
                 time.sleep(0.1)
         yield f"http://127.0.0.1:{port}"
     finally:

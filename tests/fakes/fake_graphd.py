@@ -15,6 +15,7 @@ names the session's current space (SessionPool checks it).
 
 from __future__ import annotations
 
+import contextlib
 import re
 import socket
 import threading
@@ -126,6 +127,8 @@ class FakeGraphd:
     calls: list[Call] = field(default_factory=list)
     host: str = "127.0.0.1"
     port: int = 0
+    # Answers what no rule does, before the defaults (fake_graphd_model.GraphModel: a graph).
+    model: Callable[[Call], Result | None] | None = None
 
     def __post_init__(self) -> None:
         self._rules: list[_Rule] = []
@@ -161,7 +164,9 @@ class FakeGraphd:
 
     def respond(self, pattern: str, respond: Responder, *, times: int | None = None) -> None:
         with self._lock:
-            self._rules.append(_Rule(re.compile(pattern, re.IGNORECASE | re.DOTALL), respond, times))
+            self._rules.append(
+                _Rule(re.compile(pattern, re.IGNORECASE | re.DOTALL), respond, times)
+            )
 
     def statements(self, pattern: str = "") -> list[Call]:
         found = re.compile(pattern, re.IGNORECASE | re.DOTALL)
@@ -176,6 +181,13 @@ class FakeGraphd:
     def open_sessions(self) -> int:
         with self._lock:
             return len(self._sessions)
+
+    def wait_for_sessions(self, count: int, *, timeout: float = 5.0) -> int:
+        """Open sessions once they number `count` (signout is one-way: it arrives later)."""
+        deadline = time.monotonic() + timeout
+        while self.open_sessions != count and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return self.open_sessions
 
     # --- lifecycle ---------------------------------------------------------------------------
 
@@ -195,10 +207,8 @@ class FakeGraphd:
         with self._lock:
             clients = list(self._clients)
         for client in clients:
-            try:
+            with contextlib.suppress(OSError):
                 client.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
             client.close()
         for thread in self._threads:
             thread.join(timeout=2)
@@ -211,11 +221,15 @@ class FakeGraphd:
 
     def _accept_loop(self) -> None:
         assert self._listener is not None
+        self._listener.settimeout(0.05)  # closing a socket does not wake a blocked accept()
         while not self._stopping.is_set():
             try:
                 client, _ = self._listener.accept()
+            except TimeoutError:
+                continue
             except OSError:
                 return
+            client.settimeout(None)
             with self._lock:
                 self._clients.append(client)
             thread = threading.Thread(target=self._serve, args=(client,), daemon=True)
@@ -260,7 +274,9 @@ class FakeGraphd:
         with self._lock:
             self._sessions.pop(session_id, None)
 
-    def execute(self, session_id: int, statement: str, parameters: dict[str, Any]) -> ExecutionResponse:
+    def execute(
+        self, session_id: int, statement: str, parameters: dict[str, Any]
+    ) -> ExecutionResponse:
         started = time.perf_counter()
         with self._lock:
             if session_id not in self._sessions:
@@ -308,40 +324,53 @@ class FakeGraphd:
             if rule.times is not None:
                 rule.times -= 1
             return rule.respond(call) if callable(rule.respond) else rule.respond
+        if self.model is not None and (modelled := self.model(call)) is not None:
+            return modelled
+        if re.match(r"\s*SHOW\s+SPACES\s*$", call.statement, re.IGNORECASE):
+            return Result(("Name",), [[name] for name in sorted(self.spaces)])
         if re.match(r"\s*SHOW\s+HOSTS\b", call.statement, re.IGNORECASE):
             return Result(
-                ("Host", "Port", "Status", "Leader count", "Leader distribution",
-                 "Partition distribution", "Version"),  # fmt: skip
+                (
+                    "Host",
+                    "Port",
+                    "Status",
+                    "Leader count",
+                    "Leader distribution",
+                    "Partition distribution",
+                    "Version",
+                ),
                 [[self.host, 9779, "ONLINE", 0, "", "", self.version]],
             )
         return Result()
 
 
-class _Handler(GraphService.Iface):
+class _Handler(GraphService.Iface):  # type: ignore[misc]  # generated, untyped
     """Decodes the thrift arguments and hands them to the FakeGraphd."""
 
     def __init__(self, server: FakeGraphd) -> None:
         self._server = server
 
-    def authenticate(self, username: bytes | None = None, password: bytes | None = None) -> AuthResponse:
+    def authenticate(
+        self, username: bytes | None = None, password: bytes | None = None
+    ) -> AuthResponse:
         return self._server.authenticate(_text(username), _text(password))
 
-    def signout(self, sessionId: int | None = None) -> None:  # noqa: N803 (thrift's names)
+    def signout(self, sessionId: int | None = None) -> None:
         self._server.signout(sessionId or 0)
 
-    def execute(self, sessionId: int | None = None, stmt: bytes | None = None) -> ExecutionResponse:  # noqa: N803
+    def execute(self, sessionId: int | None = None, stmt: bytes | None = None) -> ExecutionResponse:
         return self._server.execute(sessionId or 0, _text(stmt), {})
 
-    def executeWithParameter(  # noqa: N802
+    def executeWithParameter(
         self,
-        sessionId: int | None = None,  # noqa: N803
+        sessionId: int | None = None,
         stmt: bytes | None = None,
-        parameterMap: dict[bytes, Value] | None = None,  # noqa: N803
+        parameterMap: dict[bytes, Value] | None = None,
     ) -> ExecutionResponse:
         parameters = {_text(k): from_value(v) for k, v in (parameterMap or {}).items()}
         return self._server.execute(sessionId or 0, _text(stmt), parameters)
 
-    def verifyClientVersion(self, req: Any = None) -> VerifyClientVersionResp:  # noqa: N802
+    def verifyClientVersion(self, req: Any = None) -> VerifyClientVersionResp:
         return VerifyClientVersionResp(error_code=ErrorCode.SUCCEEDED)
 
 

@@ -1,7 +1,8 @@
 """A fake Slack Web API over real HTTP on 127.0.0.1, for driving slack-sdk and bolt unchanged.
 
 It answers auth.test (which bolt calls before the first event), chat.postMessage, chat.update,
-chat.delete and assistant.threads.setStatus, keeps the messages it was sent (so a test can read a
+chat.delete, assistant.threads.setStatus and apps.connections.open (pointing at a
+`FakeSlackSocket`, Slack's Socket Mode end), keeps the messages it was sent (so a test can read a
 thread's final state), records every call, and fails on demand:
 
     with FakeSlack() as slack:
@@ -13,16 +14,21 @@ Also here: `signed_request`, which signs a body the way Slack does, for sending 
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import hmac
 import itertools
 import json
+import queue
+import socket
+import threading
 import time
 from collections import deque
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode
 
+from aiohttp import WSMsgType, web
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
@@ -58,8 +64,14 @@ class FakeSlack(LoopbackServer):
     name = "fake Slack Web API"
 
     def __init__(self, *, status_supported: bool = True) -> None:
-        super().__init__([Route("/api/{method}", self._api, methods=["POST", "GET"])])
+        super().__init__(
+            [
+                Route("/api/{method}", self._api, methods=["POST", "GET"]),
+                Route("/response/{key}", self._response_url, methods=["POST"]),
+            ]
+        )
         self.status_supported = status_supported
+        self.socket: FakeSlackSocket | None = None  # set to offer Socket Mode
         self.messages: dict[str, PostedMessage] = {}  # by ts
         self._scripts: dict[str, deque[Failure]] = {}
         self._ts = itertools.count(1)
@@ -67,6 +79,20 @@ class FakeSlack(LoopbackServer):
     @property
     def api_url(self) -> str:
         return f"{self.base_url}/api/"
+
+    def response_url(self, key: str) -> str:
+        """A slash command's response_url; what is sent to it is recorded as "response_url"."""
+        return f"{self.base_url}/response/{key}"
+
+    async def _response_url(self, request: Request) -> Response:
+        params = await decode_params(request)
+        self.record("response_url", params | {"key": request.path_params["key"]}, request)
+        with self.lock:
+            script = self._scripts.get("response_url")
+            failure = script.popleft() if script else None
+        if failure is not None:
+            return Response(failure.error, status_code=failure.status)
+        return Response("ok")
 
     def script(self, method: str, *failures: Failure) -> FakeSlack:
         with self.lock:
@@ -96,7 +122,8 @@ class FakeSlack(LoopbackServer):
             return JSONResponse(
                 {"ok": False, "error": failure.error}, status_code=failure.status, headers=headers
             )
-        if not request.headers.get("authorization", "").startswith("Bearer xoxb-"):
+        token_kind = "Bearer xapp-" if method == "apps.connections.open" else "Bearer xoxb-"
+        if not request.headers.get("authorization", "").startswith(token_kind):
             return JSONResponse({"ok": False, "error": "not_authed"})
         handler = getattr(self, "_" + method.replace(".", "_"), None)
         if handler is None:
@@ -149,12 +176,108 @@ class FakeSlack(LoopbackServer):
             message.deleted = True
         return {"ok": True, "channel": message.channel, "ts": message.ts}
 
+    def _apps_connections_open(self, params: dict[str, Any]) -> dict[str, Any]:
+        if self.socket is None:
+            return {"ok": False, "error": "socket_mode_not_enabled"}
+        return {"ok": True, "url": self.socket.url}
+
     def _assistant_threads_setStatus(self, params: dict[str, Any]) -> dict[str, Any]:
         if not self.status_supported:
             return {"ok": False, "error": "unknown_method"}
         if not params.get("channel_id") or not params.get("thread_ts"):
             return {"ok": False, "error": "invalid_arguments"}
         return {"ok": True}
+
+
+class FakeSlackSocket:
+    """Slack's Socket Mode end: a websocket server (aiohttp, in its own thread) that says hello,
+    sends the envelopes a test pushes and records the acks (envelope ids) that come back."""
+
+    def __init__(self) -> None:
+        self.acks: list[tuple[str, float]] = []  # (envelope id, monotonic time)
+        self.connections = 0
+        self._outbox: queue.Queue[dict[str, Any]] = queue.Queue()
+        self._lock = threading.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._runner: web.AppRunner | None = None
+        self._thread: threading.Thread | None = None
+        self._port = 0
+        self._ready = threading.Event()
+
+    @property
+    def url(self) -> str:
+        return f"ws://127.0.0.1:{self._port}/link"
+
+    def send_event(self, body: str, envelope_id: str) -> None:
+        """An Events API envelope carrying `body` (as made by `event_body`)."""
+        self._outbox.put(
+            {
+                "envelope_id": envelope_id,
+                "type": "events_api",
+                "accepts_response_payload": False,
+                "retry_attempt": 0,
+                "retry_reason": "",
+                "payload": json.loads(body),
+            }
+        )
+
+    def acked(self, envelope_id: str) -> float | None:
+        with self._lock:
+            return next((at for eid, at in self.acks if eid == envelope_id), None)
+
+    async def _link(self, request: web.Request) -> web.WebSocketResponse:
+        ws = web.WebSocketResponse(autoping=True)
+        await ws.prepare(request)
+        self.connections += 1
+        await ws.send_json({"type": "hello", "num_connections": 1, "debug_info": {}})
+
+        async def pump() -> None:
+            while not ws.closed:
+                try:
+                    envelope = self._outbox.get_nowait()
+                except queue.Empty:
+                    await asyncio.sleep(0.01)
+                    continue
+                await ws.send_json(envelope)
+
+        sender = asyncio.create_task(pump())
+        try:
+            async for frame in ws:
+                if frame.type == WSMsgType.TEXT:
+                    ack = json.loads(frame.data)
+                    with self._lock:
+                        self.acks.append((ack.get("envelope_id", ""), time.monotonic()))
+        finally:
+            sender.cancel()
+        return ws
+
+    def _serve(self) -> None:
+        self._loop = asyncio.new_event_loop()
+        app = web.Application()
+        app.router.add_get("/link", self._link)
+        self._runner = web.AppRunner(app, handle_signals=False)
+        self._loop.run_until_complete(self._runner.setup())
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.bind(("127.0.0.1", 0))
+        self._port = sock.getsockname()[1]
+        self._loop.run_until_complete(web.SockSite(self._runner, sock).start())
+        self._ready.set()
+        self._loop.run_forever()
+        self._loop.run_until_complete(self._runner.cleanup())
+        self._loop.close()
+
+    def __enter__(self) -> FakeSlackSocket:
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
+        if not self._ready.wait(10):
+            raise RuntimeError("the fake Slack socket did not start")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._loop is not None:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+        if self._thread is not None:
+            self._thread.join(timeout=10)
 
 
 def sign(body: str, secret: str, timestamp: int | None = None) -> dict[str, str]:

@@ -171,6 +171,8 @@ class FakeTelegram(LoopbackServer):
 
     async def _get_updates(self, params: dict[str, Any]) -> Response:
         offset = int(params.get("offset", 0) or 0)
+        with self.lock:  # as Telegram does: asking from `offset` confirms everything before it
+            self._updates = [u for u in self._updates if u["update_id"] >= offset]
         deadline = time.monotonic() + min(float(params.get("timeout", 0) or 0), 0.5)
         while True:
             with self.lock:

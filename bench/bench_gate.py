@@ -1,0 +1,308 @@
+"""Benchmark the intent-and-refusal gate: honest F1 on real group chat, and latency.
+
+    python bench/bench_gate.py                      # CV seeds 0,1,2; 300 latency messages
+    python bench/bench_gate.py --seeds 0 --latency 100 --work /tmp/tacit-bench-gate
+
+Quality. The knowledge base is ../shared/data/refusal/kb/ (md, and rst read as plain text
+through symlinks in the work folder: the indexer reads md/txt only). Messages are good.txt
+(answerable: the positive class) and bad.txt. Both systems use the default embedder (USE) and
+no LLM, and are measured by the same k-fold cross-validation, same folds, same run:
+
+- baseline: the best chunk similarity against one threshold fitted (best F1) on the other folds;
+- tacit:    the fitted gate (KB similarity, nearest labelled examples, text cues; logistic
+            regression), its threshold chosen on out-of-fold scores inside the training folds.
+
+Extra negatives: ../shared/data/seedbench/expert_rejected_questions.jsonl (questions about crop
+breeding, which the refusal KB does not cover) are scored by both systems fitted on all of
+good/bad; the share each refuses is reported apart (never mixed into F1).
+
+Latency. A KB of at least 10,000 chunks ("gate10k": the refusal KB's chunk vectors copied with
+small noise, so the collection searched is that large), a stored fit, no LLM; decide() on chat
+messages one at a time: p50/p95 per message and messages per second, beside the baseline's
+embed-and-search.
+
+Prints Markdown tables and writes JSON to bench/results/ (gitignored). The machine is shared:
+the load average is recorded with the results.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from bot.settings import load_settings  # noqa: E402
+from bot.wiring import Services, build_state, open_services  # noqa: E402
+from core.gate.fitting import choose_threshold, confusion, cross_validate  # noqa: E402
+from core.gate.gate import Gate  # noqa: E402
+from core.gate.signals import kb_features  # noqa: E402
+from core.models import VectorRecord  # noqa: E402
+
+DATA = REPO.parent / "shared" / "data"
+REFUSAL = DATA / "refusal"
+REJECTED = DATA / "seedbench" / "expert_rejected_questions.jsonl"
+KB = "refusal"
+LATENCY_KB = "gate10k"
+LATENCY_ROWS = 10_000
+
+
+def lines(path: Path) -> list[str]:
+    return [s.strip() for s in path.read_text(encoding="utf-8").splitlines() if s.strip()]
+
+
+def rejected_questions() -> list[str]:
+    out: list[str] = []
+    for line in REJECTED.read_text(encoding="utf-8").splitlines():
+        if not line.strip():
+            continue
+        record = json.loads(line)
+        text = record.get("question") if isinstance(record, dict) else None
+        if isinstance(text, str) and text.strip():
+            out.append(text.strip())
+    return out
+
+
+def mirror_kb(work: Path) -> Path:
+    """Symlinks to the KB's md files, and to its rst files under a .txt name."""
+    root = work / "kb"
+    source = REFUSAL / "kb"
+    for path in sorted(source.rglob("*")):
+        suffix = path.suffix.lower()
+        if suffix not in (".md", ".rst"):
+            continue
+        relative = str(path.relative_to(source)) + (".txt" if suffix == ".rst" else "")
+        target = root / relative
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if not target.is_symlink():
+            target.symlink_to(path)
+    return root
+
+
+async def ensure_indexed(services: Services, work: Path) -> dict[str, Any]:
+    started = time.perf_counter()
+    report = await services.indexer().index(KB, [mirror_kb(work)])
+    totals = report.totals
+    return {
+        "documents": totals.documents if totals else 0,
+        "chunks": totals.chunks if totals else 0,
+        "indexed_now": report.documents_indexed,
+        "seconds": round(time.perf_counter() - started, 1),
+    }
+
+
+async def quality(gate: Gate, seeds: list[int], folds: int) -> dict[str, Any]:
+    good, bad = lines(REFUSAL / "good.txt"), lines(REFUSAL / "bad.txt")
+    texts, labels, embeddings, kb_rows, use_graph = await gate.labelled(KB, good, bad)
+    runs = []
+    for seed in seeds:
+        started = time.perf_counter()
+        cv = cross_validate(texts, labels, embeddings, kb_rows, folds=folds, seed=seed)
+        runs.append(
+            {
+                "seed": seed,
+                "tacit": cv.gate.as_dict(),
+                "baseline": cv.baseline.as_dict(),
+                "tacit_thresholds": [round(t, 4) for t in cv.thresholds],
+                "baseline_thresholds": [round(t, 4) for t in cv.baseline_thresholds],
+                "seconds": round(time.perf_counter() - started, 1),
+            }
+        )
+
+    # Extra negatives: fitted on all of good/bad, never on these.
+    extra = rejected_questions()
+    fit = await gate.fit(KB, good, bad, folds=folds)
+    _, probabilities = await gate.score_stored(KB, extra)
+    extra_embeddings = await gate.embedder.embed(extra)
+    extra_rows = await kb_features(
+        KB, extra, extra_embeddings, vectors=gate.vectors, use_graph=use_graph
+    )
+    cut = choose_threshold(labels, kb_rows[:, 0])
+    return {
+        "messages": {"good": len(good), "bad": len(bad)},
+        "folds": folds,
+        "graph_features": use_graph,
+        "runs": runs,
+        "mean_f1": {
+            "tacit": round(statistics.mean(r["tacit"]["f1"] for r in runs), 4),
+            "baseline": round(statistics.mean(r["baseline"]["f1"] for r in runs), 4),
+        },
+        "rejected_questions": {
+            "count": len(extra),
+            "tacit_refused": round(float(np.mean(probabilities < fit.threshold)), 4),
+            "baseline_refused": round(float(np.mean(extra_rows[:, 0] < cut)), 4),
+        },
+        "fit": {
+            "threshold": round(fit.threshold, 4),
+            **{k: round(v, 4) for k, v in fit.metrics.items()},
+        },
+    }
+
+
+async def build_latency_kb(services: Services) -> int:
+    """Copy the refusal KB's chunk vectors (with a little noise) until LATENCY_ROWS exist."""
+    vectors = services.vectors
+    have = await vectors.count("chunks", LATENCY_KB)
+    if have >= LATENCY_ROWS:
+        return have
+    # The VectorStore port has no "read all vectors"; a benchmark may use the client directly.
+    client = await vectors._connect()  # type: ignore[attr-defined]
+    name = vectors.collection_name("chunks")  # type: ignore[attr-defined]
+    rows = client.query(
+        name,
+        filter=f'kb == "{KB}"',
+        output_fields=["id", "text", "source", "vector"],
+        limit=16_384,
+    )
+    rng = np.random.default_rng(0)
+    copy = 0
+    while have < LATENCY_ROWS:
+        batch = []
+        for row in rows:
+            vector = np.asarray(row["vector"], dtype=np.float32)
+            if copy:
+                vector = vector + rng.normal(0, 0.02, vector.shape).astype(np.float32)
+                vector /= np.linalg.norm(vector)
+            batch.append(VectorRecord(f"{row['id']}-{copy}", vector, row["text"], row["source"]))
+        for start in range(0, len(batch), 500):
+            await vectors.upsert("chunks", LATENCY_KB, batch[start : start + 500])
+        have = await vectors.count("chunks", LATENCY_KB)
+        copy += 1
+    return have
+
+
+def percentile(values: list[float], q: float) -> float:
+    return float(np.percentile(np.asarray(values), q))
+
+
+async def latency(services: Services, gate: Gate, count: int) -> dict[str, Any]:
+    rows = await build_latency_kb(services)
+    good, bad = lines(REFUSAL / "good.txt"), lines(REFUSAL / "bad.txt")
+    await gate.fit(LATENCY_KB, good, bad)
+    rng = np.random.default_rng(1)
+    messages = [str(m) for m in rng.choice(good + bad, size=count, replace=count > len(good + bad))]
+    for text in messages[:10]:  # warm-up: model, collections, fit cache
+        await gate.decide(LATENCY_KB, text)
+
+    timings: list[float] = []
+    started = time.perf_counter()
+    for text in messages:
+        t0 = time.perf_counter()
+        await gate.decide(LATENCY_KB, text)
+        timings.append((time.perf_counter() - t0) * 1000)
+    total = time.perf_counter() - started
+
+    baseline: list[float] = []
+    for text in messages:
+        t0 = time.perf_counter()
+        vector = await gate.embedder.embed([text])
+        await gate.vectors.search("chunks", LATENCY_KB, vector, limit=1)
+        baseline.append((time.perf_counter() - t0) * 1000)
+    return {
+        "kb_chunks": rows,
+        "messages": count,
+        "tacit": {
+            "p50_ms": round(percentile(timings, 50), 2),
+            "p95_ms": round(percentile(timings, 95), 2),
+            "messages_per_s": round(count / total, 1),
+        },
+        "baseline": {
+            "p50_ms": round(percentile(baseline, 50), 2),
+            "p95_ms": round(percentile(baseline, 95), 2),
+            "messages_per_s": round(count / (sum(baseline) / 1000), 1),
+        },
+    }
+
+
+def tables(report: dict[str, Any]) -> str:
+    q = report["quality"]
+    out = [
+        f"Refusal set: {q['messages']['good']} good / {q['messages']['bad']} bad, "
+        f"{q['folds']}-fold CV, default embedder, no LLM",
+        "",
+        "| seed | system | precision | recall | F1 |",
+        "|---|---|---|---|---|",
+    ]
+    for run in q["runs"]:
+        for system in ("baseline", "tacit"):
+            m = run[system]
+            out.append(
+                f"| {run['seed']} | {system} | {m['precision']:.3f} | {m['recall']:.3f} "
+                f"| {m['f1']:.3f} |"
+            )
+    out += [
+        f"| mean | baseline | | | {q['mean_f1']['baseline']:.3f} |",
+        f"| mean | tacit | | | {q['mean_f1']['tacit']:.3f} |",
+        "",
+        f"Extra negatives ({q['rejected_questions']['count']} SeedBench expert-rejected "
+        f"questions, off the KB's topic): refused by baseline "
+        f"{q['rejected_questions']['baseline_refused']:.1%}, by tacit "
+        f"{q['rejected_questions']['tacit_refused']:.1%}",
+    ]
+    if "latency" in report:
+        lat = report["latency"]
+        out += [
+            "",
+            f"Latency, no LLM, KB of {lat['kb_chunks']} chunks, {lat['messages']} messages "
+            "one at a time:",
+            "",
+            "| system | p50 ms | p95 ms | messages/s |",
+            "|---|---|---|---|",
+        ]
+        for system in ("baseline", "tacit"):
+            m = lat[system]
+            out.append(
+                f"| {system} | {m['p50_ms']:.2f} | {m['p95_ms']:.2f} | {m['messages_per_s']} |"
+            )
+    out.append(f"\nload average at start/end: {report['load_start']} / {report['load_end']}")
+    return "\n".join(out)
+
+
+async def run(args: argparse.Namespace) -> dict[str, Any]:
+    args.work.mkdir(parents=True, exist_ok=True)
+    settings = load_settings(home=args.work / "home")
+    report: dict[str, Any] = {"load_start": os.getloadavg()[0]}
+    async with open_services(settings) as services:
+        report["kb"] = await ensure_indexed(services, args.work)
+        state = await build_state(settings)
+        try:
+            gate = services.gate(state)
+            report["quality"] = await quality(gate, args.seeds, args.folds)
+            if args.latency:
+                report["latency"] = await latency(services, gate, args.latency)
+        finally:
+            await state.aclose()
+    report["load_end"] = os.getloadavg()[0]
+    return report
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--folds", type=int, default=5)
+    parser.add_argument("--latency", type=int, default=300, help="messages (0: skip)")
+    parser.add_argument("--work", type=Path, default=Path("/tmp/tacit-bench-gate"))
+    parser.add_argument("--out", type=Path, default=REPO / "bench" / "results")
+    args = parser.parse_args()
+    report = asyncio.run(run(args))
+    report["machine"] = {"python": platform.python_version(), "cpus": os.cpu_count()}
+    args.out.mkdir(parents=True, exist_ok=True)
+    path = args.out / f"gate-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    path.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n")
+    print(tables(report))
+    print(f"\nwrote {path}")
+
+
+if __name__ == "__main__":
+    main()

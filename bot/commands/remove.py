@@ -1,0 +1,41 @@
+"""`tacit remove`: take documents out of a knowledge base."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated
+
+import typer
+
+from bot.cli_base import JsonOption, KbOption, app, command, kb_name, settings
+from bot.commands.index import print_index_report
+from core.errors import InputError
+
+
+@app.command()
+@command
+async def remove(
+    sources: Annotated[
+        list[str],
+        typer.Argument(help="Source ids as `tacit index` stored them (e.g. docs/faq.md)."),
+    ],
+    kb: KbOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Remove documents, with every chunk, entity and relation that only they supported."""
+    from bot.wiring import open_services
+
+    config = settings()
+    name = kb_name(kb, config)
+    async with open_services(config) as services:
+        report = await services.indexer(name).remove(name, sources)
+    if report.documents_removed == 0:
+        # Nothing matched: most likely a path given instead of the stored source id.
+        raise InputError(
+            f"no document {', '.join(map(repr, sources))} in knowledge base '{name}'",
+            hint="source ids are relative to the indexed folder's parent, e.g. docs/faq.md",
+        )
+    if as_json:
+        print(json.dumps(report.as_dict(), ensure_ascii=False))
+    else:
+        print_index_report(report)

@@ -1,0 +1,89 @@
+"""The conversation runtime shared by `tacit serve` and `tacit chat`: stores, the event queue,
+the gate, the answerer and the Assistant over them, opened together and closed together."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass
+
+from adapters.state.redis_queue import RedisEventQueue
+from bot.assistant import TacitAssistant
+from bot.conversation_state import ConversationState
+from bot.metrics import Metrics
+from bot.queue import EventIngest
+from bot.settings import Settings
+from bot.wiring import Services, build_state, open_services
+from core.errors import InputError
+from core.ports import StateStore
+
+
+@dataclass
+class Runtime:
+    settings: Settings
+    services: Services
+    store: StateStore
+    queue: RedisEventQueue
+    state: ConversationState
+    assistant: TacitAssistant
+    ingest: EventIngest
+    metrics: Metrics
+
+
+class KnowledgeBaseReindexer:
+    """`/tacit reindex`: index a KB's configured sources again, inside the running service
+    (the embedded vector store admits one process, so re-indexing must happen here)."""
+
+    def __init__(self, services: Services, settings: Settings) -> None:
+        self.services = services
+        self.settings = settings
+        self._locks: dict[str, asyncio.Lock] = {}
+
+    async def __call__(self, kb: str) -> str:
+        sources = self.settings.conversation.kb_sources.get(kb)
+        if not sources:
+            raise InputError(
+                f"no sources are configured for knowledge base {kb}: "
+                f'set [conversation.kb_sources] {kb} = ["/path/to/docs"]'
+            )
+        missing = [str(p) for p in sources if not p.exists()]
+        if missing:
+            raise InputError(f"these sources of {kb} do not exist: {', '.join(missing)}")
+        lock = self._locks.setdefault(kb, asyncio.Lock())
+        if lock.locked():
+            raise InputError(f"knowledge base {kb} is being re-indexed already")
+        async with lock:
+            report = await self.services.indexer().index(kb, sources)
+        return (
+            f"Re-indexed {kb}: {report.documents_indexed} document(s) indexed, "
+            f"{report.documents_skipped} unchanged, {report.documents_failed} failed, "
+            f"{report.chunks} chunk(s) in {report.seconds:.1f}s."
+        )
+
+
+@asynccontextmanager
+async def open_runtime(
+    settings: Settings, *, default_kb: str | None = None
+) -> AsyncIterator[Runtime]:
+    async with AsyncExitStack() as stack:
+        services = await stack.enter_async_context(open_services(settings))
+        store = await build_state(settings)
+        stack.push_async_callback(store.aclose)
+        from adapters.state.redis_store import RedisStateStore
+
+        assert isinstance(store, RedisStateStore)
+        queue = RedisEventQueue(store)
+        state = ConversationState(
+            store, settings.conversation, default_kb=default_kb or settings.kb
+        )
+        assistant = TacitAssistant(
+            state,
+            services.answerer(),
+            gate=services.gate(store),
+            reindex=KnowledgeBaseReindexer(services, settings),
+        )
+        metrics = Metrics()
+        yield Runtime(
+            settings, services, store, queue, state, assistant, EventIngest(queue, metrics), metrics
+        )

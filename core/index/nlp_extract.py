@@ -1,0 +1,217 @@
+"""Entities and relations without an LLM: key terms, and which terms share a sentence.
+
+The low-cost mode of HuixiangDou2's indexing. English key terms are candidate phrases in the
+RAKE manner (runs of words between stop words and punctuation), ranked by how often the chunk
+uses them and how technical they look (CamelCase, digits, snake_case, dotted names). Chinese
+key terms come from jieba's TF-IDF keyword extraction, which knows Chinese stop words and word
+frequencies. Two terms of one chunk that appear in one sentence are related, and that
+sentence is the description of the relation; the first sentence naming a term describes it.
+
+Fenced code is left out: identifiers in code samples (`self`, `import`) are noise as entities.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from functools import cache
+from itertools import combinations
+from typing import Any
+
+from core.index.extract import Extraction
+from core.models import ChunkRecord, EntityMention, RelationMention, normalise_name
+from core.text import detect_language, split_sentences
+
+MAX_DESCRIPTION_CHARS = 300
+ENTITY_TYPE = "term"
+
+# Function words and the vaguest content words of technical prose. A phrase never starts or
+# ends with one, and never contains one: they are where candidate phrases break.
+ENGLISH_STOP_WORDS = frozenset(
+    """
+    a about above across after again against all almost along already also although always am
+    among an and another any anyone anything are around as at be became because become been
+    before being below between both but by can cannot could did do does doing done down during
+    each either else enough etc even ever every few first for from further get gets getting
+    given gives go goes had has have having he her here hers him his how however i if in into
+    is it its itself just last least less let like likely made make makes many may me might
+    more most much must my need needs neither never new next no nor not now of off often on
+    once one only or other others our out over own per please rather really same see several
+    shall she should since so some something such than that the their them then there these
+    they this those though through thus to too under until up upon us use used uses using very
+    via was we well were what when where whether which while who whom whose why will with
+    within without would yet you your yours e.g i.e eg ie vs example examples following follows
+    note please way ways want wants able following default true false none null yes
+    """.split()  # noqa: SIM905 (a word list reads better as text)
+)
+
+# Verbs that open instructions in documentation ("Run …", "Set …") and are no part of a term.
+IMPERATIVES = frozenset(
+    """
+    add apply build call change check choose click configure copy create delete deploy
+    disable download edit enable ensure enter export fill follow import install launch list
+    load make modify open pass press read refer remove rename replace restart run save select
+    set specify start stop try type update upgrade verify visit
+    """.split()  # noqa: SIM905
+)
+
+_CODE_FENCE = re.compile(r"^\s*(```|~~~).*?^\s*\1[^\n]*$", re.M | re.S)
+_INLINE_URL = re.compile(r"https?://\S+|www\.\S+")
+# Words of technical English: letters first, then letters/digits joined by _ . - + /.
+_TOKEN = re.compile(r"[A-Za-z][A-Za-z0-9]*(?:[_.\-+/][A-Za-z0-9]+)*\+*|[^\sA-Za-z]+")
+_WORD = re.compile(r"[A-Za-z]")
+_TECHNICAL = re.compile(r"[a-z][A-Z]|[A-Z]{2,}|\d|_|\.")
+
+
+class NLPExtractor:
+    """Key terms and sentence co-occurrence; no model, no network, ~1 ms per chunk."""
+
+    def __init__(self, *, max_terms: int = 12, max_terms_per_sentence: int = 5) -> None:
+        self.max_terms = max_terms
+        self.max_terms_per_sentence = max_terms_per_sentence
+
+    @property
+    def name(self) -> str:
+        return "nlp"
+
+    async def extract(self, chunk: ChunkRecord) -> Extraction:
+        return self.extract_sync(chunk)
+
+    def extract_sync(self, chunk: ChunkRecord) -> Extraction:
+        text = _INLINE_URL.sub(" ", _CODE_FENCE.sub("\n", chunk.text))
+        sentences = split_sentences(text)
+        if not sentences:
+            return Extraction()
+        if detect_language(text) == "zh":
+            terms = chinese_terms(text, self.max_terms)
+        else:
+            terms = english_terms(sentences, self.max_terms)
+        return self._mentions(chunk.id, terms, sentences)
+
+    def _mentions(self, chunk_id: str, terms: list[str], sentences: list[str]) -> Extraction:
+        result = Extraction()
+        if not terms:
+            return result
+        folded = [s.casefold() for s in sentences]
+        rank = {term: i for i, term in enumerate(terms)}
+        described: set[str] = set()
+        seen_pairs: set[tuple[str, str]] = set()
+        for sentence, lower in zip(sentences, folded, strict=True):
+            present = [t for t in terms if t.casefold() in lower]
+            description = _shorten(sentence)
+            for term in present:
+                if term not in described:
+                    described.add(term)
+                    result.entities.append(EntityMention(term, ENTITY_TYPE, description, chunk_id))
+            present.sort(key=rank.__getitem__)
+            for a, b in combinations(present[: self.max_terms_per_sentence], 2):
+                pair = (a, b) if a < b else (b, a)
+                if pair in seen_pairs or normalise_name(a) == normalise_name(b):
+                    continue
+                seen_pairs.add(pair)
+                result.relations.append(RelationMention(a, b, "", description, chunk_id))
+        return result
+
+
+def english_terms(sentences: list[str], limit: int) -> list[str]:
+    """The chunk's key phrases, best first (at most `limit`)."""
+    counts: Counter[str] = Counter()
+    display: dict[str, str] = {}
+    for sentence in sentences:
+        for phrase in _candidate_phrases(sentence):
+            key = phrase.casefold()
+            counts[key] += 1
+            display.setdefault(key, phrase)
+    kept = [key for key in counts if _plausible(display[key], counts[key])]
+    kept.sort(key=lambda key: (-_score(display[key], counts[key]), key))
+    return [display[key] for key in kept[:limit]]
+
+
+def _plausible(phrase: str, count: int) -> bool:
+    """A lone plain word ("probably", "Switching") names something only if the chunk repeats it."""
+    if " " in phrase or _TECHNICAL.search(phrase[1:]):
+        return True
+    if phrase.casefold().endswith(("ly", "ing", "ed")):
+        return False
+    return count >= 2 or phrase[:1].isupper()
+
+
+def _candidate_phrases(sentence: str) -> list[str]:
+    phrases: list[str] = []
+    run: list[str] = []
+
+    def close() -> None:
+        if run:
+            words = run[:]
+            # A long run is usually a list of names, not one name: take its words one by one.
+            groups = [words] if len(words) <= 3 else [[w] for w in words]
+            phrases.extend(" ".join(g) for g in groups if _is_term(g))
+            run.clear()
+
+    first_word = True
+    for token in _TOKEN.findall(sentence):
+        if not _WORD.match(token):
+            close()
+            continue
+        initial, first_word = first_word, False
+        if token.casefold() in ENGLISH_STOP_WORDS:
+            close()
+            continue
+        word = token.rstrip(".-/")
+        if initial and word[1:].islower():
+            # A sentence's first word is capitalised by grammar, not because it is a name.
+            word = word.lower()
+            if word in IMPERATIVES:
+                continue  # "Set max_batch_size …": the instruction is not part of the term
+        run.append(word)
+    close()
+    return phrases
+
+
+def _is_term(words: list[str]) -> bool:
+    if len(words) == 1:
+        word = words[0]
+        # Short words are names only when written as acronyms (GPU, KV).
+        return len(word) >= 4 or (len(word) >= 2 and word.isupper())
+    return all(len(w) >= 2 for w in words)
+
+
+def _score(phrase: str, count: int) -> float:
+    technical = 1.0 if _TECHNICAL.search(phrase) else 0.0
+    capitalised = 0.5 if phrase[:1].isupper() else 0.0
+    words = phrase.count(" ") + 1
+    return count * (1.0 + technical + capitalised + 0.3 * (words - 1))
+
+
+@cache
+def _jieba_tfidf() -> Any:
+    import logging
+
+    import jieba
+    import jieba.analyse
+
+    jieba.setLogLevel(logging.WARNING)  # its dictionary-loading chatter goes to stderr
+    return jieba.analyse.TFIDF()
+
+
+def chinese_terms(text: str, limit: int) -> list[str]:
+    """jieba's TF-IDF keywords of the chunk, best first; English words in it count too."""
+    tags = _jieba_tfidf().extract_tags(text, topK=limit * 2)
+    terms: list[str] = []
+    for tag in tags:
+        word = str(tag).strip()
+        if len(word) < 2 or word.casefold() in ENGLISH_STOP_WORDS or word.isdigit():
+            continue
+        if _WORD.match(word) and not _is_term([word]):
+            continue
+        terms.append(word)
+        if len(terms) == limit:
+            break
+    return terms
+
+
+def _shorten(sentence: str) -> str:
+    sentence = " ".join(sentence.split())
+    if len(sentence) <= MAX_DESCRIPTION_CHARS:
+        return sentence
+    return sentence[: MAX_DESCRIPTION_CHARS - 1].rstrip() + "…"

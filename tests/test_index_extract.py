@@ -1,0 +1,215 @@
+"""Extraction: loop NER call sequences (both variants), record parsing, NLP terms (zh and en)."""
+
+from __future__ import annotations
+
+import pytest
+
+from core.errors import LLMTimeout
+from core.index.extract import parse_records, says_yes
+from core.index.llm_extract import LoopNERExtractor
+from core.index.nlp_extract import NLPExtractor, english_terms
+from core.models import ChunkRecord, normalise_name
+from core.text import split_sentences
+from tests.fakes.fake_llm import FakeLLM
+
+EN_CHUNK = ChunkRecord(
+    id="c1",
+    source="docs/serve.md",
+    ordinal=0,
+    text="LMDeploy serves InternLM2 with the TurboMind engine.",
+    heading="Serving",
+)
+ZH_CHUNK = ChunkRecord(
+    id="c2",
+    source="docs/部署.md",
+    ordinal=0,
+    text="水稻 TAC4 基因调控分蘖角度。分蘖角度影响水稻的株型和产量。",
+)
+
+FIRST = (
+    "entity<|>LMDeploy<|>product<|>A toolkit that serves language models.\n"
+    "entity<|>InternLM2<|>product<|>A language model.\n"
+    "relation<|>LMDeploy<|>InternLM2<|>serves<|>LMDeploy serves InternLM2.\n"
+)
+MORE = "entity<|>TurboMind<|>technology<|>LMDeploy's inference engine.\n"
+EVEN_MORE = "relation<|>LMDeploy<|>TurboMind<|>engine<|>LMDeploy runs on TurboMind.\n"
+
+
+def names(extraction) -> list[str]:
+    return [e.name for e in extraction.entities]
+
+
+async def test_base_variant_continues_first_then_asks_whether_to_go_on() -> None:
+    llm = (
+        FakeLLM()
+        .script("extract_entities", FIRST)
+        .script("extract_continue", MORE, EVEN_MORE)
+        .script("extract_judge", "yes", "no")
+    )
+    result = await LoopNERExtractor(llm, variant="base", max_loops=3).extract(EN_CHUNK)
+
+    assert llm.templates_called == [
+        "extract_entities",
+        "extract_continue",
+        "extract_judge",
+        "extract_continue",
+        "extract_judge",
+    ]
+    assert names(result) == ["LMDeploy", "InternLM2", "TurboMind"]
+    assert [(r.source, r.target) for r in result.relations] == [
+        ("LMDeploy", "InternLM2"),
+        ("LMDeploy", "TurboMind"),
+    ]
+    assert result.llm_calls == 5 and result.invalid_rows == 0
+    assert all(m.chunk_id == "c1" for m in [*result.entities, *result.relations])
+    assert llm.pending() == {}
+
+    # Each call carries the conversation so far: the second continue sees both replies.
+    second_continue = llm.calls[3].prompt
+    assistant_turns = [m.content for m in second_continue.messages if m.role == "assistant"]
+    assert assistant_turns == [FIRST.strip(), MORE.strip()] or assistant_turns == [FIRST, MORE]
+    assert "Serving" in second_continue.messages[1].content  # the heading gives context
+    # The judge's own answer is not part of the extraction history.
+    assert all(m.content not in ("yes", "no") for m in second_continue.messages)
+
+
+async def test_base_variant_stops_at_max_loops() -> None:
+    llm = (
+        FakeLLM()
+        .script("extract_entities", FIRST)
+        .script("extract_continue", MORE)
+        .script("extract_judge", "yes")
+    )
+    result = await LoopNERExtractor(llm, variant="base", max_loops=1).extract(EN_CHUNK)
+    assert llm.templates_called == ["extract_entities", "extract_continue", "extract_judge"]
+    assert result.llm_calls == 3
+
+
+async def test_trial_variant_asks_first() -> None:
+    llm = (
+        FakeLLM()
+        .script("extract_entities", FIRST)
+        .script("extract_judge", "Yes.", "no")
+        .script("extract_continue", MORE)
+    )
+    result = await LoopNERExtractor(llm, variant="trial", max_loops=3).extract(EN_CHUNK)
+    assert llm.templates_called == [
+        "extract_entities",
+        "extract_judge",
+        "extract_continue",
+        "extract_judge",
+    ]
+    assert names(result) == ["LMDeploy", "InternLM2", "TurboMind"]
+    assert llm.pending() == {}
+
+
+async def test_trial_variant_stops_when_the_model_says_nothing_remains() -> None:
+    llm = FakeLLM().script("extract_entities", FIRST).script("extract_judge", "no")
+    result = await LoopNERExtractor(llm, variant="trial", max_loops=3).extract(EN_CHUNK)
+    assert llm.templates_called == ["extract_entities", "extract_judge"]
+    assert result.llm_calls == 2
+
+
+async def test_zero_loops_is_one_call() -> None:
+    llm = FakeLLM().script("extract_entities", FIRST)
+    await LoopNERExtractor(llm, max_loops=0).extract(EN_CHUNK)
+    assert llm.templates_called == ["extract_entities"]
+
+
+async def test_templates_follow_the_chunk_language_and_name_the_entity_types() -> None:
+    llm = (
+        FakeLLM()
+        .script("extract_entities", "entity<|>TAC4<|>gene<|>调控分蘖角度的基因。\n")
+        .script("extract_judge", "否")
+    )
+    result = await LoopNERExtractor(
+        llm, variant="trial", max_loops=2, entity_types=["gene", "trait"]
+    ).extract(ZH_CHUNK)
+    system = llm.calls[0].prompt.messages[0].content
+    assert "你负责" in system and "gene、trait" in system
+    assert "请" not in llm.calls[1].last_user or "是" in llm.calls[1].last_user
+    assert "只回答一个词" in llm.calls[1].last_user  # the zh judge template
+    assert names(result) == ["TAC4"] and result.entities[0].type == "gene"
+
+
+async def test_an_llm_failure_propagates_to_the_pipeline() -> None:
+    llm = FakeLLM().script("extract_entities", LLMTimeout("timed out after 4 retries"))
+    with pytest.raises(LLMTimeout):
+        await LoopNERExtractor(llm).extract(EN_CHUNK)
+
+
+def test_malformed_rows_are_dropped_and_counted() -> None:
+    reply = "\n".join(
+        [
+            "Here are the records:",  # prose: ignored, not counted
+            "```",
+            "entity<|>LMDeploy<|>product<|>A toolkit.",
+            '("entity"<|>TurboMind<|>technology<|>An engine.)',  # LightRAG-style wrapping
+            "entity<|>OnlyAName",  # too few fields
+            "entity<|><|>product<|>no name",  # empty name
+            "entity<|>" + "x" * 200 + "<|>concept<|>a sentence in the name field",
+            "relation<|>LMDeploy<|>TurboMind<|>engine<|>Runs on it.",
+            "relation<|>LMDeploy<|>lmdeploy<|>self<|>A self-loop.",  # same entity twice
+            "relation<|>A<|>B<|>missing a field",
+            "relationship<|>LMDeploy<|>InternLM2<|>serves<|>Serves it.",
+            "```",
+        ]
+    )
+    result = parse_records(reply, "c9")
+    assert [e.name for e in result.entities] == ["LMDeploy", "TurboMind"]
+    assert [(r.source, r.target) for r in result.relations] == [
+        ("LMDeploy", "TurboMind"),
+        ("LMDeploy", "InternLM2"),
+    ]
+    assert result.invalid_rows == 5
+
+
+def test_judgements() -> None:
+    assert says_yes("Yes") and says_yes("yes, a few") and says_yes("是") and says_yes("有")
+    assert not says_yes("No") and not says_yes("否") and not says_yes("没有") and not says_yes("")
+
+
+async def test_nlp_english_terms_and_sentence_relations() -> None:
+    chunk = ChunkRecord(
+        id="e1",
+        source="a.md",
+        ordinal=0,
+        text=(
+            "The TurboMind engine powers LMDeploy. Set max_batch_size to 64 on the GPU.\n\n"
+            "```python\nimport lmdeploy\nself.pipeline = lmdeploy.pipeline()\n```\n"
+            "LMDeploy also quantizes weights with AWQ."
+        ),
+    )
+    result = await NLPExtractor().extract(chunk)
+    found = {normalise_name(e.name) for e in result.entities}
+    assert {"turbomind", "lmdeploy", "max_batch_size", "gpu", "awq"} <= found
+    assert "set max_batch_size" not in found  # an imperative verb does not start a term
+    assert "self.pipeline" not in found  # fenced code is not mined
+    assert "the" not in found and "set" not in found
+    by_pair = {(r.source, r.target): r for r in result.relations}
+    pair = next(p for p in by_pair if set(map(normalise_name, p)) == {"max_batch_size", "gpu"})
+    assert by_pair[pair].description == "Set max_batch_size to 64 on the GPU."
+    entity = next(e for e in result.entities if e.name == "AWQ")
+    assert entity.description == "LMDeploy also quantizes weights with AWQ."
+    assert entity.type == "term" and entity.chunk_id == "e1"
+
+
+async def test_nlp_chinese_terms_use_jieba() -> None:
+    result = await NLPExtractor().extract(ZH_CHUNK)
+    found = {e.name for e in result.entities}
+    assert {"TAC4", "分蘖", "水稻"} & found and "角度" in "".join(found)
+    assert all(len(name) >= 2 for name in found)
+    assert result.relations
+    assert all(r.description in split_sentences(ZH_CHUNK.text) for r in result.relations)
+
+
+def test_english_terms_rank_technical_and_repeated_phrases_first() -> None:
+    sentences = [
+        "Restart the KafkaConsumer when consumer lag grows.",
+        "Consumer lag above 10k means the KafkaConsumer is stuck.",
+        "Probably nothing else matters.",
+    ]
+    terms = english_terms(sentences, 3)
+    assert terms[0] == "KafkaConsumer"
+    assert "consumer lag" in [t.casefold() for t in terms]
+    assert "Probably" not in terms

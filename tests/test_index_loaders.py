@@ -1,0 +1,194 @@
+"""Loaders: every supported format, corpora with field mappings, broken files never fatal."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import docx
+import pytest
+
+from core.index.loaders import (
+    CorpusFields,
+    LoadError,
+    discover,
+    load,
+    load_file,
+    rst_to_markdown_headings,
+    source_prefix,
+)
+from core.index.split import RecursiveSplitter, split_document
+from tests.conftest import SHARED_DATA
+
+
+def minimal_pdf(lines: list[str], title: str = "") -> bytes:
+    """A one-page PDF showing `lines` in Helvetica (written by hand: no PDF writer needed)."""
+    text_ops = " ".join(f"({line}) Tj 0 -14 Td" for line in lines)
+    stream = f"BT /F1 12 Tf 72 720 Td {text_ops} ET".encode()
+    info = f"<< /Title ({title}) >>" if title else "<< >>"
+    objects = [
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R"
+        b" /Resources << /Font << /F1 5 0 R >> >> >>",
+        b"<< /Length %d >>\nstream\n" % len(stream) + stream + b"\nendstream",
+        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+        info.encode(),
+    ]
+    out = bytearray(b"%PDF-1.4\n")
+    offsets = []
+    for number, body in enumerate(objects, start=1):
+        offsets.append(len(out))
+        out += b"%d 0 obj\n" % number + body + b"\nendobj\n"
+    xref = len(out)
+    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
+    out += b"".join(b"%010d 00000 n \n" % offset for offset in offsets)
+    out += b"trailer\n<< /Size %d /Root 1 0 R /Info 6 0 R >>\n" % (len(objects) + 1)
+    out += b"startxref\n%d\n%%%%EOF\n" % xref
+    return bytes(out)
+
+
+def test_rst_section_titles_become_heading_paths(tmp_path: Path) -> None:
+    path = tmp_path / "guide.rst"
+    path.write_text(
+        "=========\nUser Guide\n=========\n\nIntro text.\n\n"
+        "Installation\n------------\n\nRun pip install.\n\n"
+        "From source\n~~~~~~~~~~~\n\nClone it.\n\n"
+        "Usage\n-----\n\nCall it.\n"
+    )
+    document = load(path, "docs/guide.rst")
+    assert document.title == "User Guide" and document.markdown
+    chunks = split_document(document.text, markdown=True, splitter=RecursiveSplitter(64, 8))
+    assert [(c.heading, c.text) for c in chunks] == [
+        ("User Guide", "Intro text."),
+        ("User Guide > Installation", "Run pip install."),
+        ("User Guide > Installation > From source", "Clone it."),
+        ("User Guide > Usage", "Call it."),
+    ]
+
+
+def test_rst_adornment_shorter_than_its_text_is_not_a_heading() -> None:
+    assert rst_to_markdown_headings("A long line of text\n---\n") == "A long line of text\n---"
+
+
+def test_html_keeps_headings_and_drops_scripts(tmp_path: Path) -> None:
+    path = tmp_path / "page.html"
+    path.write_text(
+        "<html><head><title>Ops Wiki</title><style>p{}</style></head><body>"
+        "<script>alert(1)</script><h1>Runbook</h1><p>Check <b>disk</b> usage.</p>"
+        "<h2>Cleanup</h2><ul><li>Rotate logs</li></ul></body></html>"
+    )
+    document = load(path, "wiki/page.html")
+    assert document.title == "Ops Wiki"
+    assert "alert" not in document.text and "p{}" not in document.text
+    chunks = split_document(document.text, markdown=True, splitter=RecursiveSplitter(64, 8))
+    assert [c.heading for c in chunks] == ["Runbook", "Runbook > Cleanup"]
+    assert "disk" in chunks[0].text and "Rotate logs" in chunks[1].text
+
+
+def test_pdf_text_and_title(tmp_path: Path) -> None:
+    path = tmp_path / "manual.pdf"
+    path.write_bytes(minimal_pdf(["TurboMind serves models.", "Port 8443."], title="Manual"))
+    document = load(path, "manual.pdf")
+    assert document.title == "Manual"
+    assert "TurboMind serves models." in document.text and "Port 8443." in document.text
+
+
+def test_docx_paragraphs_headings_and_tables(tmp_path: Path) -> None:
+    word = docx.Document()
+    word.add_heading("Deploy Guide", level=1)
+    word.add_paragraph("Freeze deploys on Friday.")
+    word.add_heading("Rollback", level=2)
+    word.add_paragraph("Run deployctl rollback.")
+    table = word.add_table(rows=1, cols=2)
+    table.rows[0].cells[0].text = "port"
+    table.rows[0].cells[1].text = "8443"
+    path = tmp_path / "guide.docx"
+    word.save(str(path))
+    document = load(path, "guide.docx")
+    assert document.title == "Deploy Guide" and document.markdown
+    chunks = split_document(document.text, markdown=True, splitter=RecursiveSplitter(64, 8))
+    assert [c.heading for c in chunks] == ["Deploy Guide", "Deploy Guide > Rollback"]
+    assert "port | 8443" in chunks[1].text
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "reason"),
+    [
+        ("broken.pdf", b"%PDF-1.4\nthis is not a pdf at all", "broken PDF"),
+        ("empty.pdf", minimal_pdf([]), "PDF without extractable text"),
+        ("broken.docx", b"PK\x03\x04 not really a zip", "broken Word document"),
+        ("latin1.txt", "café".encode("latin-1"), "not UTF-8 text"),
+        ("blank.md", b"  \n\n", "empty file"),
+        ("image.png", b"\x89PNG", "unsupported file type .png"),
+        ("bad.json", b"{not json", "invalid JSON at line 1"),
+        ("nothing.jsonl", b'{"other": 1}\n', "no readable record (no text field)"),
+    ],
+)
+def test_broken_files_raise_load_error(tmp_path: Path, name: str, content: bytes, reason) -> None:
+    path = tmp_path / name
+    path.write_bytes(content)
+    with pytest.raises(LoadError, match=reason.replace("(", r"\(").replace(")", r"\)")):
+        load_file(path, name)
+
+
+def test_jsonl_corpus_with_ids_titles_and_bad_records(tmp_path: Path) -> None:
+    path = tmp_path / "corpus.jsonl"
+    path.write_text(
+        "\n".join(
+            [
+                json.dumps({"id": "a1", "title": "Cork", "text": "The city is in Munster."}),
+                "not json",
+                json.dumps({"id": "a2", "text": "No title here."}),
+                json.dumps({"id": "a1", "text": "A repeated id."}),
+                json.dumps({"id": "a3", "title": "Empty", "text": "  "}),
+                "",
+            ]
+        )
+    )
+    result = load_file(path, "data/corpus.jsonl")
+    assert [(d.source, d.title) for d in result.documents] == [
+        ("data/corpus.jsonl#a1", "Cork"),
+        ("data/corpus.jsonl#a2", "a2"),
+    ]
+    # The title is the heading of every chunk of the record: a passage keeps its subject.
+    chunks = split_document(
+        result.documents[0].text, markdown=True, splitter=RecursiveSplitter(64, 8)
+    )
+    assert [(c.heading, c.text) for c in chunks] == [("Cork", "The city is in Munster.")]
+    assert [(f.source, f.reason) for f in result.failed] == [
+        ("data/corpus.jsonl#line 2", "not a JSON object"),
+        ("data/corpus.jsonl#a1", "repeated id (line 4)"),
+        ("data/corpus.jsonl#line 5", "no text field"),
+    ]
+
+
+def test_field_mapping_reads_other_shapes(tmp_path: Path) -> None:
+    path = tmp_path / "faq.json"
+    path.write_text(json.dumps({"data": [{"qid": 7, "question": "Q?", "answer": "A."}]}))
+    fields = CorpusFields(id=("qid",), title=("question",), text=("answer",))
+    [document] = load_file(path, "faq.json", fields).documents
+    assert (document.source, document.title) == ("faq.json#7", "Q?")
+
+
+def test_the_shared_benchmark_corpora_load() -> None:
+    seed = SHARED_DATA / "seedbench" / "corpus.jsonl"
+    musique = SHARED_DATA / "musique" / "musique_train_corpus.json"
+    if not (seed.exists() and musique.exists()):
+        pytest.skip("shared data not present")
+    seeds = load_file(seed, "corpus.jsonl")
+    assert len(seeds.documents) == 279 and not seeds.failed
+    assert seeds.documents[0].source == "corpus.jsonl#0"
+    passages = load_file(musique, "musique.json")
+    assert len(passages.documents) == 1890 and not passages.failed
+    assert passages.documents[0].title == "Journal of Mathematical Physics"
+
+
+def test_source_ids_and_prefixes(tmp_path: Path) -> None:
+    root = tmp_path / "kb"
+    (root / "sub").mkdir(parents=True)
+    (root / "sub" / "a.md").write_text("# A\n")
+    (root / ".hidden.md").write_text("# H\n")
+    assert [s for _, s in discover([root])] == ["kb/sub/a.md"]
+    assert source_prefix(root) == "kb/"
+    assert source_prefix(root / "sub" / "a.md") == "a.md"

@@ -1,0 +1,176 @@
+"""Slack and Telegram end to end: signed events / webhook updates through the real bolt and PTB
+code, the durable queue and worker, the assistant (with a scripted answer source) and back out to
+the fake platform servers — one threaded, streamed answer per question, however often it came."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from slack_bolt.request.async_request import AsyncBoltRequest
+from starlette.applications import Starlette
+
+from adapters.chat.slack import SlackAdapter
+from adapters.chat.telegram import SECRET_HEADER, TelegramAdapter
+from adapters.state import RedisStateStore
+from adapters.state.redis_queue import RedisEventQueue
+from bot.assistant import TacitAssistant
+from bot.conversation_state import ConversationState
+from bot.queue import EventIngest, Worker
+from bot.settings import ConversationSettings
+from tests.fakes.fake_slack import BOT_USER_ID, TEAM_ID, FakeSlack, event_body, form_body, sign
+from tests.fakes.fake_telegram import GROUP, TOKEN, FakeTelegram, text_update
+from tests.fakes.scripted_answerer import ScriptedAnswerer
+
+QUESTION = "how do I roll back a deploy?"
+ANSWER = "Run deployctl rollback --to previous, then watch the error rate [1]."
+SECRET = "signing-secret"
+HOOK_SECRET = "hook-secret"
+
+
+@pytest.fixture(scope="module")
+def slack() -> Iterator[FakeSlack]:
+    with FakeSlack() as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def telegram() -> Iterator[FakeTelegram]:
+    with FakeTelegram() as server:
+        yield server
+
+
+@pytest.fixture
+async def store(tmp_path: Path) -> AsyncIterator[RedisStateStore]:
+    state = await RedisStateStore.embedded(tmp_path / "state.rdb")
+    yield state
+    await state.aclose()
+
+
+@pytest.fixture
+def assistant(store: RedisStateStore) -> TacitAssistant:
+    state = ConversationState(store, ConversationSettings(mode="mention"), default_kb="default")
+    return TacitAssistant(state, ScriptedAnswerer({QUESTION: ANSWER}, delay=0.02))
+
+
+async def until(check: Callable[[], Any], within: float = 10.0) -> None:
+    deadline = asyncio.get_running_loop().time() + within
+    while not check():
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError("timed out waiting")
+        await asyncio.sleep(0.02)
+
+
+@contextlib.asynccontextmanager
+async def serving(worker: Worker) -> AsyncIterator[None]:
+    task = asyncio.create_task(worker.run())
+    try:
+        yield
+    finally:
+        await worker.stop(drain_timeout=5)
+        await task
+
+
+async def drained(store: RedisStateStore) -> None:
+    for _ in range(200):
+        depth = await RedisEventQueue(store).depth()
+        if depth.waiting == 0 and depth.pending == 0:
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError("the queue did not drain")
+
+
+async def test_slack_mention_retried_and_doubled_gets_one_streamed_answer_and_feedback(
+    slack: FakeSlack, store: RedisStateStore, assistant: TacitAssistant
+) -> None:
+    queue = RedisEventQueue(store)
+    adapter = SlackAdapter(
+        bot_token="xoxb-test",
+        signing_secret=SECRET,
+        submit=EventIngest(queue).submit,
+        feedback=assistant.record_feedback,
+        api_url=slack.api_url,
+        stream_interval=0.05,
+    )
+
+    async def dispatch(body: str, form: bool = False) -> int:
+        headers = sign(body, SECRET)
+        headers["content-type"] = (
+            "application/x-www-form-urlencoded" if form else "application/json"
+        )
+        if not form:
+            headers["x-slack-retry-num"] = "1"
+        response = await adapter.app.async_dispatch(AsyncBoltRequest(body=body, headers=headers))
+        return response.status
+
+    ts, channel = "1700001000.000100", "C0E2E"
+    text = f"<@{BOT_USER_ID}> {QUESTION}"
+    message = {"type": "message", "channel": channel, "channel_type": "channel", "user": "U7"}
+    message |= {"text": text, "ts": ts}
+    mention = {k: v for k, v in message.items() if k != "channel_type"} | {"type": "app_mention"}
+    chatter = message | {"text": "lunch anyone?", "ts": "1700001001.000200"}
+    async with serving(Worker(queue, assistant, {"slack": adapter.deliver}, poll=0.05)):
+        assert await dispatch(event_body(mention, event_id="EvA")) == 200
+        assert await dispatch(event_body(message, event_id="EvB")) == 200
+        assert await dispatch(event_body(mention, event_id="EvA")) == 200  # Slack's retry
+        assert await dispatch(event_body(chatter, event_id="EvC")) == 200
+        await until(lambda: any(m.blocks for m in slack.thread(channel, ts)))
+        await drained(store)
+
+    [answer] = slack.thread(channel, ts)
+    assert answer.text.startswith(ANSWER) and answer.edits >= 1
+    assert slack.thread(channel, "1700001001.000200") == [], "chatter: silence"
+    decisions = await assistant.state.decisions("slack", TEAM_ID, channel)
+    assert len(decisions) == 2, "one decision for the question, one for the chatter"
+
+    trace_id = answer.blocks[-1]["elements"][0]["value"]  # type: ignore[index]
+    click = {
+        "type": "block_actions",
+        "team": {"id": TEAM_ID},
+        "user": {"id": "U7"},
+        "channel": {"id": channel},
+        "trigger_id": "t",
+        "actions": [{"type": "button", "action_id": "tacit_feedback_up", "value": trace_id}],
+    }
+    assert await dispatch(form_body({"payload": click}), form=True) == 200
+    summary = await assistant.state.feedback_summary("slack", TEAM_ID, channel)
+    assert summary["helpful"] == 1
+
+
+async def test_telegram_update_delivered_twice_gets_one_reply(
+    telegram: FakeTelegram, store: RedisStateStore, assistant: TacitAssistant
+) -> None:
+    queue = RedisEventQueue(store)
+    adapter = TelegramAdapter(
+        bot_token=TOKEN,
+        submit=EventIngest(queue).submit,
+        feedback=assistant.record_feedback,
+        mode="webhook",
+        webhook_secret=HOOK_SECRET,
+        api_url=telegram.base_url,
+        edit_interval=0.1,
+    )
+    await adapter.start()
+    transport = httpx.ASGITransport(app=Starlette(routes=adapter.routes()))
+    update = text_update(f"@tacit_bot {QUESTION}", message_id=900)
+    try:
+        async with (
+            httpx.AsyncClient(transport=transport, base_url="http://tacit.test") as http,
+            serving(Worker(queue, assistant, {"telegram": adapter.deliver}, poll=0.05)),
+        ):
+            for _ in range(2):  # Telegram re-sends an update it thinks was not received
+                response = await http.post(
+                    "/telegram/webhook", json=update, headers={SECRET_HEADER: HOOK_SECRET}
+                )
+                assert response.status_code == 200
+            await until(lambda: any(m.markup for m in telegram.replies_to(GROUP["id"], 900)))
+            await drained(store)
+    finally:
+        await adapter.aclose()
+    [reply] = telegram.replies_to(GROUP["id"], 900)
+    assert reply.text.startswith(ANSWER)

@@ -1,0 +1,108 @@
+"""What both chat adapters share: Markdown to mrkdwn/HTML, citation lists, splitting long text,
+and the throttled streaming message."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from adapters.chat.common import RetryLater, StreamingMessage
+from adapters.chat.markup import (
+    slack_citations,
+    split_text,
+    telegram_citations,
+    to_slack_mrkdwn,
+    to_telegram_html,
+)
+from core.answer.events import Citation
+
+
+def test_slack_mrkdwn_escapes_and_converts() -> None:
+    text = "## Steps\nRun **undo** & see [docs](https://x.test/a?b=1) <not a tag>"
+    assert to_slack_mrkdwn(text) == (
+        "*Steps*\nRun *undo* &amp; see <https://x.test/a?b=1|docs> &lt;not a tag&gt;"
+    )
+
+
+def test_telegram_html_escapes_and_converts_only_complete_constructs() -> None:
+    assert to_telegram_html("**bold** `a<b` [d](https://x.test)") == (
+        '<b>bold</b> <code>a&lt;b</code> <a href="https://x.test">d</a>'
+    )
+    # Half-streamed Markdown stays literal (and valid HTML).
+    assert to_telegram_html("Run **kubectl roll") == "Run **kubectl roll"
+
+
+def test_citations_link_urls_and_name_files() -> None:
+    citations = (
+        Citation(1, "faq.md", "Disk full", "…"),
+        Citation(2, "https://wiki.test/x", "Wiki | page", "…"),
+        Citation(3, "notes.md", "", "…"),
+    )
+    assert slack_citations(citations) == (
+        "[1] faq.md — Disk full\n[2] <https://wiki.test/x|Wiki ¦ page>\n[3] notes.md"
+    )
+    assert telegram_citations(citations) == (
+        '[1] faq.md — Disk full\n[2] <a href="https://wiki.test/x">Wiki | page</a>\n[3] notes.md'
+    )
+
+
+def test_split_text_prefers_paragraphs_and_respects_the_limit() -> None:
+    text = "a" * 60 + "\n\n" + "b" * 60 + "\n" + "c" * 150
+    pieces = split_text(text, 100)
+    assert all(len(p) <= 100 for p in pieces)
+    assert pieces[0] == "a" * 60
+    assert "".join(pieces).replace("\n", "") == text.replace("\n", "")
+
+
+class Surface:
+    """A fake platform message recording writes; optionally refusing some with RetryLater."""
+
+    def __init__(self, refusals: int = 0, wait: float = 0.05) -> None:
+        self.writes: list[tuple[str, str, bool]] = []
+        self.refusals = refusals
+        self.wait = wait
+
+    async def _write(self, kind: str, text: str, final: bool) -> None:
+        if self.refusals:
+            self.refusals -= 1
+            raise RetryLater(self.wait)
+        self.writes.append((kind, text, final))
+
+    async def create(self, text: str, final: bool) -> None:
+        await self._write("create", text, final)
+
+    async def edit(self, text: str, final: bool) -> None:
+        await self._write("edit", text, final)
+
+
+async def test_stream_shows_newest_text_and_marks_the_final_version() -> None:
+    surface = Surface()
+    stream = StreamingMessage(surface.create, surface.edit, interval=0.05)
+    for i in range(10):
+        stream.update(f"v{i}")
+        await asyncio.sleep(0.01)
+    await stream.finish("v9")  # the same text as last shown: still written once as final
+    assert surface.writes[0] == ("create", "v0", False)
+    assert surface.writes[-1] == ("edit", "v9", True)
+    assert len(surface.writes) < 10, "intermediate versions were skipped, not queued"
+
+
+async def test_final_version_survives_a_few_refusals_and_fails_after_too_many() -> None:
+    patient = Surface(refusals=2, wait=0.01)
+    stream = StreamingMessage(patient.create, patient.edit, interval=0.01, max_retries=3)
+    await stream.finish("answer")
+    assert patient.writes == [("create", "answer", True)]
+
+    hopeless = Surface(refusals=10, wait=0.01)
+    stream = StreamingMessage(hopeless.create, hopeless.edit, interval=0.01, max_retries=2)
+    with pytest.raises(RetryLater):
+        await stream.finish("answer")
+
+
+async def test_closing_before_any_text_writes_nothing() -> None:
+    surface = Surface()
+    stream = StreamingMessage(surface.create, surface.edit, interval=0.01)
+    stream.update("   ")
+    await stream.aclose()
+    assert surface.writes == [] and not stream.created
