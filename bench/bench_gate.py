@@ -45,7 +45,7 @@ sys.path.insert(0, str(REPO))
 
 from bot.settings import load_settings  # noqa: E402
 from bot.wiring import Services, build_state, open_services  # noqa: E402
-from core.gate.fitting import choose_threshold, confusion, cross_validate  # noqa: E402
+from core.gate.fitting import choose_threshold, cross_validate  # noqa: E402
 from core.gate.gate import Gate  # noqa: E402
 from core.gate.signals import kb_features  # noqa: E402
 from core.models import VectorRecord  # noqa: E402

@@ -276,3 +276,27 @@ async def test_stop_leaves_what_it_could_not_drain_queued(store: RedisStateStore
     await run
     depth = await RedisEventQueue(store).depth()
     assert (depth.waiting, depth.pending) == (1, 1)  # another replica will take it
+
+
+async def test_a_worker_waits_out_a_queue_that_is_down_and_resumes(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    answerer = ScriptedAnswerer({QUESTION: ANSWER})
+    platform = Platform()
+    # Redis down: the first takes fail (StoreUnavailable), then it is back.
+    store = RedisStateStore.from_url("redis://127.0.0.1:1/0", socket_timeout=0.2, retries=0)
+    real = await RedisStateStore.embedded(tmp_path / "state.rdb")
+    try:
+        down = worker(store, answerer, platform, "w1")
+        running = asyncio.create_task(down.run())
+        await until(lambda: "queue is unavailable" in caplog.text)
+        assert not running.done()  # it keeps trying, it does not die
+        down.queue = RedisEventQueue(real)  # the store is back (a failover, a restart)
+        down.assistant = assistant_on(real, answerer)
+        await EventIngest(RedisEventQueue(real)).submit(message(1))
+        await until(lambda: platform.finals("1.0"))
+        await down.stop(drain_timeout=5)
+        await running
+    finally:
+        await store.aclose()
+        await real.aclose()

@@ -382,3 +382,24 @@ async def test_indexing_extensions_agree_with_sqlite(tmp_path: Path) -> None:
             assert await exercise(nebula) == expected
         finally:
             await nebula.aclose()
+
+
+async def test_reading_a_complete_space_runs_no_schema_statement(
+    graphd: FakeGraphd, store: NebulaGraphStore
+) -> None:
+    """A replica (or a user without schema rights) reads a space another process made."""
+    graphd.spaces.add("tacit_kb")
+    graphd.fail(r"CREATE ", "PermissionError: No permission to write schema")
+    assert await store.stats("kb") == GraphStats(0, 0, 0, 0)
+    assert graphd.statements(r"CREATE ") == []
+    assert graphd.statements(r"FETCH PROP ON `doc`, `chunk`, `entity`")  # it looked first
+
+
+async def test_reading_a_half_made_space_completes_its_schema(
+    graphd: FakeGraphd, store: NebulaGraphStore
+) -> None:
+    graphd.spaces.add("tacit_kb")
+    graphd.fail(r"LOOKUP ON `doc` YIELD id\(vertex\) AS `v` \| LIMIT 1", "IndexNotFound", times=1)
+    assert await store.stats("kb") == GraphStats(0, 0, 0, 0)
+    assert graphd.statements(r"CREATE TAG INDEX IF NOT EXISTS `doc_by_source`")
+    assert graphd.statements(r"CREATE SPACE") == []  # reads never create a space

@@ -204,6 +204,8 @@ class NebulaConnection:
         Idempotent (every statement is IF NOT EXISTS), so replicas racing here agree.
         """
         with self.admin() as session:
+            if not create and self._visible(session, ngql.schema_probes(space)):
+                return  # complete already: a user without schema rights can still read
             if create:
                 statement = ngql.create_space(
                     space, partitions=self._partitions, replicas=self._replicas
@@ -219,15 +221,22 @@ class NebulaConnection:
                 self.run(session, statement)
             self._poll(session, probes, f"the schema of space {space}")
 
+    @staticmethod
+    def _failure(session: Any, probes: list[Statement]) -> str | None:
+        """The first probe's error, or None when graphd sees everything they name."""
+        for probe in probes:
+            result = session.execute_parameter(probe.text, None)
+            if not result.is_succeeded():
+                return text(result.error_msg())
+        return None
+
+    def _visible(self, session: Any, probes: list[Statement]) -> bool:
+        return self._failure(session, probes) is None
+
     def _poll(self, session: Any, probes: list[Statement], what: str) -> None:
         deadline = time.monotonic() + self._schema_timeout
         while True:
-            failure = None
-            for probe in probes:
-                result = session.execute_parameter(probe.text, None)
-                if not result.is_succeeded():
-                    failure = text(result.error_msg())
-                    break
+            failure = self._failure(session, probes)
             if failure is None:
                 return
             if time.monotonic() >= deadline:

@@ -18,9 +18,12 @@ from core.gate.features import CUE_NAMES
 
 FIT_VERSION = 1
 KNN_K = 10  # neighbours averaged per class; 10 beat 1, 3 and 5 in cross-validation
+# Temperature of the soft nearest-neighbour score: at 0.05 the few closest examples dominate
+# while every example still counts; it added about half a point of F1 to the top-k means.
+KERNEL_TAU = 0.05
 KB_FEATURES: tuple[str, ...] = ("chunk_max", "chunk_mean", "chunk_term_overlap")
 GRAPH_FEATURES: tuple[str, ...] = ("entity_max", "relation_max")
-EXAMPLE_FEATURES: tuple[str, ...] = ("good_max", "bad_max", "good_mean", "bad_mean")
+EXAMPLE_FEATURES: tuple[str, ...] = ("good_max", "bad_max", "good_mean", "bad_mean", "good_kernel")
 
 Matrix = npt.NDArray[np.float64]
 
@@ -35,24 +38,33 @@ def example_features(
     labels: npt.NDArray[np.int8],
     *,
     k: int = KNN_K,
+    tau: float = KERNEL_TAU,
 ) -> Matrix:
     """Per row of `similarities` (message × example), the nearest answerable and
-    non-answerable examples: best and mean of the best k, per class.
+    non-answerable examples: best and mean of the best k, per class; and a soft vote, the log
+    ratio of the mean kernel weight exp(similarity / tau) of answerable to non-answerable
+    examples (a kernel density ratio: positive when the message sits among answerable ones).
 
     A class with no examples contributes zeros (a fit always has both classes).
     """
     rows = similarities.shape[0]
     columns: list[Matrix] = []
+    log_density: list[Matrix] = []
     for label in (1, 0):
         part = np.asarray(similarities[:, labels == label], dtype=np.float64)
         if part.shape[1] == 0:
             columns.extend([np.zeros(rows), np.zeros(rows)])
+            log_density.append(np.zeros(rows))
             continue
         top = min(k, part.shape[1])
         best = np.partition(part, part.shape[1] - top, axis=1)[:, -top:]
         columns.extend([best.max(axis=1), best.mean(axis=1)])
+        scaled = part / tau
+        peak = scaled.max(axis=1)
+        log_density.append(peak + np.log(np.exp(scaled - peak[:, None]).mean(axis=1)))
     good_max, good_mean, bad_max, bad_mean = columns
-    return np.stack([good_max, bad_max, good_mean, bad_mean], axis=1)
+    kernel = log_density[0] - log_density[1]
+    return np.stack([good_max, bad_max, good_mean, bad_mean, kernel], axis=1)
 
 
 def encode_matrix(matrix: npt.NDArray[np.floating[Any]]) -> dict[str, Any]:
