@@ -112,7 +112,7 @@ async def run_case(case: str, corpus: str, home: Path, embedder_kind: str, limit
         extractor = LoopNERExtractor(llm, variant="base", max_loops=1)  # type: ignore[arg-type]
     indexer = Indexer(graph, vectors, embedder, IndexOptions(), extractor=extractor, llm=llm)  # type: ignore[arg-type]
     spent = {"vector_store": 0.0, "embedder": 0.0}
-    _time_calls(vectors, ("upsert", "delete", "count"), spent, "vector_store")
+    _time_calls(vectors, ("ensure", "upsert", "delete", "count"), spent, "vector_store")
     _time_calls(embedder, ("embed",), spent, "embedder")
     rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     started = time.perf_counter()

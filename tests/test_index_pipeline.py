@@ -238,3 +238,15 @@ async def test_chunk_only_indexing_has_no_extractor(stores, docs: Path) -> None:
     assert report.extractor == "none" and report.communities is None
     assert report.totals is not None and report.totals.entities == 0
     assert await vectors.count("chunks", KB) == report.totals.chunks == 2
+
+
+async def test_switching_extractor_extracts_unchanged_documents_again(stores, docs: Path) -> None:
+    graph, vectors = stores
+    await Indexer(graph, vectors, HashEmbedder()).index(KB, [docs])
+    nlp = Indexer(graph, vectors, HashEmbedder(), extractor=NLPExtractor())
+    report = await nlp.index(KB, [docs])
+    assert (report.documents_indexed, report.documents_skipped) == (2, 0)
+    assert report.totals is not None and report.totals.entities > 0
+    again = await nlp.index(KB, [docs])
+    assert (again.documents_indexed, again.documents_skipped) == (0, 2)
+    assert {d.metadata["extractor"] for d in await graph.get_documents(KB)} == {"nlp"}

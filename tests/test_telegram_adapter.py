@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import logging
 import time
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
@@ -117,6 +118,17 @@ async def post(webhook: httpx.AsyncClient, update: dict[str, Any], secret: str =
 async def test_start_asks_getme(adapter: TelegramAdapter, telegram: FakeTelegram) -> None:
     assert telegram.calls_to("getMe")
     assert adapter.bot.username == BOT["username"]
+
+
+async def test_the_token_never_reaches_the_log(
+    telegram: FakeTelegram, recorder: Recorder, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    adapter = make_adapter(telegram, recorder)
+    await adapter.start()
+    await adapter.aclose()
+    assert "HTTP Request" in caplog.text and "getMe" in caplog.text
+    assert TOKEN not in caplog.text
 
 
 async def test_mention_in_a_group_becomes_an_addressed_message(
@@ -459,3 +471,14 @@ async def test_answers_drain_after_intake_stops(telegram: FakeTelegram, recorder
     await adapter.aclose()
     [reply] = telegram.replies_to(GROUP["id"], int(message.message_id))
     assert reply.text == "still delivered"
+
+
+async def test_markdown_telegram_cannot_parse_is_sent_as_plain_text(
+    adapter: TelegramAdapter, telegram: FakeTelegram
+) -> None:
+    message = incoming()
+    odd = "see `a**b`** now"  # converts to <code>a<b>b</code></b>: refused as HTML
+    await adapter.deliver(message, scripted(TextDelta(odd), FinalReply(odd, (), "t")))
+    [reply] = telegram.replies_to(GROUP["id"], int(message.message_id))
+    assert reply.text == "see ab now"  # the words, without the markup Telegram refused
+    assert reply.parse_mode is None and reply.markup is not None

@@ -27,13 +27,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hmac
+import html
 import logging
 import re
 import warnings
 from collections import OrderedDict
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -79,6 +80,8 @@ from core.conversation import (
 from core.errors import ConfigError
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
+_TAG = re.compile(r"<[^>]+>")
 
 DEFAULT_API_URL = "https://api.telegram.org"
 WEBHOOK_PATH = "/telegram/webhook"
@@ -119,6 +122,7 @@ class TelegramAdapter:
                 "telegram.webhook_secret is required in webhook mode: without it anyone who "
                 "finds the URL can post updates"
             )
+        _hide_token_in_logs(bot_token)
         self._submit = submit
         self._feedback = feedback
         self._mode = mode
@@ -368,6 +372,34 @@ class TelegramAdapter:
             await reply.stop_typing()
 
 
+class _RedactToken(logging.Filter):
+    """The Bot API puts the token in every URL, and httpx logs URLs (at INFO): hide it."""
+
+    def __init__(self, token: str) -> None:
+        super().__init__()
+        self.token = token
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.args, tuple) and any(self.token in str(a) for a in record.args):
+            record.args = tuple(
+                str(a).replace(self.token, "<bot-token>") if self.token in str(a) else a
+                for a in record.args
+            )
+        if isinstance(record.msg, str) and self.token in record.msg:
+            record.msg = record.msg.replace(self.token, "<bot-token>")
+        return True
+
+
+def _hide_token_in_logs(token: str) -> None:
+    # A filter acts only on records made by its own logger (not on those its children pass up),
+    # so it goes on every logger PTB and httpx made; PTB makes them all when imported.
+    names = [n for n in logging.root.manager.loggerDict if n.startswith(("telegram", "http"))]
+    for name in {*names, "httpx", "httpcore"}:
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, _RedactToken) and f.token == token for f in logger.filters):
+            logger.addFilter(_RedactToken(token))
+
+
 def _seconds(exc: RetryAfter) -> float:
     # PTB 22 gives int seconds and warns that a later major version gives a timedelta.
     with warnings.catch_warnings():
@@ -378,6 +410,18 @@ def _seconds(exc: RetryAfter) -> float:
 
 def _retry_later(exc: RetryAfter) -> RetryLater:
     return RetryLater(_seconds(exc))
+
+
+async def _html_or_plain(call: Callable[[str, str | None], Awaitable[T]], html_text: str) -> T:
+    """Send as HTML; should Telegram not parse it (an answer's odd Markdown, converted), send
+    the same words as plain text rather than fail the answer."""
+    try:
+        return await call(html_text, ParseMode.HTML)
+    except BadRequest as exc:
+        if "parse entities" not in str(exc).lower():
+            raise
+        log.info("telegram: HTML refused (%s); sending plain text", exc)
+        return await call(html.unescape(_TAG.sub("", html_text)), None)
 
 
 def _feedback_keyboard(trace_id: str) -> InlineKeyboardMarkup | None:
@@ -433,27 +477,23 @@ class _TelegramReply:
                 await self._stream.finish(to_telegram_html(event.text))
 
     async def _final(self, reply: FinalReply) -> None:
-        pieces = [to_telegram_html(p) for p in split_text(reply.text, _PIECE)] or [""]
+        pieces = [to_telegram_html(p) for p in split_text(reply.text.strip(), _PIECE)]
         sources = telegram_citations(reply.citations)
+        if not pieces and not sources:  # nothing to say (Telegram refuses empty messages)
+            await self._stream.aclose()
+            return
         if sources:
             pieces.append(f"{CITATIONS_MARK}\n{sources}")
             # The sources join the last piece when they fit (limits count text, not HTML tags).
             if len(pieces) > 1 and len(pieces[-2]) + len(pieces[-1]) + 2 <= _TEXT_LIMIT:
-                last = pieces.pop()
-                pieces[-1] = f"{pieces[-1]}\n\n{last}" if pieces[-1] else last
+                listed = pieces.pop()
+                pieces[-1] = f"{pieces[-1]}\n\n{listed}"
         markup = _feedback_keyboard(reply.trace_id)
         self._final_markup = markup if len(pieces) == 1 else None
         await self._stream.finish(pieces[0])
         for index, piece in enumerate(pieces[1:], start=1):
-            await self._bot.send_message(
-                self._chat_id,
-                piece,
-                parse_mode=ParseMode.HTML,
-                message_thread_id=self._topic,
-                reply_parameters=self._reply_parameters(self._sent_id),
-                link_preview_options=LinkPreviewOptions(is_disabled=True),
-                reply_markup=markup if index == len(pieces) - 1 else None,
-            )
+            is_last = index == len(pieces) - 1
+            await self._send_piece(piece, self._sent_id, markup if is_last else None)
 
     def _reply_parameters(self, message_id: int | None) -> ReplyParameters | None:
         if message_id is None:
@@ -463,31 +503,46 @@ class _TelegramReply:
     async def _send(self, text: str, final: bool) -> None:
         await self.stop_typing()
         try:
-            sent = await self._bot.send_message(
-                self._chat_id,
-                text,
-                parse_mode=ParseMode.HTML,
-                message_thread_id=self._topic,
-                reply_parameters=self._reply_parameters(self._reply_to),
-                link_preview_options=LinkPreviewOptions(is_disabled=True),
-                reply_markup=self._final_markup if final else None,
+            sent = await self._send_piece(
+                text, self._reply_to, self._final_markup if final else None
             )
         except RetryAfter as exc:
             raise _retry_later(exc) from None
         self._sent_id = sent.message_id
         self._adapter._remember(self._chat_id, sent.message_id, self._thread)
 
+    async def _send_piece(
+        self, text: str, reply_to: int | None, markup: InlineKeyboardMarkup | None
+    ) -> TelegramMessage:
+        async def send(body: str, parse_mode: str | None) -> TelegramMessage:
+            return await self._bot.send_message(
+                self._chat_id,
+                body,
+                parse_mode=parse_mode,
+                message_thread_id=self._topic,
+                reply_parameters=self._reply_parameters(reply_to),
+                link_preview_options=LinkPreviewOptions(is_disabled=True),
+                reply_markup=markup,
+            )
+
+        return await _html_or_plain(send, text)
+
     async def _edit(self, text: str, final: bool) -> None:
         assert self._sent_id is not None
-        try:
-            await self._bot.edit_message_text(
-                text,
+        sent_id = self._sent_id
+
+        async def edit(body: str, parse_mode: str | None) -> object:
+            return await self._bot.edit_message_text(
+                body,
                 chat_id=self._chat_id,
-                message_id=self._sent_id,
-                parse_mode=ParseMode.HTML,
+                message_id=sent_id,
+                parse_mode=parse_mode,
                 link_preview_options=LinkPreviewOptions(is_disabled=True),
                 reply_markup=self._final_markup if final else None,
             )
+
+        try:
+            await _html_or_plain(edit, text)
         except RetryAfter as exc:
             raise _retry_later(exc) from None
         except BadRequest as exc:

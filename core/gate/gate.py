@@ -91,9 +91,11 @@ class Gate:
     async def decide(
         self, kb: str, message: Message | str, *, addressed: bool = False
     ) -> GateDecision:
-        """The decision for one message. `addressed` is taken from a Message itself."""
+        """The decision for one message. A Message says itself whether it was addressed
+        (a mention, a reply to the bot, a DM); `addressed` is for plain text."""
         if isinstance(message, Message):
-            text, addressed, from_bot = message.text, message.addressed, message.from_bot
+            text, from_bot = message.text, message.from_bot
+            addressed = message.addressed or message.direct
         else:
             text, from_bot = message, False
         language = detect_language(text)

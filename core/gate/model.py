@@ -108,7 +108,11 @@ class GateFit:
         return probabilities
 
     def example_features(self, embeddings: npt.NDArray[np.floating[Any]]) -> Matrix:
-        return example_features(embeddings @ self.examples.T, self.labels)
+        # float32 on both sides (a float64 query would copy every example to float64 first),
+        # and einsum: a few times faster than `@` with a transposed operand for one query.
+        queries = np.asarray(embeddings, dtype=np.float32)
+        similarities = np.einsum("ij,kj->ik", queries, self.examples)
+        return example_features(similarities, self.labels)
 
     def to_json(self) -> dict[str, Any]:
         return {

@@ -203,7 +203,10 @@ class Indexer:
         await self.vectors.ensure(self.embedder.dim)
 
         files = list(discover(list(paths)))
-        known = {d.source: d.content_hash for d in await self.graph.get_documents(kb)}
+        documents = await self.graph.get_documents(kb)
+        known = {d.source: d.content_hash for d in documents}
+        # A document extracted another way (say chunks only, now nlp) is done again.
+        extracted_by = {d.source: d.metadata.get("extractor", "none") for d in documents}
         seen: set[str] = set()
         unreadable: set[str] = set()
         progress.start(len(files))
@@ -222,7 +225,8 @@ class Indexer:
             for document in loaded.documents:
                 seen.add(document.source)
                 previous = known.get(document.source)
-                if previous and previous == document.content_hash:
+                same_extractor = extracted_by.get(document.source) == report.extractor
+                if previous and previous == document.content_hash and same_extractor:
                     report.documents_skipped += 1
                     continue
                 pending = self._split(document)
@@ -303,7 +307,7 @@ class Indexer:
                 title=item.document.title,
                 content_hash="",  # recorded at the end of the batch: see the module docstring
                 chunk_count=len(item.chunks),
-                metadata=item.document.metadata,
+                metadata={**item.document.metadata, "extractor": report.extractor},
             )
             removed = await self.graph.put_document(kb, record, item.chunks)
             pending.add_report(removed)

@@ -3,7 +3,8 @@
 It answers getMe (PTB's `initialize`), sendMessage, editMessageText, sendChatAction,
 deleteMessage, answerCallbackQuery, setWebhook, deleteWebhook and getUpdates (serving updates
 queued with `push_update`), keeps the messages the bot sent, records every call, and fails on
-demand — a 429 with `retry_after`, as Telegram's flood control sends it:
+demand — a 429 with `retry_after`, as Telegram's flood control sends it. HTML messages are
+checked roughly as Telegram does (known tags, properly nested):
 
     with FakeTelegram() as telegram:
         telegram.script("editMessageText", Failure(429, retry_after=1))
@@ -19,6 +20,7 @@ import itertools
 import time
 from collections import deque
 from dataclasses import dataclass, field
+from html.parser import HTMLParser
 from typing import Any
 
 from starlette.requests import Request
@@ -114,6 +116,8 @@ class FakeTelegram(LoopbackServer):
         text = str(params.get("text", ""))
         if not text:
             return _error(400, "Bad Request: message text is empty")
+        if params.get("parse_mode") == "HTML" and (problem := _html_error(text)):
+            return _error(400, f"Bad Request: can't parse entities: {problem}")
         if len(text) > 4096 + text.count("<") * 16:  # markup is not counted; a rough allowance
             return _error(400, "Bad Request: message is too long")
         reply = params.get("reply_parameters") or {}
@@ -139,6 +143,8 @@ class FakeTelegram(LoopbackServer):
             if message is None or message.deleted:
                 return _error(400, "Bad Request: message to edit not found")
             text = str(params.get("text", ""))
+            if params.get("parse_mode") == "HTML" and (problem := _html_error(text)):
+                return _error(400, f"Bad Request: can't parse entities: {problem}")
             markup = params.get("reply_markup")
             if text == message.text and markup == message.markup:
                 return _error(400, "Bad Request: message is not modified")
@@ -180,6 +186,36 @@ class FakeTelegram(LoopbackServer):
             if ready or time.monotonic() >= deadline:
                 return JSONResponse({"ok": True, "result": ready})
             await asyncio.sleep(0.02)
+
+
+_ENTITY_TAGS = {"b", "strong", "i", "em", "u", "ins", "s", "strike", "del", "a", "code", "pre"}
+
+
+class _EntityParser(HTMLParser):
+    """Telegram's HTML check, roughly: known tags only, properly nested."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.open: list[str] = []
+        self.error: str | None = None
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag not in _ENTITY_TAGS:
+            self.error = self.error or f'unsupported start tag "{tag}"'
+        self.open.append(tag)
+
+    def handle_endtag(self, tag: str) -> None:
+        if not self.open or self.open.pop() != tag:
+            self.error = self.error or f'unexpected end tag "{tag}"'
+
+
+def _html_error(text: str) -> str | None:
+    parser = _EntityParser()
+    parser.feed(text)
+    parser.close()
+    if parser.error is None and parser.open:
+        parser.error = f'unclosed start tag "{parser.open[-1]}"'
+    return parser.error
 
 
 def _error(status: int, description: str, retry_after: int | None = None) -> JSONResponse:
