@@ -32,6 +32,8 @@ from core.ports import EventQueue
 
 logger = logging.getLogger(__name__)
 
+_CANCEL_WAIT_S = 5.0  # how long stop() waits for a cancelled task to end
+
 # How a platform puts the assistant's events in front of people. It must consume the stream to
 # its end (that is what records the decision) and must accept an empty stream (a duplicate).
 Deliver = Callable[[Message, AsyncIterator[ReplyEvent]], Awaitable[None]]
@@ -99,6 +101,7 @@ class Worker:
         self._wake = asyncio.Event()
         self._runner: asyncio.Task[Any] | None = None
         self._heartbeat: asyncio.Task[None] | None = None
+        self._heartbeat_done = asyncio.Event()
 
     @property
     def in_flight(self) -> int:
@@ -151,11 +154,16 @@ class Worker:
         for task in unfinished:
             task.cancel()
         if unfinished:
-            await asyncio.gather(*unfinished, return_exceptions=True)
+            # Bounded: a cancellation that lands inside a Redis call can be swallowed there
+            # (redis-py turns it into a timeout), leaving the task running on.
+            await asyncio.wait(unfinished, timeout=_CANCEL_WAIT_S)
             logger.warning("%d answer(s) left to other replicas at shutdown", len(unfinished))
         if self._heartbeat is not None:
-            self._heartbeat.cancel()
-            await asyncio.gather(self._heartbeat, return_exceptions=True)
+            # Stopped by an event, never cancelled mid-command, for the same reason.
+            self._heartbeat_done.set()
+            _, late = await asyncio.wait({self._heartbeat}, timeout=_CANCEL_WAIT_S)
+            for task in late:
+                task.cancel()
             self._heartbeat = None
         return len(unfinished)
 
@@ -228,9 +236,13 @@ class Worker:
         """Restart the idle time of the entries being answered, so that a slow answer (an
         iterative LLM loop) is not reclaimed and answered twice by another replica."""
         interval = max(0.02, self.reclaim_idle / 3)
-        while True:
-            await asyncio.sleep(interval)
+        while not self._heartbeat_done.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._heartbeat_done.wait(), interval)
+                return
             working = list(self._in_flight.values())
+            if not working:
+                continue
             try:
                 await self.queue.keep(self.consumer, working)
             except TacitError as exc:

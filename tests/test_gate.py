@@ -356,3 +356,25 @@ async def test_injection_cannot_switch_the_gate_off(fitted) -> None:
     )
     assert plain.action == injected.action == "silent"
     assert injected.stage == "refusal"
+
+
+async def test_an_unreachable_state_store_degrades_to_the_best_chunk_rule(
+    stores, embedder, fitted
+) -> None:
+    vectors, _ = stores
+    # Nothing listens on port 1: every state read fails fast with StoreUnavailable.
+    down = RedisStateStore.from_url("redis://127.0.0.1:1/0", socket_timeout=0.5)
+    try:
+        cold = Gate(embedder=embedder, vectors=vectors, state=down)
+        decision = await cold.decide(KB, "How do I roll back a bad deploy?")
+        assert decision.action == "answer" and decision.stage == "refusal"
+        assert "the gate's fit cannot be read" in decision.reason
+        assert set(decision.scores) == {"chunk_max", "threshold"}
+
+        warm = fitted  # it has loaded the fit once; the store then goes away
+        await warm.decide(KB, "How do I roll back a bad deploy?")
+        warm.state = down
+        decision = await warm.decide(KB, "How do I roll back a bad deploy?")
+        assert "probability" in decision.scores
+    finally:
+        await down.aclose()

@@ -3,6 +3,7 @@ vector store held by another process."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
@@ -221,39 +222,30 @@ def test_a_killed_run_resumes_to_the_same_counts_reusing_llm_work(
     requests_resumed = len(server.chat_requests) - requests_before
     assert requests_resumed == report["llm_calls"]
 
-    clean = subprocess.run(
-        [*command, str(tmp_path / "clean"), *index_args],
-        cwd=REPO, env=env, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
-    assert clean.returncode == 0, clean.stderr
-    clean_report = last_json(clean.stdout)
+    for key, value in env.items():
+        if key.startswith("TACIT_"):
+            monkeypatch.setenv(key, value)
+    code, out, err = run_cli(tmp_path / "clean", *index_args)  # the same run, never killed
+    assert code == 0, err
+    clean_report = last_json(out)
     assert clean_report["llm_calls"] == 24
     assert report["totals"] == clean_report["totals"]
     # No duplicate vectors either: each collection holds what the graph holds.
-    counts = subprocess.run(
-        [sys.executable, "-c", COUNT_VECTORS, str(killed_home), str(tmp_path / "clean")],
-        cwd=REPO, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
-    assert counts.returncode == 0, counts.stderr
-    killed_counts, clean_counts = json.loads(counts.stdout.strip().splitlines()[-1])
+    killed_counts = asyncio.run(count_vectors(killed_home))
+    clean_counts = asyncio.run(count_vectors(tmp_path / "clean"))
     assert killed_counts == clean_counts
     totals = clean_report["totals"]
     assert clean_counts == [totals["chunks"], totals["entities"], totals["relations"]]
 
 
-COUNT_VECTORS = """
-import asyncio, json, sys
-from adapters.vector.milvus_store import MilvusVectorStore
-async def count(home):
-    store = MilvusVectorStore(uri=home + "/milvus.db")
+async def count_vectors(home: Path) -> list[int]:
+    from adapters.vector.milvus_store import MilvusVectorStore
+
+    store = MilvusVectorStore(uri=str(home / "milvus.db"))
     try:
         return [await store.count(c, "ops") for c in ("chunks", "entities", "relations")]
     finally:
         await store.aclose()
-async def main():
-    print(json.dumps([await count(sys.argv[1]), await count(sys.argv[2])]))
-asyncio.run(main())
-"""
 
 
 def test_extraction_settings_per_knowledge_base(

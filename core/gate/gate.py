@@ -23,7 +23,7 @@ from pydantic import BaseModel
 
 import prompts
 from core.conversation import Message
-from core.errors import InputError, LLMBadResponse, LLMError, StoreError
+from core.errors import InputError, LLMBadResponse, LLMError, StoreError, StoreUnavailable
 from core.gate.decision import (
     DECLINE_NOT_A_QUESTION,
     DECLINE_NOT_COVERED,
@@ -240,7 +240,7 @@ class Gate:
         return reply.topic.strip() or "unspecified", ""
 
     async def _refusal(self, kb: str, text: str) -> tuple[dict[str, float], bool, str]:
-        fit = await self.current_fit(kb)
+        fit, missing = await self._usable_fit(kb)
         embedding = await self.embedder.embed([text])
         if fit is None:
             rows = await kb_features(kb, [text], embedding, vectors=self.vectors, use_graph=False)
@@ -253,7 +253,7 @@ class Gate:
                 best >= cut,
                 (
                     f"the knowledge base {verdict} it: best chunk similarity {best:.2f} vs "
-                    f"{cut:.2f} (no fitted gate for this KB)"
+                    f"{cut:.2f} ({missing})"
                 ),
             )
         self._check_compatible(kb, fit)
@@ -293,6 +293,17 @@ class Gate:
                 f"({fit.dim}-d), but {self.embedder.name} ({self.embedder.dim}-d) is configured",
                 hint=f"fit it again: tacit gate fit --kb {kb} --good FILE --bad FILE",
             )
+
+    async def _usable_fit(self, kb: str) -> tuple[GateFit | None, str]:
+        """The fit to score with, or None and why. A state store that cannot be reached does
+        not stop the gate: the fit last loaded is used, or else the best-chunk rule."""
+        try:
+            return await self.current_fit(kb), "no fitted gate for this KB"
+        except StoreUnavailable as exc:
+            cached = self._fits.get(kb)
+            if cached is not None and cached.fit is not None:
+                return cached.fit, ""
+            return None, f"the gate's fit cannot be read: {exc}"
 
     async def current_fit(self, kb: str) -> GateFit | None:
         """The stored fit, reloaded only when its stamp changed (one small read per message)."""
