@@ -14,8 +14,8 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import AsyncIterator, Sequence
-from typing import Annotated, Any, Protocol
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -24,57 +24,18 @@ from bot.queue import Deliver, Worker, default_consumer_name
 from bot.runtime import Runtime, open_runtime
 from bot.server import HttpResults, build_app
 from bot.settings import Settings
-from core.conversation import Message, ReplyEvent
+from bot.wiring import build_chat_adapters
 from core.errors import ConfigError
+
+if TYPE_CHECKING:
+    from adapters.chat.common import ChatAdapter
 
 logger = logging.getLogger("tacit.serve")
 
 
-class PlatformAdapter(Protocol):
-    def routes(self) -> Sequence[Any]: ...
-    async def start(self) -> None: ...
-    async def stop(self) -> None: ...
-    async def deliver(self, message: Message, events: AsyncIterator[ReplyEvent]) -> None: ...
-
-
-def platform_adapters(config: Settings, runtime: Runtime) -> dict[str, PlatformAdapter]:
+def platform_adapters(config: Settings, runtime: Runtime) -> dict[str, ChatAdapter]:
     """The chat platforms that have a bot token configured."""
-    adapters: dict[str, PlatformAdapter] = {}
-    submit, feedback = runtime.ingest.submit, runtime.assistant.record_feedback
-    if config.slack.configured:
-        from adapters.chat.slack import SlackAdapter
-
-        slack = config.slack
-        adapters["slack"] = SlackAdapter(
-            bot_token=slack.bot_token.get_secret_value(),
-            submit=submit,
-            feedback=feedback,
-            signing_secret=slack.signing_secret.get_secret_value(),
-            app_token=slack.app_token.get_secret_value() if slack.mode == "socket" else "",
-            api_url=slack.api_url,
-            bot_user_id=slack.bot_user_id,
-            stream_interval=slack.stream_interval,
-            max_retries=slack.max_retries,
-            slash_command=slack.slash_command,
-        )
-    if config.telegram.configured:
-        from adapters.chat.telegram import TelegramAdapter
-
-        telegram = config.telegram
-        adapters["telegram"] = TelegramAdapter(
-            bot_token=telegram.bot_token.get_secret_value(),
-            submit=submit,
-            feedback=feedback,
-            mode=telegram.mode,
-            webhook_secret=telegram.webhook_secret.get_secret_value(),
-            webhook_url=telegram.webhook_url or "",
-            api_url=telegram.api_url,
-            edit_interval=telegram.edit_interval,
-            typing_interval=telegram.typing_interval,
-            concurrent_updates=telegram.concurrent_updates,
-            max_retries=telegram.max_retries,
-        )
-    return adapters
+    return build_chat_adapters(config, runtime.ingest.submit, runtime.assistant.record_feedback)
 
 
 class Service:
@@ -115,7 +76,7 @@ class Service:
     async def lifespan(self, _app: Any) -> AsyncIterator[None]:
         await self.runtime.store.ping()  # fail fast (StoreUnavailable) before listening
         worker = asyncio.create_task(self.worker.run(), name="tacit-worker")
-        started: list[PlatformAdapter] = []
+        started: list[ChatAdapter] = []
         try:
             for name, adapter in self.platforms.items():
                 await adapter.start()
@@ -129,6 +90,10 @@ class Service:
                     await adapter.stop()
             self.left_pending = await self.worker.stop(self.config.server.drain_timeout)
             await asyncio.gather(worker, return_exceptions=True)
+            # Only now, with nothing left to deliver, close the platforms' clients.
+            for adapter in self.platforms.values():
+                with contextlib.suppress(Exception):
+                    await adapter.aclose()
 
 
 def _server(config: Any) -> Any:
