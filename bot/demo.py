@@ -39,7 +39,7 @@ async def run_demo(settings: Settings, *, echo: bool, out: Console, err: Console
             err.print(
                 f"[dim]indexing the demo knowledge base into {settings.home} …[/]", markup=True
             )
-        report = await services.indexer().index(DEMO_KB, [demo_kb_path()])
+        report = await services.indexer(DEMO_KB).index(DEMO_KB, [demo_kb_path()])
         result["index"] = report.as_dict()
         if echo:
             out.print(

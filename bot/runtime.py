@@ -54,7 +54,7 @@ class KnowledgeBaseReindexer:
         if lock.locked():
             raise InputError(f"knowledge base {kb} is being re-indexed already")
         async with lock:
-            report = await self.services.indexer().index(kb, sources)
+            report = await self.services.indexer(kb).index(kb, sources)
         return (
             f"Re-indexed {kb}: {report.documents_indexed} document(s) indexed, "
             f"{report.documents_skipped} unchanged, {report.documents_failed} failed, "
