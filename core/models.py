@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -85,6 +86,28 @@ def normalise_name(name: str) -> str:
     text = unicodedata.normalize("NFKC", name).casefold()
     text = text.strip().strip("\"'`“”‘’「」《》")
     return re.sub(r"\s+", " ", text).strip()
+
+
+_KEYWORD_SEPARATORS = re.compile(r"[,，、;；]")
+
+
+def merge_keywords(values: Iterable[str]) -> str:
+    """Keyword lists of several mentions as one: split, trimmed, deduped (case-insensitively).
+
+    Every GraphStore merges a relation's keywords this way when it reads them.
+    """
+    merged: dict[str, str] = {}
+    for value in values:
+        for part in _KEYWORD_SEPARATORS.split(value):
+            word = part.strip()
+            if word:
+                merged.setdefault(word.casefold(), word)
+    return ", ".join(merged.values())
+
+
+def unique_in_order(values: Iterable[str]) -> list[str]:
+    """Distinct values, first occurrence first."""
+    return list(dict.fromkeys(values))
 
 
 @dataclass(frozen=True, slots=True)

@@ -41,7 +41,6 @@ from adapters.graph import nebula_statements as ngql
 from adapters.graph.nebula_connection import NULL, NebulaConnection, Row
 from adapters.graph.nebula_connection import rows as result_rows
 from adapters.graph.nebula_statements import CHUNK, DOC, ENTITY, Statement, vid
-from adapters.graph.sqlite_store import _merge_keywords, _unique
 from core.errors import StoreError
 from core.models import (
     ChunkRecord,
@@ -53,7 +52,9 @@ from core.models import (
     Relation,
     RelationMention,
     Subgraph,
+    merge_keywords,
     normalise_name,
+    unique_in_order,
 )
 
 T = TypeVar("T")
@@ -125,13 +126,13 @@ class NebulaGraphStore:
     async def get_documents(
         self, kb: str, sources: Sequence[str] | None = None
     ) -> list[DocumentRecord]:
-        wanted = None if sources is None else _unique(sources)
+        wanted = None if sources is None else unique_in_order(sources)
         if wanted == []:
             return []
         return await self._read(kb, [], lambda pool: self._get_documents(pool, wanted))
 
     async def get_chunks(self, kb: str, chunk_ids: Sequence[str]) -> list[ChunkRecord]:
-        wanted = _unique(chunk_ids)
+        wanted = unique_in_order(chunk_ids)
         if not wanted:
             return []
         return await self._read(kb, [], lambda pool: self._get_chunks(pool, wanted))
@@ -151,7 +152,7 @@ class NebulaGraphStore:
             await self._write(kb, lambda pool: self._upsert_relations(pool, keyed))
 
     async def get_entities(self, kb: str, names: Sequence[str]) -> list[Entity]:
-        keys = _unique(k for k in map(normalise_name, names) if k)
+        keys = unique_in_order(k for k in map(normalise_name, names) if k)
         if not keys:
             return []
 
@@ -164,7 +165,7 @@ class NebulaGraphStore:
     async def neighbourhood(
         self, kb: str, names: Sequence[str], *, hops: int = 1, limit: int = 200
     ) -> Subgraph:
-        keys = _unique(k for k in map(normalise_name, names) if k)
+        keys = unique_in_order(k for k in map(normalise_name, names) if k)
         empty = Subgraph(entities=(), relations=())
         if not keys or limit <= 0:
             return empty
@@ -403,7 +404,7 @@ class NebulaGraphStore:
         )
 
     def _upsert_entities(self, pool: SessionPool, keyed: list[tuple[str, EntityMention]]) -> None:
-        self._require_chunks(pool, _unique(m.chunk_id for _, m in keyed))
+        self._require_chunks(pool, unique_in_order(m.chunk_id for _, m in keyed))
         wanted: dict[str, tuple[str, str]] = {}
         for key, m in keyed:
             type_ = m.type.strip() or "unknown"
@@ -424,7 +425,7 @@ class NebulaGraphStore:
     def _upsert_relations(
         self, pool: SessionPool, keyed: list[tuple[str, str, RelationMention]]
     ) -> None:
-        self._require_chunks(pool, _unique(m.chunk_id for _, _, m in keyed))
+        self._require_chunks(pool, unique_in_order(m.chunk_id for _, _, m in keyed))
         wanted: dict[str, tuple[str, str]] = {}
         links: dict[tuple[str, str, int], list[Any]] = {}
         pairs: dict[Pair, None] = {}
@@ -488,9 +489,9 @@ class NebulaGraphStore:
         if not pairs:
             return ()
         wanted = set(pairs)
-        sources = _unique(a for a, _ in pairs)
+        sources = unique_in_order(a for a, _ in pairs)
         supports = ngql.relation_supports(
-            [vid(ENTITY, a) for a in sources], _unique(b for _, b in pairs)
+            [vid(ENTITY, a) for a in sources], unique_in_order(b for _, b in pairs)
         )
         rows = self._query(pool, supports)
         keywords: dict[Pair, list[str]] = {}
@@ -508,7 +509,7 @@ class NebulaGraphStore:
             Relation(
                 source=a,
                 target=b,
-                keywords=_merge_keywords(keywords.get((a, b), ())),
+                keywords=merge_keywords(keywords.get((a, b), ())),
                 descriptions=tuple(descriptions.get((a, b), ())),
                 chunk_ids=tuple(chunk_ids.get((a, b), ())),
             )
@@ -553,7 +554,7 @@ class NebulaGraphStore:
             self._nebula.run(pool, ngql.delete_vertices([doc_vid]))
             return DeletionReport()
         chunk_vids = [vid(CHUNK, c) for c in chunk_ids]
-        touched_entities = _unique(
+        touched_entities = unique_in_order(
             r["key"] for r in self._select(pool, ngql.entities_mentioned_by, chunk_vids)
         )
         touched_relations = list(
@@ -568,8 +569,8 @@ class NebulaGraphStore:
         supported: set[Pair] = set()
         if touched_relations:
             statement = ngql.relation_supports(
-                _unique(vid(ENTITY, a) for a, _ in touched_relations),
-                _unique(b for _, b in touched_relations),
+                unique_in_order(vid(ENTITY, a) for a, _ in touched_relations),
+                unique_in_order(b for _, b in touched_relations),
             )
             rows = self._query(pool, statement)
             touched = set(touched_relations)

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import re
 import sqlite3
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -44,7 +43,9 @@ from core.models import (
     Relation,
     RelationMention,
     Subgraph,
+    merge_keywords,
     normalise_name,
+    unique_in_order,
 )
 
 T = TypeVar("T")
@@ -72,27 +73,9 @@ _DEGREE = (
     " + (SELECT count(*) FROM relations r WHERE r.kb = e.kb AND r.tgt_key = e.key)"
 )
 
-_KEYWORD_SEPARATORS = re.compile(r"[,，、;；]")
-
 
 def _json_list(values: Iterable[str]) -> str:
     return json.dumps(list(values), ensure_ascii=False)
-
-
-def _unique(values: Iterable[str]) -> list[str]:
-    """Distinct values, first occurrence first."""
-    return list(dict.fromkeys(values))
-
-
-def _merge_keywords(values: Iterable[str]) -> str:
-    """Keyword lists of several mentions as one: split, trimmed, deduped (case-insensitively)."""
-    merged: dict[str, str] = {}
-    for value in values:
-        for part in _KEYWORD_SEPARATORS.split(value):
-            word = part.strip()
-            if word:
-                merged.setdefault(word.casefold(), word)
-    return ", ".join(merged.values())
 
 
 def _canonical(a: str, b: str) -> tuple[str, str]:
@@ -156,11 +139,11 @@ class SQLiteGraphStore:
     async def get_documents(
         self, kb: str, sources: Sequence[str] | None = None
     ) -> list[DocumentRecord]:
-        wanted = None if sources is None else _unique(sources)
+        wanted = None if sources is None else unique_in_order(sources)
         return await self._call(lambda conn: self._get_documents(conn, kb, wanted))
 
     async def get_chunks(self, kb: str, chunk_ids: Sequence[str]) -> list[ChunkRecord]:
-        wanted = _unique(chunk_ids)
+        wanted = unique_in_order(chunk_ids)
         if not wanted:
             return []
         return await self._call(lambda conn: self._get_chunks(conn, kb, wanted))
@@ -182,7 +165,7 @@ class SQLiteGraphStore:
             await self._call(lambda conn: self._upsert_relations(conn, kb, keyed))
 
     async def get_entities(self, kb: str, names: Sequence[str]) -> list[Entity]:
-        keys = _unique(k for k in map(normalise_name, names) if k)
+        keys = unique_in_order(k for k in map(normalise_name, names) if k)
         if not keys:
             return []
         return await self._call(lambda conn: self._get_entities(conn, kb, keys))
@@ -196,7 +179,7 @@ class SQLiteGraphStore:
         key), so a cut at `limit` keeps the best-connected ones. Relations are those among the
         returned entities.
         """
-        keys = _unique(k for k in map(normalise_name, names) if k)
+        keys = unique_in_order(k for k in map(normalise_name, names) if k)
         if not keys or limit <= 0:
             return Subgraph(entities=(), relations=())
         return await self._call(
@@ -588,7 +571,7 @@ class SQLiteGraphStore:
             Relation(
                 source=src,
                 target=tgt,
-                keywords=_merge_keywords(keywords.get((src, tgt), ())),
+                keywords=merge_keywords(keywords.get((src, tgt), ())),
                 descriptions=tuple(descriptions.get((src, tgt), ())),
                 chunk_ids=tuple(chunk_ids.get((src, tgt), ())),
             )
@@ -649,7 +632,7 @@ class SQLiteGraphStore:
         chunks_json = _json_list(chunk_ids)
         # No DISTINCT in SQL: with it the planner prefers scanning the KB's whole unique index
         # (already in entity_key order) over probing the by-chunk index once per chunk.
-        touched_entities = _unique(
+        touched_entities = unique_in_order(
             row[0]
             for row in conn.execute(
                 f"SELECT entity_key FROM entity_descriptions WHERE kb = ? AND chunk_id IN {_IN}",
