@@ -2,35 +2,13 @@
 
 from __future__ import annotations
 
-import json
-import os
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
-from bot.cli import app
 from core.gate.decision import DECLINE_NOT_COVERED
+from tests.conftest import last_json
 from tests.test_gate import BAD, DOCS, GOOD
-
-
-@pytest.fixture
-def cli(home: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
-    for key in list(os.environ):
-        if key.startswith("TACIT_"):
-            monkeypatch.delenv(key)
-    monkeypatch.chdir(tmp_path)
-    runner = CliRunner()
-
-    def invoke(*args: str) -> tuple[int, str, str]:
-        result = runner.invoke(app, ["--home", str(home), *args])
-        return result.exit_code, result.stdout, result.stderr
-
-    return invoke
-
-
-def last_json(stdout: str) -> dict:
-    return json.loads(stdout.strip().splitlines()[-1])
 
 
 @pytest.fixture

@@ -14,21 +14,20 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-import socket
 import threading
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
-from types import TracebackType
 from typing import Any
 
 import numpy as np
-import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
+
+from tests.fakes.loopback_server import ServedApp
 
 
 @dataclass(frozen=True)
@@ -93,7 +92,7 @@ def fake_vector(text: str, dim: int) -> list[float]:
     return [float(v) for v in values]
 
 
-class FakeOpenAIServer:
+class FakeOpenAIServer(ServedApp):
     """Runs in a background thread with its own event loop; a context manager."""
 
     def __init__(self, *, embedding_dim: int = 8) -> None:
@@ -107,23 +106,22 @@ class FakeOpenAIServer:
         self._chat_script: deque[Script] = deque()
         self._embedding_script: deque[Script] = deque()
         self._stopping = False
-        self._socket: socket.socket | None = None
-        self._server: uvicorn.Server | None = None
-        self._thread: threading.Thread | None = None
-        self._app = Starlette(
-            routes=[
-                Route("/v1/chat/completions", self._chat, methods=["POST"]),
-                Route("/v1/embeddings", self._embeddings, methods=["POST"]),
-            ]
+        super().__init__(
+            Starlette(
+                routes=[
+                    Route("/v1/chat/completions", self._chat, methods=["POST"]),
+                    Route("/v1/embeddings", self._embeddings, methods=["POST"]),
+                ]
+            )
         )
 
     # --- scripting and inspection (test thread) ----------------------------------------------
 
+    name = "fake OpenAI server"
+
     @property
     def base_url(self) -> str:
-        assert self._socket is not None, "the server is not running"
-        host, port = self._socket.getsockname()[:2]
-        return f"http://{host}:{port}/v1"
+        return f"{self.origin}/v1"
 
     def script_chat(self, *behaviours: Script) -> FakeOpenAIServer:
         with self._lock:
@@ -154,47 +152,9 @@ class FakeOpenAIServer:
 
     # --- lifecycle -----------------------------------------------------------------------------
 
-    def start(self) -> FakeOpenAIServer:
-        self._socket = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self._socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self._socket.bind(("127.0.0.1", 0))
-        config = uvicorn.Config(
-            self._app,
-            log_level="warning",
-            lifespan="off",
-            timeout_graceful_shutdown=1,
-        )
-        self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(
-            target=self._server.run, kwargs={"sockets": [self._socket]}, daemon=True
-        )
-        self._thread.start()
-        deadline = time.monotonic() + 10
-        while not self._server.started:
-            if not self._thread.is_alive() or time.monotonic() > deadline:
-                raise RuntimeError("the fake OpenAI server did not start")
-            time.sleep(0.01)
-        return self
-
     def stop(self) -> None:
-        self._stopping = True
-        if self._server is not None:
-            self._server.should_exit = True
-        if self._thread is not None:
-            self._thread.join(timeout=10)
-        if self._socket is not None:
-            self._socket.close()
-
-    def __enter__(self) -> FakeOpenAIServer:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
+        self._stopping = True  # ends scripted delays early, so shutdown is quick
+        super().stop()
 
     # --- request handling (server thread) ------------------------------------------------------
 

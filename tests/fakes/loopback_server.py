@@ -49,43 +49,25 @@ async def decode_params(request: Request) -> dict[str, Any]:
     return params
 
 
-class LoopbackServer:
-    """Start with `with Server() as server:`; `base_url` is `http://127.0.0.1:<port>`."""
+class ServedApp:
+    """An ASGI app served by uvicorn on 127.0.0.1 (a free port) in a background thread.
+
+    Start with `with served:` or `start()`; `origin` is `http://127.0.0.1:<port>`.
+    """
 
     name = "fake server"
 
-    def __init__(self, routes: list[BaseRoute]) -> None:
-        self.calls: list[RecordedCall] = []
-        self.lock = threading.Lock()
-        self._app = Starlette(routes=routes)
+    def __init__(self, app: Any) -> None:
+        self._app = app
         self._socket: socket.socket | None = None
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
 
     @property
-    def base_url(self) -> str:
+    def origin(self) -> str:
         assert self._socket is not None, f"the {self.name} is not running"
         host, port = self._socket.getsockname()[:2]
         return f"http://{host}:{port}"
-
-    def record(self, method: str, params: dict[str, Any], request: Request) -> RecordedCall:
-        call = RecordedCall(method, params, dict(request.headers))
-        with self.lock:
-            self.calls.append(call)
-        return call
-
-    def calls_to(self, method: str) -> list[RecordedCall]:
-        with self.lock:
-            return [c for c in self.calls if c.method == method]
-
-    def wait_for(self, method: str, count: int = 1, timeout: float = 10.0) -> list[RecordedCall]:
-        """Block (in the test thread) until `count` calls to `method` arrived."""
-        deadline = time.monotonic() + timeout
-        while len(calls := self.calls_to(method)) < count:
-            if time.monotonic() > deadline:
-                raise AssertionError(f"{self.name}: {len(calls)} {method} calls, wanted {count}")
-            time.sleep(0.01)
-        return calls
 
     def start(self) -> Self:
         self._socket = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -124,3 +106,35 @@ class LoopbackServer:
         tb: TracebackType | None,
     ) -> None:
         self.stop()
+
+
+class LoopbackServer(ServedApp):
+    """Start with `with Server() as server:`; `base_url` is `http://127.0.0.1:<port>`."""
+
+    def __init__(self, routes: list[BaseRoute]) -> None:
+        super().__init__(Starlette(routes=routes))
+        self.calls: list[RecordedCall] = []
+        self.lock = threading.Lock()
+
+    @property
+    def base_url(self) -> str:
+        return self.origin
+
+    def record(self, method: str, params: dict[str, Any], request: Request) -> RecordedCall:
+        call = RecordedCall(method, params, dict(request.headers))
+        with self.lock:
+            self.calls.append(call)
+        return call
+
+    def calls_to(self, method: str) -> list[RecordedCall]:
+        with self.lock:
+            return [c for c in self.calls if c.method == method]
+
+    def wait_for(self, method: str, count: int = 1, timeout: float = 10.0) -> list[RecordedCall]:
+        """Block (in the test thread) until `count` calls to `method` arrived."""
+        deadline = time.monotonic() + timeout
+        while len(calls := self.calls_to(method)) < count:
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{self.name}: {len(calls)} {method} calls, wanted {count}")
+            time.sleep(0.01)
+        return calls
