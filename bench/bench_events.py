@@ -30,7 +30,6 @@ import json
 import multiprocessing
 import os
 import random
-import socket
 import statistics
 import sys
 import tempfile
@@ -44,7 +43,6 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 import httpx  # noqa: E402
-import uvicorn  # noqa: E402
 from slack_bolt.adapter.starlette.async_handler import AsyncSlackRequestHandler  # noqa: E402
 from slack_bolt.app.async_app import AsyncApp  # noqa: E402
 from slack_sdk.web.async_client import AsyncWebClient  # noqa: E402
@@ -63,37 +61,12 @@ from bot.queue import EventIngest, Worker  # noqa: E402
 from bot.server import build_app  # noqa: E402
 from bot.settings import ConversationSettings  # noqa: E402
 from tests.fakes.fake_slack import BOT_USER_ID, TEAM_ID, FakeSlack, event_body, sign  # noqa: E402
+from tests.fakes.loopback_server import serving  # noqa: E402
 
 DATA = REPO.parent / "shared" / "data" / "refusal"
 RESULTS = REPO / "bench" / "results"
 SECRET = "bench-signing-secret"
 CHANNELS = 10
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-@contextlib.asynccontextmanager
-async def serving(app: Any) -> AsyncIterator[str]:
-    port = free_port()
-    server = uvicorn.Server(
-        uvicorn.Config(
-            app, host="127.0.0.1", port=port, log_level="error", lifespan="on", backlog=4096
-        )
-    )
-    task = asyncio.create_task(server.serve())
-    while not server.started:
-        if task.done():
-            task.result()
-        await asyncio.sleep(0.01)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        await task
 
 
 # -- the burst -----------------------------------------------------------------------------
@@ -214,7 +187,7 @@ async def _baseline(bolt: AsyncApp, requests: list[Any], concurrency: int) -> di
             Route("/healthz", healthz, methods=["GET"]),
         ]
     )
-    async with serving(app) as url:
+    async with serving(app, log_level="error", lifespan="on", backlog=4096) as url:
         return await post_all(url, requests, concurrency)
 
 
@@ -333,7 +306,7 @@ async def tacit(
                 assistant=assistant, state=store, metrics=metrics, ingest=ingest, queue=queue,
                 routes=slack.routes(),
             )  # fmt: skip
-            async with serving(app) as url:
+            async with serving(app, log_level="error", lifespan="on", backlog=4096) as url:
                 started = time.perf_counter()
                 if workers_during_burst:
                     running = asyncio.create_task(worker.run())

@@ -32,26 +32,22 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
 import multiprocessing
 import os
 import platform
 import queue
-import socket
 import statistics
 import sys
 import tempfile
 import time
 import uuid
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-import uvicorn  # noqa: E402
 from slack_bolt.request.async_request import AsyncBoltRequest  # noqa: E402
 from starlette.applications import Starlette  # noqa: E402
 from starlette.requests import Request  # noqa: E402
@@ -67,6 +63,7 @@ from bot.queue import EventIngest, Worker  # noqa: E402
 from bot.settings import ConversationSettings  # noqa: E402
 from core.conversation import Feedback, Message  # noqa: E402
 from tests.fakes.fake_slack import BOT_USER_ID, TEAM_ID, FakeSlack, event_body, sign  # noqa: E402
+from tests.fakes.loopback_server import serving  # noqa: E402
 from tests.fakes.scripted_answerer import ScriptedAnswerer  # noqa: E402
 
 SECRET = "bench-signing-secret"
@@ -170,23 +167,6 @@ async def run_load(url: str, bodies: list[str], concurrency: int) -> dict[str, A
 # --- the servers --------------------------------------------------------------------------
 
 
-@contextlib.asynccontextmanager
-async def serving(app: Any) -> AsyncIterator[str]:
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.bind(("127.0.0.1", 0))
-    config = uvicorn.Config(app, log_level="warning", lifespan="off", access_log=False)
-    server = uvicorn.Server(config)
-    task = asyncio.create_task(server.serve(sockets=[sock]))
-    while not server.started:  # noqa: ASYNC110 (uvicorn offers no event for it)
-        await asyncio.sleep(0.01)
-    try:
-        yield f"http://127.0.0.1:{sock.getsockname()[1]}/slack/events"
-    finally:
-        server.should_exit = True
-        await task
-        sock.close()
-
-
 async def nothing(message: Message) -> None:
     return None
 
@@ -221,7 +201,12 @@ async def bench_floor(bodies: list[str], concurrency: int) -> dict[str, Any]:
         return Response(status_code=200)
 
     progress("floor")
-    async with serving(Starlette(routes=[Route("/slack/events", ok, methods=["POST"])])) as url:
+    async with serving(
+        Starlette(routes=[Route("/slack/events", ok, methods=["POST"])]),
+        lifespan="off",
+        access_log=False,
+    ) as origin:
+        url = f"{origin}/slack/events"
         return summarise("floor", await run_load(url, bodies, concurrency))
 
 
@@ -235,7 +220,10 @@ async def bench_bolt(bodies: list[str], concurrency: int, slack: FakeSlack) -> d
         bot_user_id=BOT_USER_ID,
     )
     progress("bolt")
-    async with serving(Starlette(routes=adapter.routes())) as url:
+    async with serving(
+        Starlette(routes=adapter.routes()), lifespan="off", access_log=False
+    ) as origin:
+        url = f"{origin}/slack/events"
         return summarise("bolt", await run_load(url, bodies, concurrency))
 
 
@@ -287,7 +275,10 @@ async def bench_tacit(
             )
             worker_task = asyncio.create_task(worker.run())
             progress("tacit")
-            async with serving(Starlette(routes=adapter.routes())) as url:
+            async with serving(
+                Starlette(routes=adapter.routes()), lifespan="off", access_log=False
+            ) as origin:
+                url = f"{origin}/slack/events"
                 started = time.perf_counter()
                 load = await run_load(url, bodies, concurrency)
                 progress("tacit: burst sent; draining the queue")

@@ -7,14 +7,12 @@ import asyncio
 import contextlib
 import json
 import logging
-import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-import uvicorn
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
@@ -27,6 +25,7 @@ from bot.metrics import Metrics
 from bot.queue import EventIngest, Worker
 from bot.server import HttpResults, build_app
 from bot.settings import ConversationSettings
+from tests.fakes.loopback_server import serving
 from tests.fakes.scripted_answerer import ScriptedAnswerer
 
 QUESTION = "How do I roll back a deploy?"
@@ -34,28 +33,9 @@ ANSWER = "Run deployctl rollback --to previous [1]."
 TOKEN = "s3cret-api-token-93f1"
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-@contextlib.asynccontextmanager
-async def serving(app: Any) -> AsyncIterator[str]:
-    port = free_port()
-    server = uvicorn.Server(
-        uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on")
-    )
-    task = asyncio.create_task(server.serve())
-    while not server.started:
-        if task.done():
-            task.result()
-        await asyncio.sleep(0.01)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        await task
+def serving_lifespan(app: Any) -> contextlib.AbstractAsyncContextManager[str]:
+    """The app served with its lifespan (startup/shutdown) running, as `tacit serve` does."""
+    return serving(app, lifespan="on")
 
 
 class Stack:
@@ -105,7 +85,7 @@ async def sse(
 
 
 async def test_ask_streams_status_deltas_and_the_answer_over_http(stack: Stack) -> None:
-    async with serving(stack.app()) as url, httpx.AsyncClient(base_url=url) as client:
+    async with serving_lifespan(stack.app()) as url, httpx.AsyncClient(base_url=url) as client:
         events = await sse(client, {"question": QUESTION})
     names = [name for name, _ in events]
     assert names[0] == "status"
@@ -118,7 +98,7 @@ async def test_ask_streams_status_deltas_and_the_answer_over_http(stack: Stack) 
 
 
 async def test_ask_ends_with_a_refusal_when_the_kb_does_not_cover_it(stack: Stack) -> None:
-    async with serving(stack.app()) as url, httpx.AsyncClient(base_url=url) as client:
+    async with serving_lifespan(stack.app()) as url, httpx.AsyncClient(base_url=url) as client:
         events = await sse(client, {"question": "What is the meaning of life?"})
     name, data = events[-1]
     assert name == "refusal" and data["text"] == DECLINE["en"]
@@ -127,7 +107,7 @@ async def test_ask_ends_with_a_refusal_when_the_kb_does_not_cover_it(stack: Stac
 
 
 async def test_a_repeated_idempotency_key_is_answered_once(stack: Stack) -> None:
-    async with serving(stack.app()) as url, httpx.AsyncClient(base_url=url) as client:
+    async with serving_lifespan(stack.app()) as url, httpx.AsyncClient(base_url=url) as client:
         first = await sse(client, {"question": QUESTION}, **{"Idempotency-Key": "abc"})
         again = await sse(client, {"question": QUESTION}, **{"Idempotency-Key": "abc"})
     assert first[-1][0] == "answer"
@@ -136,14 +116,14 @@ async def test_a_repeated_idempotency_key_is_answered_once(stack: Stack) -> None
 
 
 async def test_a_thread_id_continues_the_conversation(stack: Stack) -> None:
-    async with serving(stack.app()) as url, httpx.AsyncClient(base_url=url) as client:
+    async with serving_lifespan(stack.app()) as url, httpx.AsyncClient(base_url=url) as client:
         await sse(client, {"question": QUESTION, "thread": "t-1"})
         await sse(client, {"question": QUESTION, "thread": "t-1"})
     assert len(stack.answerer.calls[-1].history) == 2
 
 
 async def test_bad_requests_are_told_what_is_wrong(stack: Stack) -> None:
-    async with serving(stack.app()) as url, httpx.AsyncClient(base_url=url) as client:
+    async with serving_lifespan(stack.app()) as url, httpx.AsyncClient(base_url=url) as client:
         empty = await client.post("/v1/ask", json={"question": ""})
         not_json = await client.post("/v1/ask", content=b"{nope")
         huge = await client.post("/v1/ask", content=b"x" * 70_000)
@@ -157,7 +137,7 @@ async def test_the_api_token_is_required_and_never_logged(
 ) -> None:
     caplog.set_level(logging.DEBUG)
     async with (
-        serving(stack.app(token=TOKEN)) as url,
+        serving_lifespan(stack.app(token=TOKEN)) as url,
         httpx.AsyncClient(base_url=url) as client,
     ):
         missing = await client.post("/v1/ask", json={"question": QUESTION})
@@ -179,7 +159,7 @@ async def test_the_api_token_is_required_and_never_logged(
 
 
 async def test_feedback_by_trace_id(stack: Stack) -> None:
-    async with serving(stack.app()) as url, httpx.AsyncClient(base_url=url) as client:
+    async with serving_lifespan(stack.app()) as url, httpx.AsyncClient(base_url=url) as client:
         events = await sse(client, {"question": QUESTION, "channel": "oncall"})
         trace_id = events[-1][1]["trace_id"]
         stored = await client.post("/v1/feedback", json={"trace_id": trace_id, "helpful": False})
@@ -202,7 +182,7 @@ async def test_queued_events_are_acknowledged_then_answered_once(stack: Stack) -
         "message_id": "m-1",
         "addressed": True,
     }
-    async with serving(stack.app()) as url, httpx.AsyncClient(base_url=url) as client:
+    async with serving_lifespan(stack.app()) as url, httpx.AsyncClient(base_url=url) as client:
         first = await client.post("/v1/events", json=body)
         retry = await client.post("/v1/events", json=body)  # the sender retried
         assert (first.status_code, retry.status_code) == (202, 202)
@@ -223,7 +203,7 @@ async def test_queued_events_are_acknowledged_then_answered_once(stack: Stack) -
 
 
 async def test_health_and_metrics(stack: Stack) -> None:
-    async with serving(stack.app()) as url, httpx.AsyncClient(base_url=url) as client:
+    async with serving_lifespan(stack.app()) as url, httpx.AsyncClient(base_url=url) as client:
         await sse(client, {"question": QUESTION})
         health = await client.get("/healthz")
         metrics = await client.get("/metrics")
@@ -238,7 +218,7 @@ async def test_health_and_metrics(stack: Stack) -> None:
 async def test_a_state_store_that_is_down_fails_health_and_refuses_to_queue(
     stack: Stack,
 ) -> None:
-    async with serving(stack.app()) as url, httpx.AsyncClient(base_url=url) as client:
+    async with serving_lifespan(stack.app()) as url, httpx.AsyncClient(base_url=url) as client:
         await stack.store.aclose()
         health = await client.get("/healthz")
         queued = await client.post(
@@ -256,7 +236,7 @@ async def test_platform_routes_are_mounted_beside_the_api(stack: Stack) -> None:
 
     routes = [Route("/slack/events", slack_events, methods=["POST"])]
     async with (
-        serving(stack.app(token=TOKEN, routes=routes)) as url,
+        serving_lifespan(stack.app(token=TOKEN, routes=routes)) as url,
         httpx.AsyncClient(base_url=url) as client,
     ):
         # The platform checks its own signatures: the API token does not apply there.

@@ -6,11 +6,13 @@ Subclasses add routes and answer them; tests script failures and read `requests`
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import socket
 import threading
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Self
@@ -47,6 +49,28 @@ async def decode_params(request: Request) -> dict[str, Any]:
             with contextlib.suppress(ValueError):
                 params[key] = json.loads(value)
     return params
+
+
+@contextlib.asynccontextmanager
+async def serving(app: Any, **config: Any) -> AsyncIterator[str]:
+    """Serve an ASGI app with uvicorn in the running event loop on 127.0.0.1 (a free port);
+    yields its origin `http://127.0.0.1:<port>`. `config` goes to uvicorn.Config."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    server = uvicorn.Server(uvicorn.Config(app, **{"log_level": "warning", **config}))
+    task = asyncio.create_task(server.serve(sockets=[sock]))
+    try:
+        while not server.started:
+            if task.done():
+                task.result()  # it failed to start: raise why
+                raise RuntimeError("uvicorn stopped before it started")
+            await asyncio.sleep(0.01)
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+    finally:
+        server.should_exit = True
+        await task
+        sock.close()
 
 
 class ServedApp:
