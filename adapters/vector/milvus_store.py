@@ -282,6 +282,9 @@ class MilvusVectorStore:
         # on a server, another process (the indexer) may create them at any time.
         self._dims: dict[str, int] = {}
         self._dirty: set[str] = set()  # Lite: collections written since their last flush
+        # Held while a flush runs: a read must not search a collection mid-flush, when Lite
+        # can show the rows being moved into sealed segments in neither place.
+        self._flush_lock = asyncio.Lock()
         self._closed = False
 
     @property
@@ -667,10 +670,13 @@ class MilvusVectorStore:
 
     async def _prepare_read(self, name: str) -> MilvusClient:
         client = await self._connect()
-        if name in self._dirty:
+        if name in self._dirty or self._flush_lock.locked():
             # Lite searches unflushed rows by a per-row Python scan; flushing once after a
             # burst of writes moves them into indexed segments (a server needs no flush).
-            await self._flush(client, name)
+            # Concurrent readers wait for that one flush rather than racing it.
+            async with self._flush_lock:
+                if name in self._dirty:
+                    await self._flush(client, name)
         return client
 
     async def _flush(self, client: MilvusClient, name: str) -> None:
