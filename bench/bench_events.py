@@ -220,9 +220,10 @@ async def answer_pipeline(kind: str, home: Path, projects: list[str]) -> AsyncIt
     from adapters.embedders.use import USEEmbedder
     from adapters.graph.sqlite_store import SQLiteGraphStore
     from adapters.vector.milvus_store import MilvusVectorStore
-    from core.answer.service import Answerer
+    from core.answer.pipeline import MultiStageAnswerer, PipelineOptions
     from core.gate.gate import Gate, GateOptions
     from core.index.pipeline import Indexer
+    from core.retrieve.retriever import Retriever
     from tests.fakes.fake_llm import FakeLLM
 
     started = time.perf_counter()
@@ -232,7 +233,15 @@ async def answer_pipeline(kind: str, home: Path, projects: list[str]) -> AsyncIt
     await Indexer(graph, vectors, embedder).index("bench", [DATA / "kb" / p for p in projects])
     llm = FakeLLM()
     llm.script("answer", *(lambda prompt: "按文档第一条操作即可 [1]。" for _ in range(10_000)))
-    answerer = Answerer(embedder=embedder, vectors=vectors, graph=graph, llm=llm)
+    keywords = '{"high_level": ["部署"], "low_level": ["配置"]}'
+    llm.script("keywords", *(keywords for _ in range(10_000)))
+    # Dual-level retrieval and one streamed answer: the event path's cost, not the reasoning's.
+    answerer = MultiStageAnswerer(
+        retriever=Retriever(embedder=embedder, vectors=vectors, graph=graph, llm=llm),
+        embedder=embedder,
+        llm=llm,
+        options=PipelineOptions(stages="dual_level", feedback_rounds=1),
+    )
     gate_store = await RedisStateStore.embedded(home / "gate.rdb")
     gate = Gate(
         embedder=embedder,

@@ -19,6 +19,13 @@ Embedders: `hash` (a bag-of-words hashing embedder, instant: measures Tacit, not
 ones (SQLite graph, Milvus Lite). Corpora: `refusal` (../shared/data/refusal/kb, ~950 md/rst
 files, 9 MB) and `seedbench` (../shared/data/seedbench/corpus.jsonl, 279 records).
 
+Besides wall time: the process's CPU seconds (all threads; the number a busy shared machine
+does not inflate), the seconds spent flushing Milvus Lite after the run (the counts and the
+close; `tacit index` pays them when it closes the store), the texts sent to the embedder and
+those served from the run's memory, and the peak RSS of the run alone and with the flush.
+`--workers N` sets the USE embedder's worker threads (default: one per core), `--index-type`
+the Milvus index (default: the store's own, HNSW for a Lite file).
+
 Prints a Markdown table and writes JSON to bench/results/ (gitignored).
 """
 
@@ -86,7 +93,15 @@ class InstantLLM:
         return None
 
 
-async def run_case(case: str, corpus: str, home: Path, embedder_kind: str, limit: int) -> dict:
+async def run_case(
+    case: str,
+    corpus: str,
+    home: Path,
+    embedder_kind: str,
+    limit: int,
+    workers: int | None,
+    index_type: str | None,
+) -> dict:
     from adapters.graph.sqlite_store import SQLiteGraphStore
     from adapters.vector.milvus_store import MilvusVectorStore
     from core.index.llm_extract import LoopNERExtractor
@@ -95,11 +110,11 @@ async def run_case(case: str, corpus: str, home: Path, embedder_kind: str, limit
 
     paths = _paths(corpus, home, limit)
     graph = SQLiteGraphStore(home / "graph.sqlite")
-    vectors = MilvusVectorStore(uri=str(home / "milvus.db"))
+    vectors = MilvusVectorStore(uri=str(home / "milvus.db"), index_type=index_type)
     if embedder_kind == "use":
         from adapters.embedders.use import USEEmbedder
 
-        embedder: Any = USEEmbedder()
+        embedder: Any = USEEmbedder(workers=workers)
     else:
         from tests.fakes.hash_embedder import HashEmbedder
 
@@ -115,13 +130,20 @@ async def run_case(case: str, corpus: str, home: Path, embedder_kind: str, limit
     _time_calls(vectors, ("ensure", "upsert", "delete", "count"), spent, "vector_store")
     _time_calls(embedder, ("embed",), spent, "embedder")
     rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    cpu_before = _cpu_seconds()
     started = time.perf_counter()
     report = await indexer.index(KB, paths)
     seconds = time.perf_counter() - started
-    during_run = dict(spent)  # the counts below flush Milvus Lite: not part of the run
+    cpu_run = _cpu_seconds() - cpu_before
+    peak_run = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    during_run = dict(spent)
+    # The counts flush Milvus Lite (its write-ahead rows into indexed segments) and closing
+    # finishes that; `tacit index` pays it too when it closes the store, so it is timed apart.
+    started = time.perf_counter()
     counts = {c: await vectors.count(c, KB) for c in ("chunks", "entities", "relations")}
     await vectors.aclose()
     await graph.aclose()
+    flush_seconds = time.perf_counter() - started
     result = report.as_dict()
     result.pop("failed")
     result.update(
@@ -132,6 +154,13 @@ async def run_case(case: str, corpus: str, home: Path, embedder_kind: str, limit
         chunks_per_second=round(report.chunks / seconds, 1) if report.chunks else None,
         ms_per_chunk=round(seconds * 1000 / report.chunks, 2) if report.chunks else None,
         peak_rss_mb=round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
+        peak_rss_run_mb=round(peak_run),
+        cpu_seconds=round(cpu_run, 1),
+        flush_seconds=round(flush_seconds, 2),
+        texts_embedded=indexer.chunk_embedder.texts_embedded
+        + indexer.vector_sync.run_embedder.texts_embedded,
+        texts_reused=indexer.chunk_embedder.texts_reused
+        + indexer.vector_sync.run_embedder.texts_reused,
         vector_store_seconds=round(during_run["vector_store"], 2),
         embedder_seconds=round(during_run["embedder"], 2),
         # Tacit's own time: the run minus the model (embedder) and Milvus Lite's own work.
@@ -148,18 +177,30 @@ async def run_case(case: str, corpus: str, home: Path, embedder_kind: str, limit
 
 
 def _time_calls(target: Any, names: tuple[str, ...], spent: dict[str, float], key: str) -> None:
-    """Add the wall time of the target's async `names` calls to spent[key] (while counts)."""
+    """Add to spent[key] the wall time during which at least one of the target's async `names`
+    calls runs (calls overlap: the indexer keeps two embedder calls in flight)."""
+    active = {"calls": 0, "since": 0.0}
     for name in names:
         original = getattr(target, name)
 
         async def timed(*args: Any, _original: Any = original, **kwargs: Any) -> Any:
-            started = time.perf_counter()
+            if active["calls"] == 0:
+                active["since"] = time.perf_counter()
+            active["calls"] += 1
             try:
                 return await _original(*args, **kwargs)
             finally:
-                spent[key] += time.perf_counter() - started
+                active["calls"] -= 1
+                if active["calls"] == 0:
+                    spent[key] += time.perf_counter() - active["since"]
 
         setattr(target, name, timed)
+
+
+def _cpu_seconds() -> float:
+    """User + system CPU time of this process, all threads (what a shared machine can't fake)."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
 
 
 def _paths(corpus: str, home: Path, limit: int) -> list[Path]:
@@ -181,7 +222,7 @@ def table(results: list[dict[str, Any]]) -> str:
     head = (
         "| corpus | case | embedder | docs indexed/skipped | chunks | entities | relations "
         "| communities | LLM calls | wall s | chunks/s | ms/chunk | embedder s | Milvus s "
-        "| own ms/chunk | peak RSS MB |"
+        "| own ms/chunk | CPU s | flush s | texts embedded / reused | peak RSS MB (run) |"
     )
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for r in results:
@@ -193,7 +234,9 @@ def table(results: list[dict[str, Any]]) -> str:
             f"| {r['communities'] if r['communities'] is not None else '–'} | {r['llm_calls']} "
             f"| {r['wall_seconds']} | {r['chunks_per_second'] or '–'} | {r['ms_per_chunk'] or '–'} "
             f"| {r['embedder_seconds']} | {r['vector_store_seconds']} "
-            f"| {r['own_ms_per_chunk'] or '–'} | {r['peak_rss_mb']} |"
+            f"| {r['own_ms_per_chunk'] or '–'} | {r['cpu_seconds']} | {r['flush_seconds']} "
+            f"| {r['texts_embedded']} / {r['texts_reused']} "
+            f"| {r['peak_rss_mb']} ({r['peak_rss_run_mb']}) |"
         )
     return "\n".join(lines)
 
@@ -204,12 +247,28 @@ def main() -> None:
     parser.add_argument("--cases", default=",".join(CASES))
     parser.add_argument("--embedder", choices=("hash", "use"), default="hash")
     parser.add_argument("--limit", type=int, default=0, help="first N files of a folder corpus")
+    parser.add_argument(
+        "--workers", type=int, default=0, help="USE embedder worker threads (0: one per core)"
+    )
+    parser.add_argument(
+        "--index-type", default="", help="Milvus index type (default: the store's, HNSW in Lite)"
+    )
     parser.add_argument("--out", type=Path, default=REPO / "bench" / "results")
     parser.add_argument("--case-json", nargs=4, help=argparse.SUPPRESS)  # internal: one case
     args = parser.parse_args()
     if args.case_json:
         case, corpus, home, embedder = args.case_json
-        result = asyncio.run(run_case(case, corpus, Path(home), embedder, args.limit))
+        result = asyncio.run(
+            run_case(
+                case,
+                corpus,
+                Path(home),
+                embedder,
+                args.limit,
+                args.workers or None,
+                args.index_type or None,
+            )
+        )
         print(json.dumps(result), flush=True)
         return
 
@@ -223,6 +282,7 @@ def main() -> None:
                 home.mkdir(parents=True, exist_ok=True)
                 command = [
                     sys.executable, __file__, "--limit", str(args.limit),
+                    "--workers", str(args.workers), "--index-type", args.index_type,
                     "--case-json", case, corpus, str(home), args.embedder,
                 ]  # fmt: skip
                 done = subprocess.run(command, capture_output=True, text=True, cwd=REPO)

@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any, Protocol
 
 from bot.conversation_state import ChannelConfig, ConversationState, Decision
-from core.answer.events import AnswerEvent, Delta, Final, Status
+from core.answer.events import AnswerEvent, Delta, Final, Retract, Status
 from core.conversation import (
     Feedback,
     FinalReply,
@@ -59,7 +59,7 @@ Reindex = Callable[[str], Awaitable[str]]  # kb -> a one-line report
 
 
 class AnswerSource(Protocol):
-    """What answers a question from a KB (core.answer.service.Answerer, or issue 4's)."""
+    """What answers a question from a KB (core.answer.pipeline.MultiStageAnswerer, or a fake)."""
 
     def ask(self, kb: str, question: str) -> AsyncIterator[AnswerEvent]: ...
 
@@ -231,13 +231,19 @@ class TacitAssistant:
         history = await self.state.history(message)
         held: Delta | None = None  # the first delta waits until we know it is no refusal
         released = False
+        restart = False  # a Retract came: the next text shown replaces what was streamed
         async for event in self._ask(config.kb, message.text, history):
             if isinstance(event, Status):
                 if addressed:
                     yield Thinking(event.text)
+            elif isinstance(event, Retract):
+                if released:
+                    restart = True
+                held = None
             elif isinstance(event, Delta):
                 if released:
-                    yield TextDelta(event.text)
+                    yield TextDelta(event.text, replace=restart)
+                    restart = False
                 elif held is None:
                     held = event
                 else:
@@ -264,7 +270,7 @@ class TacitAssistant:
                     yield silent_or(DECLINE, answer.reason)
                     return
                 if held is not None and not released:
-                    yield TextDelta(held.text)
+                    yield TextDelta(held.text, replace=restart)
                 await self.state.remember(message, answer.text)
                 await self.state.save_trace(
                     message,
@@ -277,6 +283,8 @@ class TacitAssistant:
                         "sources": [c.source for c in answer.citations],
                         "thread": message.thread,
                         "at": time.time(),
+                        # how the answer was found (stages, evidence, judge rounds, LLM use)
+                        **({"pipeline": answer.trace} if answer.trace else {}),
                     },
                 )
                 await self.state.record(

@@ -87,6 +87,8 @@ def reply_event_data(event: ReplyEvent) -> tuple[str, dict[str, Any]]:
     if isinstance(event, Thinking):
         return "status", {"text": event.text}
     if isinstance(event, TextDelta):
+        if event.replace:  # a better answer replaces what was streamed
+            return "delta", {"text": event.text, "replace": True}
         return "delta", {"text": event.text}
     if isinstance(event, FinalReply):
         return "answer", {

@@ -168,11 +168,41 @@ class IndexSettings(Section):
 
 
 class AnswerSettings(Section):
-    top_k: int = Field(5, ge=1, le=100, description="chunks retrieved per question")
+    top_k: int = Field(5, ge=1, le=100, description="chunks an extractive answer draws on")
     min_score: float = Field(
         0.25, ge=-1, le=1, description="below this best similarity the KB does not cover it"
     )
     evidence_sentences: int = Field(3, ge=1, le=20)
+    stages: Literal["multi", "logic_form", "dual_level"] = Field(
+        "multi", description="logic form then dual-level (multi), or one of them alone"
+    )
+    check: Literal["pre", "post", "none"] = Field(
+        "pre", description="verify the logic form's context (pre) or its answer (post)"
+    )
+    feedback_rounds: int = Field(
+        4, ge=1, le=10, description="answers per question at most; 1 turns the judge off"
+    )
+    feedback_threshold: float = Field(
+        0.8, ge=0, le=1, description="judge scores below this widen the context and retry"
+    )
+    stage_timeout: float = Field(60.0, gt=0, description="seconds per stage before it degrades")
+    follow_ups: bool = Field(True, description="rewrite follow-ups into standalone questions")
+
+
+class RetrievalSettings(Section):
+    """Dual-level (entities and relations) and lexical retrieval; budgets in tokens."""
+
+    entity_top_k: int = Field(40, ge=1, le=500, description="entities per low-level search")
+    relation_top_k: int = Field(40, ge=1, le=500, description="relations per high-level search")
+    entity_threshold: float = Field(0.2, ge=-1, le=1, description="least entity similarity")
+    relation_threshold: float = Field(0.2, ge=-1, le=1, description="least relation similarity")
+    chunk_top_k: int = Field(20, ge=1, le=500, description="chunks by dense and BM25 search")
+    lexical: bool = Field(True, description="also find chunks by BM25 and fuse them")
+    hops: int = Field(1, ge=0, le=3, description="graph hops around matched entities")
+    node_edge_budget: int = Field(8000, ge=0, description="tokens of entities and relations")
+    chunk_budget: int = Field(12000, ge=0, description="tokens of source chunks")
+    expand_low_level: bool = Field(False, description="ablation: search entities with all keys")
+    exact_match: bool = Field(False, description="ablation: exact entity names, not vectors")
 
 
 class GateSettings(Section):
@@ -187,6 +217,14 @@ class GateSettings(Section):
     llm_safety: bool = Field(True, description="ask the LLM for a safety check when one is set")
     unfitted_min_score: float = Field(
         0.25, ge=-1, le=1, description="a KB without a fit: best chunk similarity to answer"
+    )
+    cache_max_rows: int = Field(
+        200_000,
+        ge=0,
+        description="KB vectors the gate keeps in memory per collection (larger: store search)",
+    )
+    cache_check_seconds: float = Field(
+        10.0, ge=0, description="how often the gate checks whether its copy of the KB is stale"
     )
 
 
@@ -307,6 +345,7 @@ class Settings(BaseSettings):
     state: StateSettings = Field(default_factory=StateSettings)
     index: IndexSettings = Field(default_factory=IndexSettings)
     answer: AnswerSettings = Field(default_factory=AnswerSettings)
+    retrieval: RetrievalSettings = Field(default_factory=RetrievalSettings)
     gate: GateSettings = Field(default_factory=GateSettings)
     conversation: ConversationSettings = Field(default_factory=ConversationSettings)
     server: ServerSettings = Field(default_factory=ServerSettings)

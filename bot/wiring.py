@@ -8,10 +8,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from bot.settings import Settings
-from core.answer.service import Answerer, AnswerOptions
+from core.answer.pipeline import MultiStageAnswerer, PipelineOptions
 from core.gate.gate import Gate, GateOptions
+from core.gate.vector_cache import CacheOptions, VectorCache, documents_version
 from core.index.pipeline import Indexer, IndexOptions
 from core.ports import LLM, Embedder, GraphStore, StateStore, VectorStore
+from core.retrieve.retriever import RetrievalOptions, Retriever
 
 if TYPE_CHECKING:
     from adapters.chat.common import ChatAdapter, RecordFeedback, SubmitMessage
@@ -229,17 +231,33 @@ class Services:
         """The indexer for `kb` ([index] with the KB's overrides); `extractor` overrides both."""
         return build_indexer(self, kb or self.settings.kb, extractor)
 
-    def answerer(self) -> Answerer:
-        answer = self.settings.answer
-        return Answerer(
+    def retriever(self) -> Retriever:
+        """Dual-level and lexical retrieval with the [retrieval] settings."""
+        return Retriever(
             embedder=self.embedder,
             vectors=self.vectors,
             graph=self.graph,
             llm=self.llm,
-            options=AnswerOptions(
-                top_k=answer.top_k,
+            options=RetrievalOptions(**self.settings.retrieval.model_dump()),
+        )
+
+    def answerer(self) -> MultiStageAnswerer:
+        """The multi-stage answerer with the [answer] settings."""
+        answer = self.settings.answer
+        return MultiStageAnswerer(
+            retriever=self.retriever(),
+            embedder=self.embedder,
+            llm=self.llm,
+            options=PipelineOptions(
+                stages=answer.stages,
+                check=answer.check,
+                feedback_rounds=answer.feedback_rounds,
+                feedback_threshold=answer.feedback_threshold,
+                stage_timeout=answer.stage_timeout,
+                follow_ups=answer.follow_ups,
                 min_score=answer.min_score,
                 evidence_sentences=answer.evidence_sentences,
+                extractive_chunks=answer.top_k,
                 temperature=self.settings.llm.temperature,
                 max_tokens=self.settings.llm.max_tokens,
             ),
@@ -260,6 +278,15 @@ class Services:
                 llm_intent=gate.llm_intent,
                 llm_safety=gate.llm_safety,
                 unfitted_min_score=gate.unfitted_min_score,
+            ),
+            # The KB's version is its documents' content hashes in the graph store: a cheap
+            # SQLite read, and it also changes when an edit keeps the chunk count.
+            cache=VectorCache(
+                self.vectors,
+                version=documents_version(self.graph),
+                options=CacheOptions(
+                    max_rows=gate.cache_max_rows, check_seconds=gate.cache_check_seconds
+                ),
             ),
         )
 

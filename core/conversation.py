@@ -50,6 +50,8 @@ class Thinking:
 @dataclass(frozen=True, slots=True)
 class TextDelta:
     text: str
+    # True: this text replaces everything streamed so far (a feedback round's better answer)
+    replace: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -159,6 +159,18 @@ class GraphStore(Protocol):
         """Every relation as (source key, target key, weight = number of supporting chunks)."""
         ...
 
+    async def chunk_entities(self, kb: str, chunk_ids: Sequence[str]) -> dict[str, list[str]]:
+        """Keys of the entities each chunk mentions (first seen first); chunks that mention
+        none, or do not exist, are left out. Retrieval hops from a passage to its entities."""
+        ...
+
+    async def community_members(
+        self, kb: str, communities: Sequence[int], *, limit: int = 50
+    ) -> list[Entity]:
+        """Entities of the given communities, best connected first (degree, then key), at most
+        `limit` of them. KGiRAG widens a context with these."""
+        ...
+
     async def set_communities(self, kb: str, communities: Mapping[str, int]) -> None:
         """Store each entity's community (by entity key); entities not named get none."""
         ...
@@ -186,6 +198,16 @@ class VectorStore(Protocol):
         """Nearest records per query vector, best first (cosine similarity)."""
         ...
 
+    async def lexical_search(
+        self, collection: Collection, kb: str, queries: Sequence[str], *, limit: int = 10
+    ) -> list[list[VectorHit]]:
+        """BM25 over the records' text, per query, best first; scores are positive BM25 scores.
+
+        Only "chunks" is searchable this way (another collection is a StoreError); a query with
+        no searchable term has no hits.
+        """
+        ...
+
     async def delete(
         self,
         collection: Collection,
@@ -198,6 +220,14 @@ class VectorStore(Protocol):
         ...
 
     async def count(self, collection: Collection, kb: str) -> int: ...
+
+    async def fetch_vectors(
+        self, collection: Collection, kb: str, *, limit: int | None = None
+    ) -> list[VectorRecord]:
+        """Every record of a KB with its vector (upsert's inverse), read in pages, in no
+        particular order; at most `limit` of them. The gate keeps them in memory to search
+        exactly with one matrix product instead of a store round trip per message."""
+        ...
 
     async def aclose(self) -> None: ...
 

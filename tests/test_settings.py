@@ -82,3 +82,23 @@ def test_secrets_are_masked(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_the_example_config_is_valid() -> None:
     settings = load_settings(REPO / "deploy" / "tacit.example.toml")
     assert settings.llm.model
+
+
+def test_answer_options_defaults_match_the_settings() -> None:
+    from bot.settings import AnswerSettings, RetrievalSettings
+    from core.answer.pipeline import PipelineOptions
+    from core.retrieve.retriever import RetrievalOptions
+
+    answer, pipeline = AnswerSettings(), PipelineOptions()
+    for name in (
+        "stages",
+        "check",
+        "feedback_rounds",
+        "feedback_threshold",
+        "stage_timeout",
+        "follow_ups",
+    ):
+        assert getattr(answer, name) == getattr(pipeline, name), name
+    retrieval, options = RetrievalSettings(), RetrievalOptions()
+    for name, value in retrieval.model_dump().items():
+        assert getattr(options, name) == value, name

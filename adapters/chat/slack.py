@@ -330,7 +330,7 @@ class _SlackReply:
         if isinstance(event, Thinking):
             await self._thinking(event.text)
         elif isinstance(event, TextDelta):
-            self._answer += event.text
+            self._answer = event.text if event.replace else self._answer + event.text
             self._stream.update(to_slack_mrkdwn(self._answer))
         elif isinstance(event, FinalReply):
             text, self._final_blocks = _final_message(event)

@@ -465,7 +465,7 @@ class _TelegramReply:
             if self._typing is None and not self._stream.created:
                 self._typing = asyncio.create_task(self._keep_typing(), name="telegram-typing")
         elif isinstance(event, TextDelta):
-            self._answer += event.text
+            self._answer = event.text if event.replace else self._answer + event.text
             shown = self._answer if len(self._answer) <= _PIECE else self._answer[:_PIECE] + " …"
             self._stream.update(to_telegram_html(shown))
         elif isinstance(event, FinalReply):

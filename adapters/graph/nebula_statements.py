@@ -336,6 +336,24 @@ def neighbours(frontier: Sequence[str], limit: int) -> Statement:
     )
 
 
+def chunk_mentions(chunk_vids: Sequence[str]) -> Statement:
+    """(chunk id, entity key, seq) of every mention by these chunks."""
+    return Statement(
+        "MATCH (c:`chunk`)-[m:`mentions`]->(e:`entity`) WHERE id(c) IN $vids"
+        " RETURN c.`chunk`.`id` AS `chunk_id`, e.`entity`.`key` AS `key`, m.`seq` AS `seq`",
+        {"vids": list(chunk_vids)},
+    )
+
+
+def community_members(communities: Sequence[int]) -> Statement:
+    """Keys of the entities in these communities (the entity tag's index lets MATCH scan)."""
+    return Statement(
+        "MATCH (e:`entity`) WHERE e.`entity`.`community` IN $communities"
+        " RETURN e.`entity`.`key` AS `key`",
+        {"communities": [int(c) for c in communities]},
+    )
+
+
 def relations_among(vids: Sequence[str]) -> Statement:
     return Statement(
         "MATCH (a:`entity`)-[:`related`]->(b:`entity`) WHERE id(a) IN $vids AND id(b) IN $vids"

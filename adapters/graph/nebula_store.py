@@ -189,6 +189,28 @@ class NebulaGraphStore:
 
         return await self._read(kb, [], work)
 
+    async def chunk_entities(self, kb: str, chunk_ids: Sequence[str]) -> dict[str, list[str]]:
+        wanted = unique_in_order(chunk_ids)
+        if not wanted:
+            return {}
+
+        def work(pool: SessionPool) -> dict[str, list[str]]:
+            rows = self._select(pool, ngql.chunk_mentions, [vid(CHUNK, c) for c in wanted])
+            found: dict[str, dict[str, None]] = {}
+            for row in sorted(rows, key=lambda r: r["seq"]):
+                found.setdefault(row["chunk_id"], {})[row["key"]] = None
+            return {c: list(found[c]) for c in wanted if c in found}
+
+        return await self._read(kb, {}, work)
+
+    async def community_members(
+        self, kb: str, communities: Sequence[int], *, limit: int = 50
+    ) -> list[Entity]:
+        wanted = sorted({int(c) for c in communities})
+        if not wanted or limit <= 0:
+            return []
+        return await self._read(kb, [], lambda pool: self._community_members(pool, wanted, limit))
+
     async def set_communities(self, kb: str, communities: Mapping[str, int]) -> None:
         wanted = dict(communities)
         await self._change(kb, lambda pool: self._set_communities(pool, wanted))
@@ -515,6 +537,21 @@ class NebulaGraphStore:
             )
             for a, b in pairs
         )
+
+    def _community_members(
+        self, pool: SessionPool, communities: list[int], limit: int
+    ) -> list[Entity]:
+        keys = sorted({r["key"] for r in self._query(pool, ngql.community_members(communities))})
+        if not keys:
+            return []
+        # Ranked here: nGQL cannot order by a degree it has to count over another pattern.
+        degree = {
+            r["key"]: int(r["degree"])
+            for r in self._select(pool, ngql.degrees, [vid(ENTITY, k) for k in keys])
+        }
+        best = sorted(keys, key=lambda k: (-degree.get(k, 0), k))[:limit]
+        found = self._load_entities(pool, best)
+        return [found[k] for k in best if k in found]
 
     def _neighbourhood(self, pool: SessionPool, keys: list[str], hops: int, limit: int) -> Subgraph:
         existing = {

@@ -204,6 +204,31 @@ class SQLiteGraphStore:
         )
         return await self._call(lambda conn: [tuple(r) for r in conn.execute(sql, (kb,))])
 
+    async def chunk_entities(self, kb: str, chunk_ids: Sequence[str]) -> dict[str, list[str]]:
+        wanted = unique_in_order(chunk_ids)
+        if not wanted:
+            return {}
+        sql = (
+            "SELECT chunk_id, entity_key FROM entity_descriptions"
+            f" WHERE kb = ? AND chunk_id IN {_IN} ORDER BY id"
+        )
+
+        def work(conn: sqlite3.Connection) -> dict[str, list[str]]:
+            found: dict[str, dict[str, None]] = {}
+            for chunk_id, key in conn.execute(sql, (kb, _json_list(wanted))):
+                found.setdefault(chunk_id, {})[key] = None
+            return {c: list(found[c]) for c in wanted if c in found}
+
+        return await self._call(work)
+
+    async def community_members(
+        self, kb: str, communities: Sequence[int], *, limit: int = 50
+    ) -> list[Entity]:
+        wanted = sorted({int(c) for c in communities})
+        if not wanted or limit <= 0:
+            return []
+        return await self._call(lambda conn: self._community_members(conn, kb, wanted, limit))
+
     async def set_communities(self, kb: str, communities: Mapping[str, int]) -> None:
         rows = sorted((community, kb, key) for key, community in communities.items())
         await self._call(lambda conn: self._set_communities(conn, kb, rows))
@@ -700,6 +725,23 @@ class SQLiteGraphStore:
             changed_entity_keys=tuple(sorted(held)),
             changed_relation_keys=tuple(sorted(supported)),
         )
+
+    def _community_members(
+        self, conn: sqlite3.Connection, kb: str, communities: list[int], limit: int
+    ) -> list[Entity]:
+        # No index on community: the KB's entity rows are scanned (~3 ms at 30k entities);
+        # this runs only when a feedback round widens a context.
+        with _transaction(conn, write=False):
+            keys = [
+                row[0]
+                for row in conn.execute(
+                    f"SELECT e.key FROM entities e WHERE e.kb = ? AND e.community IN {_IN}"
+                    f" ORDER BY {_DEGREE} DESC, e.key LIMIT ?",
+                    (kb, json.dumps(communities), limit),
+                )
+            ]
+            found = self._load_entities(conn, kb, keys)
+        return [found[key] for key in keys if key in found]
 
     def _set_communities(
         self, conn: sqlite3.Connection, kb: str, rows: list[tuple[int, str, str]]

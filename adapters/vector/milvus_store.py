@@ -67,6 +67,19 @@ _PUNCTUATION = list(".,;:!?'\"()[]{}<>-_/\\|@#$%^&*+=~`") + list(
     "，。！？；：、“”‘’（）《》〈〉【】「」『』…—·～"
 )
 
+# Function words: BM25's idf discounts them but does not silence them, and in a question ("Who
+# was the director of …") they outnumber the terms that matter. Measured on the HotpotQA dev
+# set's pooled paragraphs, dropping them lifted BM25 recall@5 by 1.5–6 points. The list is
+# explicit because Lite ignores Milvus's "_english_" shorthand (and its stemmer filter).
+_ENGLISH_FUNCTION_WORDS = (
+    "a an the and or but if of in on at to for by with from into onto about as than then "
+    "is are was were be been being am do does did has have had having will would shall should "
+    "can could may might must it its it's this that these those there here who whom whose "
+    "which what when where why how i you he she we they me him her us them my your his our "
+    "their not no so such also too very just only any some each both all s t"
+)
+_FUNCTION_WORDS = [*_ENGLISH_FUNCTION_WORDS.split(), *"的了是在和与及或也都就而吗呢吧啊呀么"]
+
 # jieba segments Chinese into words and English on spaces and punctuation, so one analyzer
 # serves the zh+en KBs Tacit is built for. Milvus servers ship jieba; Lite needs the `jieba`
 # package. The standard analyzer splits on non-word characters only: a run of Chinese
@@ -74,7 +87,7 @@ _PUNCTUATION = list(".,;:!?'\"()[]{}<>-_/\\|@#$%^&*+=~`") + list(
 # "lowercase" is a no-op in Lite (its jieba analyzer lower-cases already) and needed on a server.
 DEFAULT_ANALYZER: dict[str, Any] = {
     "tokenizer": "jieba",
-    "filter": ["lowercase", {"type": "stop", "stop_words": _PUNCTUATION}],
+    "filter": ["lowercase", {"type": "stop", "stop_words": _PUNCTUATION + _FUNCTION_WORDS}],
 }
 
 # Build and search parameters of the index types this adapter knows.
@@ -91,6 +104,8 @@ UPSERT_BATCH_ROWS = 1000
 UPSERT_BATCH_BYTES = 16 * 1024 * 1024
 # Deleting by id sends the primary keys in the request; keep each request moderate.
 DELETE_BATCH_IDS = 1000
+# fetch_vectors reads this many rows per page (a page of 512-d vectors is ~2 MB on the wire).
+FETCH_PAGE_ROWS = 1000
 
 _PREFIX = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,200}$")
 
@@ -281,6 +296,7 @@ class MilvusVectorStore:
         # Collections known to exist (and loaded), by name. Missing ones are not remembered:
         # on a server, another process (the indexer) may create them at any time.
         self._dims: dict[str, int] = {}
+        self._inspect_locks: dict[str, asyncio.Lock] = {}
         self._dirty: set[str] = set()  # Lite: collections written since their last flush
         # Held while a flush runs: a read must not search a collection mid-flush, when Lite
         # can show the rows being moved into sealed segments in neither place.
@@ -461,6 +477,26 @@ class MilvusVectorStore:
         )
         return int(rows[0]["count(*)"]) if rows else 0
 
+    async def fetch_vectors(
+        self, collection: Collection, kb: str, *, limit: int | None = None
+    ) -> list[VectorRecord]:
+        name = self.collection_name(collection)
+        if (limit is not None and limit <= 0) or await self._dim(name) is None:
+            return []
+        client = await self._prepare_read(name)
+        rows = await self._call(
+            f"read the vectors of {name}", self._read_pages, client, name, kb, limit
+        )
+        return [
+            VectorRecord(
+                id=str(row["id"]),
+                vector=np.asarray(row["vector"], dtype=np.float32),
+                text=str(row["text"]),
+                source=str(row["source"]),
+            )
+            for row in rows
+        ]
+
     async def aclose(self) -> None:
         if self._closed:
             return
@@ -570,11 +606,16 @@ class MilvusVectorStore:
         """The collection's dimension, or None when it does not exist. Loads it once."""
         if name in self._dims:
             return self._dims[name]
-        client = await self._connect()
-        dim = await self._call(f"check collection {name}", self._inspect, client, name)
-        if dim is not None:
-            self._dims[name] = dim
-        return dim
+        # One inspection per collection at a time: a second load_collection racing the first
+        # puts a Lite collection back into 'loading' under a search already under way.
+        async with self._inspect_locks.setdefault(name, asyncio.Lock()):
+            if name in self._dims:
+                return self._dims[name]
+            client = await self._connect()
+            dim = await self._call(f"check collection {name}", self._inspect, client, name)
+            if dim is not None:
+                self._dims[name] = dim
+            return dim
 
     def _inspect(self, client: MilvusClient, name: str) -> int | None:
         """Sync: the dimension of an existing collection (loading it), None if there is none."""
@@ -599,6 +640,28 @@ class MilvusVectorStore:
             # scans row by row in Python (about 1 s per 20k rows); flushed rows get the index.
             client.flush(name)
         return dim
+
+    @staticmethod
+    def _read_pages(
+        client: MilvusClient, name: str, kb: str, limit: int | None
+    ) -> list[dict[str, Any]]:
+        """Sync: a KB's rows with their vectors, page by page. A query iterator pages by
+        primary key, so neither the 16,384-row cap of one query nor offset paging (which
+        rescans every skipped row) limits how many are read."""
+        iterator = client.query_iterator(
+            name,
+            batch_size=FETCH_PAGE_ROWS,
+            limit=-1 if limit is None else limit,
+            filter=f"kb == {quote(kb)}",
+            output_fields=[*_OUTPUT_FIELDS, "vector"],
+        )
+        rows: list[dict[str, Any]] = []
+        try:
+            while page := iterator.next():
+                rows.extend(page)
+        finally:
+            iterator.close()
+        return rows
 
     def _check_analyzer_available(self, collection: Collection) -> None:
         tokenizer = self._analyzer.get("tokenizer")

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from bot.cli_base import JsonOption, KbOption, app, command, err, kb_name, out, settings
-from core.answer.events import Answer, Delta, Final, Status
+from core.answer.events import Answer, Delta, Final, Retract, Status
 from core.errors import InputError
 from core.gate.decision import GateDecision
 
@@ -22,6 +22,14 @@ async def ask(
     question: Annotated[str, typer.Argument(help="The question, in quotes.")],
     kb: KbOption = None,
     as_json: JsonOption = False,
+    trace: Annotated[
+        bool,
+        typer.Option(
+            "--trace",
+            help="Show how the answer was found: stages, plan, evidence with scores, judge "
+            "rounds, LLM calls, tokens and timings (in --json: a 'trace' key).",
+        ),
+    ] = False,
 ) -> None:
     """Answer a question from a knowledge base, with numbered citations."""
     from bot.wiring import open_services
@@ -41,11 +49,16 @@ async def ask(
         else:
             answer = await stream_answer(services.answerer().ask(name, question), echo=not as_json)
     if as_json:
-        print(
-            json.dumps(
-                {**answer.as_dict(), "kb": name, "gate": decision.as_dict()}, ensure_ascii=False
-            )
-        )
+        data = {**answer.as_dict(include_trace=trace), "kb": name, "gate": decision.as_dict()}
+        if trace and "trace" not in data:  # declined by the gate: the gate's decision is the trace
+            data["trace"] = {
+                "stages": [{"name": "gate", "outcome": "rejected", "detail": decision.as_dict()}]
+            }
+        print(json.dumps(data, ensure_ascii=False))
+    elif trace:
+        out.print("\ntrace:", markup=False)
+        shown = answer.trace or {"stages": [{"name": "gate", **decision.as_dict()}]}
+        out.print(json.dumps(shown, ensure_ascii=False, indent=2), markup=False)
 
 
 async def gate_decision(services: Services, kb: str, question: str) -> GateDecision:
@@ -77,6 +90,9 @@ async def stream_answer(events: Any, *, echo: bool) -> Answer:
     async for event in events:
         if isinstance(event, Status) and echo:
             err.print(f"[dim]… {event.text}[/]", markup=True)
+        elif isinstance(event, Retract) and echo:
+            out.print()
+            err.print(f"[dim]… {event.reason}; revised answer:[/]", markup=True)
         elif isinstance(event, Delta) and echo:
             out.print(event.text, end="", markup=False)
         elif isinstance(event, Final):

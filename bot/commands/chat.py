@@ -102,6 +102,10 @@ async def _converse(events: Any, *, echo: bool) -> dict[str, Any]:
         if isinstance(event, Thinking) and echo:
             err.print(f"[dim]… {event.text}[/]", markup=True)
         elif isinstance(event, TextDelta) and echo:
+            if event.replace and streamed:  # a feedback round's better answer starts over
+                out.print()
+                err.print("[dim]… revised answer:[/]", markup=True)
+                streamed = False
             if not streamed:
                 out.print("tacit> ", end="", markup=False)
             streamed = True

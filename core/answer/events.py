@@ -34,9 +34,10 @@ class Answer:
     language: Language
     mode: AnswerMode
     scores: tuple[float, ...] = field(default=())
+    trace: dict[str, Any] | None = None  # what answering did (core.answer.trace.Trace)
 
-    def as_dict(self) -> dict[str, Any]:
-        return {
+    def as_dict(self, *, include_trace: bool = False) -> dict[str, Any]:
+        data: dict[str, Any] = {
             "question": self.question,
             "answer": self.text,
             "citations": [c.as_dict() for c in self.citations],
@@ -45,6 +46,9 @@ class Answer:
             "language": self.language,
             "mode": self.mode,
         }
+        if include_trace and self.trace is not None:
+            data["trace"] = self.trace
+        return data
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,8 +62,15 @@ class Delta:
 
 
 @dataclass(frozen=True, slots=True)
+class Retract:
+    """The text streamed so far is withdrawn: a better answer follows (a feedback round)."""
+
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
 class Final:
     answer: Answer
 
 
-AnswerEvent = Status | Delta | Final
+AnswerEvent = Status | Delta | Retract | Final

@@ -11,6 +11,7 @@ import math
 import re
 import unicodedata
 from collections import Counter
+from functools import lru_cache
 
 # Terms the vocabulary model learns from: Latin words (identifiers such as `mmdeploy` or
 # `onnxruntime` are whole words), and Chinese characters with their bigrams — Chinese has no
@@ -93,5 +94,11 @@ def overlap(message_terms: Counter[str], passage: str) -> float:
     wanted = {t for t in message_terms if not (len(t) == 1 and _CJK_CHAR.match(t))}
     if not wanted:
         return 0.0
-    have = set(terms(passage))
-    return len(wanted & have) / len(wanted)
+    return len(wanted & passage_terms(passage)) / len(wanted)
+
+
+@lru_cache(maxsize=4096)
+def passage_terms(passage: str) -> frozenset[str]:
+    """The terms of a KB passage, remembered: the same best passages come back message after
+    message, and splitting one into terms costs more than the rest of the overlap."""
+    return frozenset(terms(passage))

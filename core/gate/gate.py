@@ -37,6 +37,7 @@ from core.gate.features import normalise, text_cues
 from core.gate.model import GateFit, Matrix
 from core.gate.signals import has_graph_vectors, kb_features
 from core.gate.store import fit_stamp, load_fit, save_fit
+from core.gate.vector_cache import CacheOptions, VectorCache
 from core.ports import LLM, Embedder, StateStore, VectorStore
 from core.text import Language, detect_language
 
@@ -78,9 +79,14 @@ class Gate:
         state: StateStore,
         llm: LLM | None = None,
         options: GateOptions | None = None,
+        cache: VectorCache | None = None,
     ) -> None:
         self.embedder = embedder
         self.vectors = vectors
+        # Every KB search of the gate goes through the in-memory copy of the KB's vectors
+        # (see core.gate.vector_cache for how it stays fresh); a KB too large for it is
+        # searched in the store.
+        self.cache = cache or VectorCache(vectors, options=CacheOptions())
         self.state = state
         self.llm = llm
         self.options = options or GateOptions()
@@ -243,7 +249,7 @@ class Gate:
         fit, missing = await self._usable_fit(kb)
         embedding = await self.embedder.embed([text])
         if fit is None:
-            rows = await kb_features(kb, [text], embedding, vectors=self.vectors, use_graph=False)
+            rows = await kb_features(kb, [text], embedding, vectors=self.cache, use_graph=False)
             best = float(rows[0, 0])
             cut = self.options.unfitted_min_score
             scores = {"chunk_max": best, "threshold": cut}
@@ -281,7 +287,7 @@ class Gate:
         fit: GateFit,
     ) -> Matrix:
         kb_rows = await kb_features(
-            kb, texts, embeddings, vectors=self.vectors, use_graph=fit.use_graph
+            kb, texts, embeddings, vectors=self.cache, use_graph=fit.use_graph
         )
         cues = np.asarray([text_cues(t) for t in texts], dtype=np.float64)
         return np.hstack([kb_rows, fit.example_features(embeddings), cues])
@@ -326,6 +332,7 @@ class Gate:
                 f"knowledge base {kb!r} is empty: the gate scores messages against its documents",
                 hint=f"index documents first: tacit index --kb {kb} PATH",
             )
+        self.cache.invalidate(kb)  # a fit reads the KB as it is now, not a copy of a minute ago
         texts = [t.strip()[: self.options.max_chars] for t in (*good, *bad) if t.strip()]
         labels = np.asarray(
             [1] * sum(1 for t in good if t.strip()) + [0] * sum(1 for t in bad if t.strip()),
@@ -333,9 +340,7 @@ class Gate:
         )
         use_graph = await has_graph_vectors(self.vectors, kb)
         embeddings = np.asarray(await self.embedder.embed(texts), dtype=np.float32)
-        kb_rows = await kb_features(
-            kb, texts, embeddings, vectors=self.vectors, use_graph=use_graph
-        )
+        kb_rows = await kb_features(kb, texts, embeddings, vectors=self.cache, use_graph=use_graph)
         return texts, labels, embeddings, kb_rows, use_graph
 
     async def fit(

@@ -4,14 +4,25 @@ each message comes to the KB's chunks (and entities and relations, when the KB h
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
 
 from core.gate.features import overlap, term_counts
 from core.gate.model import Matrix
-from core.ports import VectorStore
+from core.models import Collection, VectorHit
+from core.ports import Vectors, VectorStore
+
+
+class Searcher(Protocol):
+    """What kb_features searches with: the vector store itself, or the gate's in-memory copy
+    of it (core.gate.vector_cache.VectorCache)."""
+
+    async def search(
+        self, collection: Collection, kb: str, vectors: Vectors, *, limit: int = 10
+    ) -> list[list[VectorHit]]: ...
+
 
 CHUNKS_PER_MESSAGE = 5  # the mean of the top five says "many passages are about this"
 OVERLAP_CHUNKS = 3  # term overlap is checked against the best three passages
@@ -28,7 +39,7 @@ async def kb_features(
     texts: Sequence[str],
     embeddings: npt.NDArray[np.floating[Any]],
     *,
-    vectors: VectorStore,
+    vectors: Searcher,
     use_graph: bool,
 ) -> Matrix:
     """One row per message: chunk_max, chunk_mean, chunk_term_overlap

@@ -13,9 +13,9 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from core.errors import LLMError
+from core.index.embedding import RunEmbedder
 from core.models import Collection, DeletionReport, Entity, Relation, VectorRecord, normalise_name
 from core.ports import LLM, Embedder, GraphStore, VectorStore
 from core.text import count_tokens, detect_language
@@ -91,6 +91,7 @@ class GraphVectorSync:
         self.llm = llm
         self.summarize_over_tokens = summarize_over_tokens
         self.embed_batch = embed_batch
+        self.run_embedder = RunEmbedder(embedder, per_call=embed_batch)
         self._slots = asyncio.Semaphore(concurrency)
         # (kb, collection, id) -> the text last embedded by this instance: unchanged texts are
         # not embedded again (a popular entity is touched by every batch of a long run).
@@ -142,17 +143,11 @@ class GraphVectorSync:
         self, kb: str, collection: Collection, rows: Sequence[tuple[str, str]]
     ) -> None:
         rows = [row for row in rows if self._embedded.get((kb, collection, row[0])) != row[1]]
-        # Texts of like length in one batch: a batch is padded to its longest text.
-        rows.sort(key=lambda row: len(row[1]))
         # Each distinct text is embedded once: co-occurrence relations of one sentence share it.
-        texts = list(dict.fromkeys(text for _, text in rows))
-        vectors: dict[str, Any] = {}
-        for start in range(0, len(texts), self.embed_batch):
-            part = texts[start : start + self.embed_batch]
-            matrix = await self.embedder.embed(part)
-            vectors.update(zip(part, matrix, strict=True))
+        matrix = await self.run_embedder.embed([text for _, text in rows])
         records = [
-            VectorRecord(id=record_id, vector=vectors[text], text=text) for record_id, text in rows
+            VectorRecord(id=record_id, vector=vector, text=text)
+            for (record_id, text), vector in zip(rows, matrix, strict=True)
         ]
         # One upsert for all: a vector store call costs far more than a row (Milvus Lite: ~65
         # ms per call of 64 rows against ~1 ms per row), and the adapter batches it itself.

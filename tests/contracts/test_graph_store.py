@@ -668,6 +668,39 @@ async def test_communities_are_stored_per_entity_and_replaced(store: GraphStore,
     assert {e.key: e.community for e in subgraph.entities} == {"redis": 3, "kafka": None}
 
 
+async def test_chunk_entities_lists_what_each_chunk_mentions(
+    store: GraphStore, kb: str, other_kb: str
+) -> None:
+    c1, c2, c3 = await put_doc(store, kb, "a.md", 3)
+    await store.upsert_entities(kb, [ent("Redis", c1, "a store"), ent("Kafka", c2, "a log")])
+    await store.upsert_relations(kb, [rel("Nginx", "Redis", c2, "proxies")])
+    await store.upsert_entities(kb, [ent("Kafka", c1, "again")])
+    found = await store.chunk_entities(kb, [c2, c1, c3, "no such chunk", c1])
+    assert list(found) == [c2, c1]  # requested order; chunks mentioning nothing left out
+    assert found[c1] == ["redis", "kafka"]
+    assert sorted(found[c2]) == ["kafka", "nginx", "redis"]
+    assert await store.chunk_entities(kb, []) == {}
+    assert await store.chunk_entities(other_kb, [c1]) == {}
+    await store.delete_document(kb, "a.md")
+    assert await store.chunk_entities(kb, [c1, c2]) == {}
+
+
+async def test_community_members_best_connected_first(
+    store: GraphStore, kb: str, other_kb: str
+) -> None:
+    await build_chain(store, kb)  # degrees: a 2, b 3, c 2, d 2, e 1, x 1, y 1
+    await store.set_communities(kb, {"a": 0, "b": 0, "x": 0, "y": 0, "c": 1, "d": 1, "e": 2})
+    members = await store.community_members(kb, [0])
+    assert [(e.key, e.degree) for e in members] == [("b", 3), ("a", 2), ("x", 1), ("y", 1)]
+    assert members[0].community == 0 and members[0].chunk_ids  # whole entities
+    assert [e.key for e in await store.community_members(kb, [1, 2], limit=2)] == ["c", "d"]
+    assert [e.key for e in await store.community_members(kb, [0, 2], limit=1)] == ["b"]
+    assert await store.community_members(kb, [7]) == []
+    assert await store.community_members(kb, []) == []
+    assert await store.community_members(kb, [0], limit=0) == []
+    assert await store.community_members(other_kb, [0]) == []
+
+
 async def test_data_survives_reopening(backend: GraphBackend, kb: str) -> None:
     first = await backend.open()
     try:

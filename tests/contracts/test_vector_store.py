@@ -350,6 +350,36 @@ async def test_delete_by_ids_by_source_and_whole_kb(store: MilvusVectorStore) ->
     assert await store.search("chunks", "kb", data[:1]) == [[]]
 
 
+async def test_fetch_vectors_reads_a_whole_kb_in_pages(
+    store: MilvusVectorStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    port: VectorStore = store  # the gate's in-memory search reads through the port
+    monkeypatch.setattr(milvus_store, "FETCH_PAGE_ROWS", 7)  # 4 pages, the last one short
+    data = unit_vectors(26, 40) * 2.5  # stored as given: not normalised by the store
+    await store.upsert("chunks", "kb", records(data[:20], prefix="a", source="doc-a"))
+    await store.upsert("chunks", "kb", records(data[20:25], prefix="b", source="doc-b"))
+    await store.upsert("chunks", "other", records(data[25:], prefix="o"))
+    fetched = await port.fetch_vectors("chunks", "kb")
+    assert sorted(r.id for r in fetched) == sorted(
+        [f"a{i}" for i in range(20)] + [f"b{i}" for i in range(5)]
+    )
+    expected = {f"a{i}": data[i] for i in range(20)} | {f"b{i}": data[20 + i] for i in range(5)}
+    for record in fetched:
+        assert np.asarray(record.vector).shape == (DIM,)
+        assert np.asarray(record.vector) == pytest.approx(expected[record.id], abs=1e-5)
+        assert record.text == f"text {record.id}"
+        assert record.source == ("doc-a" if record.id.startswith("a") else "doc-b")
+    assert len(await port.fetch_vectors("chunks", "kb", limit=10)) == 10
+    assert await port.fetch_vectors("chunks", "kb", limit=0) == []
+    await store.delete("chunks", "kb", source="doc-a")
+    assert sorted(r.id for r in await port.fetch_vectors("chunks", "kb")) == [
+        f"b{i}" for i in range(5)
+    ]
+    assert [r.id for r in await port.fetch_vectors("chunks", "other")] == ["o0"]
+    assert await port.fetch_vectors("entities", "kb") == []
+    assert await port.fetch_vectors("chunks", "no-such-kb") == []
+
+
 @pytest.mark.parametrize("value", HOSTILE, ids=range(len(HOSTILE)))
 async def test_hostile_ids_sources_and_kb_names(store: MilvusVectorStore, value: str) -> None:
     data = unit_vectors(3, 13)
@@ -425,6 +455,25 @@ async def test_concurrent_calls(store: MilvusVectorStore) -> None:
     assert [await store.count("chunks", f"kb{i}") for i in range(4)] == [5] * 4
 
 
+async def test_concurrent_first_reads_of_a_reopened_store(
+    store: MilvusVectorStore, open_store: Callable[..., MilvusVectorStore]
+) -> None:
+    """Searches racing to be the first on a reopened store each load the collections once (a
+    second load under a running search left Lite collections 'loading' or 'released')."""
+    data = unit_vectors(12, 19)
+    for collection in ("chunks", "entities", "relations"):
+        await store.upsert(collection, "kb", records(data))
+    await store.aclose()
+    reopened = open_store()
+    searches = [
+        reopened.search(collection, "kb", data[i : i + 1], limit=2)
+        for i in range(4)
+        for collection in ("chunks", "entities", "relations")
+    ]
+    results = await asyncio.gather(*searches, reopened.lexical_search("chunks", "kb", ["r1"]))
+    assert [hits[0][0].id for hits in results[:-1]] == [f"r{i}" for i in range(4) for _ in range(3)]
+
+
 async def test_bad_vectors_and_kb_names_are_refused(store: MilvusVectorStore) -> None:
     with pytest.raises(StoreError, match="255 bytes"):
         await store.upsert("chunks", "长" * 100, records(unit_vectors(1, 1)))
@@ -481,6 +530,25 @@ async def test_lexical_search_chinese_with_jieba(store: MilvusVectorStore) -> No
     vector_db, graph = await store.lexical_search("chunks", "kb", ["向量数据库", "知识图谱"])
     assert [h.id for h in vector_db][:2] == ["zh-vector", "zh-graph"]
     assert [h.id for h in graph] == ["zh-graph"]
+
+
+async def test_lexical_search_is_part_of_the_port_and_follows_deletes(
+    store: MilvusVectorStore,
+) -> None:
+    port: VectorStore = store  # the retriever calls it through the port
+    await _lexical_fixture(store)
+    await store.upsert(
+        "chunks", "kb", [VectorRecord("fox-b", unit_vectors(1, 20)[0], DOCS["fox"], "b")]
+    )
+    (hits,) = await port.lexical_search("chunks", "kb", ["quick fox"], limit=5)
+    assert {h.id for h in hits} == {"fox", "fox-b"}
+    await port.delete("chunks", "kb", source="b")
+    (hits,) = await port.lexical_search("chunks", "kb", ["quick fox"], limit=5)
+    assert [h.id for h in hits] == ["fox"]
+    await port.delete("chunks", "kb", ids=["fox"])
+    assert await port.lexical_search("chunks", "kb", ["quick fox"]) == [[]]
+    (other,) = await port.lexical_search("chunks", "other", ["quick fox"])
+    assert [h.id for h in other] == ["fox2"]
 
 
 async def test_lexical_search_only_covers_chunks(store: MilvusVectorStore) -> None:

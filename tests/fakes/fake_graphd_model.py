@@ -69,6 +69,8 @@ class GraphModel:
             ngql.degrees([]).text: self._degrees,
             ngql.neighbours([], 1).text: self._neighbours,
             ngql.relations_among([]).text: self._relations_among,
+            ngql.community_members([]).text: self._community_members,
+            ngql.chunk_mentions([]).text: self._chunk_mentions,
             ngql.relation_supports([], []).text: self._relation_supports,
             ngql.entities_mentioned_by([]).text: self._entities_mentioned_by,
             ngql.relations_supported_by([]).text: self._relations_supported_by,
@@ -213,6 +215,19 @@ class GraphModel:
                 links[entities[src]["key"]] += 1
         ranked = sorted(links.items(), key=lambda item: (-item[1], item[0]))[: params["limit"]]
         return Result(("key", "links"), [list(item) for item in ranked])
+
+    def _chunk_mentions(self, space: Space, params: dict[str, Any]) -> Result:
+        chunks = space.tag("chunk")
+        wanted = {chunks[v]["id"] for v in params["vids"] if v in chunks}
+        rows = [
+            [c["id"], e["key"], m["seq"]] for c, e, m in self._mentions(space) if c["id"] in wanted
+        ]
+        return Result(("chunk_id", "key", "seq"), rows)
+
+    def _community_members(self, space: Space, params: dict[str, Any]) -> Result:
+        wanted = set(params["communities"])
+        rows = [[e["key"]] for e in space.tag("entity").values() if e["community"] in wanted]
+        return Result(("key",), rows)
 
     def _relations_among(self, space: Space, params: dict[str, Any]) -> Result:
         wanted, entities = set(params["vids"]), space.tag("entity")

@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
 from core.answer.events import Answer, AnswerEvent, Citation, Delta, Final, Status
-from core.answer.service import NOT_COVERED
+from core.answer.wording import NOT_COVERED
 from core.errors import InputError, TacitError
 from core.models import ChatMessage
 from core.text import detect_language

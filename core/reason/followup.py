@@ -1,0 +1,122 @@
+"""Follow-ups: a question asked in a thread, rewritten to stand alone before retrieval.
+
+"What about its memory limit?" retrieves nothing useful; "What is the Redis cache's memory
+limit?" does. With an LLM, one chat call (prompt "rewrite_followup") over the thread's latest
+turns. Without one — or when the call fails or replies with nothing usable — a heuristic: a
+question that is short and opens with a pronoun or a "what about" gets the key terms of the
+thread's previous user question prepended ("Redis cache: what about its memory limit?"); any
+other question is left as it is, since guessing context into a self-contained question only
+adds noise. An empty history changes nothing and costs no call.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+
+import prompts
+from core.errors import LLMError
+from core.index.nlp_extract import chinese_terms, english_terms
+from core.ports import LLM
+from core.text import Language, detect_language
+
+MAX_TURNS = 6  # the thread's latest turns the rewrite sees
+MAX_TURN_CHARS = 600  # a long answer in the thread is cut: its start says what it was about
+REWRITE_MAX_TOKENS = 200
+KEY_TERMS = 4
+
+# "Short": a follow-up that leans on the thread is a few words, rarely a sentence.
+_SHORT_EN_WORDS = 10
+_SHORT_ZH_CHARS = 20
+_EN_LEADS = re.compile(
+    r"^(?:it|its|it's|this|that|these|those|they|them|their|he|she|his|her|"
+    r"what about|how about|and|also|same|the same|then|so|which one|what else)\b",
+    re.IGNORECASE,
+)
+_ZH_LEADS = (
+    "它",
+    "这",
+    "那",
+    "他",
+    "她",
+    "其",
+    "该",
+    "还有",
+    "另外",
+    "如果",
+    "那么",
+    "同样",
+    "此",
+)
+_ANSWER_LABEL = re.compile(
+    r"^(?:standalone question|question|rewritten|独立问题|问题|改写)\s*[:：]\s*", re.I
+)
+
+
+async def standalone_question(
+    llm: LLM | None, question: str, history: Sequence[tuple[str, str]], language: Language
+) -> str:
+    """`question` rewritten to stand alone, given `history` as (role, text), oldest first."""
+    turns = [(role, text.strip()) for role, text in history if text and text.strip()]
+    if not turns:
+        return question
+    if llm is not None:
+        try:
+            rewritten = await _rewrite(llm, question, turns[-MAX_TURNS:], language)
+        except LLMError:
+            rewritten = ""
+        if rewritten:
+            return rewritten
+    return heuristic_standalone(question, turns)
+
+
+async def _rewrite(
+    llm: LLM, question: str, turns: list[tuple[str, str]], language: Language
+) -> str:
+    prompt = prompts.render(
+        "rewrite_followup",
+        language,
+        turns=[{"role": role, "text": _cut(text)} for role, text in turns],
+        question=json.dumps(question, ensure_ascii=False),
+    )
+    reply = await llm.chat(prompt, max_tokens=REWRITE_MAX_TOKENS)
+    text = _ANSWER_LABEL.sub("", reply.text.strip()).strip().strip("\"'“”「」").strip()
+    # A reply much longer than a question is an answer or an essay, not a rewrite.
+    if not text or len(text) > 4 * len(question) + 200:
+        return ""
+    return text
+
+
+def heuristic_standalone(question: str, turns: Sequence[tuple[str, str]]) -> str:
+    """Without a model: prepend the previous user question's key terms to a short,
+    pronoun-led follow-up; leave anything else unchanged."""
+    text = question.strip()
+    previous = next((t for role, t in reversed(turns) if role == "user" and t != text), None)
+    if previous is None or not _leans_on_thread(text):
+        return question
+    terms = key_terms(previous)
+    if not terms:
+        return question
+    separator = "：" if detect_language(text) == "zh" else ": "
+    return f"{' '.join(terms)}{separator}{text}"
+
+
+def key_terms(text: str) -> list[str]:
+    """The indexer's own term extraction, so the terms match how documents were indexed."""
+    if detect_language(text) == "zh":
+        return chinese_terms(text, KEY_TERMS)
+    return english_terms([text], KEY_TERMS)
+
+
+def _leans_on_thread(text: str) -> bool:
+    if detect_language(text) == "zh":
+        return len(text) <= _SHORT_ZH_CHARS and text.startswith(_ZH_LEADS)
+    return len(text.split()) <= _SHORT_EN_WORDS and bool(_EN_LEADS.match(text))
+
+
+def _cut(text: str) -> str:
+    return text if len(text) <= MAX_TURN_CHARS else text[: MAX_TURN_CHARS - 1] + "…"
+
+
+__all__ = ["heuristic_standalone", "key_terms", "standalone_question"]

@@ -1,0 +1,145 @@
+"""Which chunks the graph points at: the entities' own passages, and the bridges to them.
+
+Measured on HotpotQA (docs/BENCHMARKS.md, "Retrieval (issue 4)"), attaching every source chunk
+of the matched entities and relations made the fused ranking worse than BM25 + dense alone
+(recall@5 0.69 against 0.755): a term's chunks are mostly passages that merely mention it.
+What the graph adds is two precise pointers:
+
+- an entity's *own* passage: a chunk whose heading names the entity (a page or section about
+  it), found among the best BM25 hits of the name: the page titled "Shirley Temple" may never
+  have yielded the entity "shirley temple" itself ("Shirley Temple Black was…"), so the
+  graph's own chunk links would miss it. The matched entities' own passages rank by their
+  match score;
+- the question's own names (its low-level keywords) lead to their pages the same way;
+- a *bridge*: the entities mentioned by the best text-ranked chunks lead to their own passages,
+  the second hop of a multi-hop question ("the director of X" -> X's page names her -> her
+  page). Ranked by the rank of the chunk that mentions them; optionally the pages reached
+  bridge on (a third hop).
+
+Other source chunks are appended only when asked (`source_limit`, feedback rounds widen with
+them), ranked by their similarity to the question.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from core.models import normalise_name
+from core.ports import GraphStore, VectorStore
+from core.retrieve.context import ScoredEntity
+
+_QUALIFIER = re.compile(r"\s*\([^)]*\)\s*$")  # "Kiss and Tell (1945 film)" names "kiss and tell"
+
+
+@dataclass(frozen=True, slots=True)
+class GraphChunks:
+    ranked: list[tuple[str, float]]  # (chunk id, score), best first
+    via: dict[str, tuple[str, ...]]
+
+
+def names_entity(heading: str, key: str) -> bool:
+    """Whether a chunk heading names the entity (case, spacing and a "(qualifier)" aside)."""
+    name = normalise_name(heading)
+    return bool(name) and (name == key or _QUALIFIER.sub("", name) == key)
+
+
+async def own_passages(
+    kb: str, graph: GraphStore, vectors: VectorStore, keys: Sequence[str], *, hits: int
+) -> dict[str, list[str]]:
+    """Entity key -> the chunks whose heading names it, among the `hits` best BM25 hits of the
+    name (one batched search, one chunk read)."""
+    if not keys or hits <= 0:
+        return {}
+    found = await vectors.lexical_search("chunks", kb, list(keys), limit=hits)
+    ids = list(dict.fromkeys(h.id for per_key in found for h in per_key))
+    headings = {c.id: c.heading for c in await graph.get_chunks(kb, ids)} if ids else {}
+    return {
+        key: [h.id for h in per_key if names_entity(headings.get(h.id, ""), key)]
+        for key, per_key in zip(keys, found, strict=True)
+    }
+
+
+async def graph_chunks(
+    kb: str,
+    graph: GraphStore,
+    vectors: VectorStore,
+    *,
+    matched: Sequence[tuple[ScoredEntity, str]],
+    names: Sequence[str],
+    first_hop: Sequence[str],
+    similarity: Mapping[str, float],
+    home_threshold: float,
+    name_score: float,
+    bridge_from: int,
+    bridge_hops: int = 1,
+    home_hits: int = 3,
+    sources: Sequence[tuple[ScoredEntity, str]] = (),
+    source_limit: int = 0,
+) -> GraphChunks:
+    """The graph's ranked chunk list (see the module docstring).
+
+    matched: entities found for the question, each with how (a chunk "via": "entity" for the
+    low level, "relation" for an endpoint of a matched relation); those scoring at least
+    `home_threshold` lead to their own passages. names: the question's low-level keywords,
+    whose own passages (a page titled by the name) score `name_score`. first_hop: chunk ids
+    ranked by text (dense + BM25); the entities of the first `bridge_from` lead to theirs, and
+    for `bridge_hops` > 1 the best of those pages bridge on again (each hop scoring half).
+    sources: (entity, via) whose other chunks may be appended, at most `source_limit` of
+    them, ranked by `similarity`.
+    """
+    scores: dict[str, float] = {}
+    via: dict[str, tuple[str, ...]] = {}
+
+    def put(chunk_id: str, score: float, way: str) -> None:
+        if score > scores.get(chunk_id, -1.0):
+            scores[chunk_id] = score
+        if way not in via.get(chunk_id, ()):
+            via[chunk_id] = (*via.get(chunk_id, ()), way)
+
+    seeds = {m.entity.key: (m.score, way) for m, way in matched if m.score >= home_threshold}
+    named = {k: k for k in (normalise_name(n) for n in names) if k}
+    hop = list(first_hop[:bridge_from])
+    frontier = [(chunk_id, 1.0 / (2 + rank)) for rank, chunk_id in enumerate(hop)]
+    seen = set(hop)
+    for depth in range(max(bridge_hops, 1)):
+        mentioned = await graph.chunk_entities(kb, [c for c, _ in frontier]) if frontier else {}
+        bridge: dict[str, float] = {}
+        for chunk_id, score in frontier:
+            for key in mentioned.get(chunk_id, ()):
+                bridge[key] = max(bridge.get(key, 0.0), score)
+        keys = list(dict.fromkeys([*bridge, *seeds, *named])) if depth == 0 else list(bridge)
+        homes = await own_passages(kb, graph, vectors, keys, hits=home_hits)
+        if depth == 0:
+            for key, (score, way) in seeds.items():
+                for chunk_id in homes.get(key, ()):
+                    put(chunk_id, score, way)
+            for key in named:
+                for chunk_id in homes.get(key, ()):
+                    put(chunk_id, name_score, "entity")
+        reached: dict[str, float] = {}
+        for key, score in bridge.items():
+            for chunk_id in homes.get(key, ()):
+                if chunk_id not in seen:
+                    put(chunk_id, score, "entity")
+                    reached[chunk_id] = max(reached.get(chunk_id, 0.0), score * 0.5)
+        seen.update(reached)
+        frontier = sorted(reached.items(), key=lambda item: -item[1])[:bridge_from]
+
+    ranked = sorted(
+        scores.items(), key=lambda item: (item[1], similarity.get(item[0], -1.0)), reverse=True
+    )
+    if source_limit > 0:
+        taken = set(scores)
+        extra: dict[str, str] = {}
+        for scored, way in sources:
+            for chunk_id in scored.entity.chunk_ids:
+                if chunk_id not in taken:
+                    extra.setdefault(chunk_id, way)
+        best = sorted(extra, key=lambda c: similarity.get(c, -1.0), reverse=True)[:source_limit]
+        floor = min((s for _, s in ranked), default=1.0)
+        for chunk_id in best:
+            ranked.append((chunk_id, floor * 0.5))
+            via[chunk_id] = (extra[chunk_id],)
+    return GraphChunks(ranked=ranked, via=via)

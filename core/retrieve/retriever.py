@@ -1,0 +1,302 @@
+"""The dual-level retriever: graph (entities, relations) and chunks (dense, BM25, graph) fused.
+
+One retrieve() call: the question's keywords (LLM, or NLP terms), one embedding call for the
+question and every keyword, then concurrently the low level (entity vectors -> entities ->
+edges), the high level (relation vectors -> relations -> endpoints), dense chunk search and
+BM25 chunk search. Dense and BM25 are fused into a text ranking; the graph adds a third list
+(core.retrieve.graph_chunks: the matched entities' own passages and the bridges from the best
+text-ranked chunks to the passages of the entities they mention); the three are fused
+(reciprocal rank fusion by default) and everything is cut to its token budget.
+
+Feedback rounds (KGiRAG) call again with widen=k: k more hops, thresholds lowered by
+k * widen_threshold_step, more vector hits, the walked-to neighbours and the members of the
+matched entities' communities added to the context, with their source chunks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
+
+from core.models import VectorHit
+from core.ports import LLM, Embedder, GraphStore, VectorStore
+from core.retrieve.budget import fit_chunks, fit_graph
+from core.retrieve.context import (
+    Keywords,
+    RetrievedContext,
+    ScoredChunk,
+    ScoredEntity,
+    ScoredRelation,
+)
+from core.retrieve.dual_level import HOP_DECAY, NearestSearch, high_level, low_level
+from core.retrieve.fusion import Fusion, fuse
+from core.retrieve.graph_chunks import graph_chunks
+from core.retrieve.keywords import MAX_KEYWORDS, extract_keywords
+
+
+@dataclass(frozen=True, slots=True)
+class RetrievalOptions:
+    """Defaults per issue 4; the bot's settings map onto these fields."""
+
+    entity_top_k: int = 40
+    relation_top_k: int = 40
+    # Cosine similarity floors. Low on purpose (LightRAG uses 0.2): ranking, not the floor,
+    # decides what is kept, and a short keyword is rarely very close to a described entity.
+    entity_threshold: float = 0.2
+    relation_threshold: float = 0.2
+    chunk_top_k: int = 20
+    lexical: bool = True
+    hops: int = 1
+    node_edge_budget: int = 8000  # tokens (core.text.count_tokens)
+    chunk_budget: int = 12000
+    expand_low_level: bool = False  # also search entities with the high-level keywords
+    exact_match: bool = False  # entities by exact normalised name instead of vectors
+    fusion: Fusion = "rrf"
+    dense_weight: float = 1.0
+    lexical_weight: float = 1.0
+    graph_weight: float = 1.5
+    candidate_pool: int = 60  # hits per chunk list before fusion
+    # Graph chunks (core.retrieve.graph_chunks): own passages of entities matching at least
+    # home_threshold, bridges from the entities of the first bridge_from text-ranked chunks,
+    # an own passage looked up among the home_hits best BM25 hits of the entity's name (0: no
+    # lookups, no graph chunks: the plain dual level, as LightRAG's hybrid mode);
+    # source_chunks other source chunks of the matched entities appended (0: none; measured
+    # to hurt on HotpotQA).
+    home_threshold: float = 0.5
+    name_score: float = 0.9  # a page titled by one of the question's names
+    bridge_from: int = 3
+    bridge_hops: int = 1
+    home_hits: int = 3
+    source_chunks: int = 0
+    neighbour_limit: int = 60  # entities reached by walking, beyond the matched ones
+    max_keywords: int = MAX_KEYWORDS
+    widen_threshold_step: float = 0.1
+    community_limit: int = 20  # community members added per feedback round
+
+    def widened(self, widen: int) -> RetrievalOptions:
+        if widen <= 0:
+            return self
+        return replace(
+            self,
+            hops=self.hops + widen,
+            entity_threshold=max(0.0, self.entity_threshold - widen * self.widen_threshold_step),
+            relation_threshold=max(
+                0.0, self.relation_threshold - widen * self.widen_threshold_step
+            ),
+            entity_top_k=self.entity_top_k * (1 + widen),
+            relation_top_k=self.relation_top_k * (1 + widen),
+            neighbour_limit=self.neighbour_limit * (1 + widen),
+        )
+
+
+class Retriever:
+    def __init__(
+        self,
+        *,
+        embedder: Embedder,
+        vectors: VectorStore,
+        graph: GraphStore,
+        llm: LLM | None,
+        options: RetrievalOptions | None = None,
+        nearest: NearestSearch | None = None,
+    ) -> None:
+        """nearest: where dense searches go when not to `vectors` — an in-memory copy of the
+        vectors (core.gate.vector_cache.VectorCache): Milvus Lite scans a collection row by
+        row per search, tens of milliseconds at 30k entities. BM25 always goes to `vectors`."""
+        self.embedder = embedder
+        self.vectors = vectors
+        self.nearest: NearestSearch = vectors if nearest is None else nearest
+        self.graph = graph
+        self.llm = llm
+        self.options = options or RetrievalOptions()
+
+    async def keywords(self, question: str) -> Keywords:
+        """LLM JSON (prompt "keywords"); NLP terms without an LLM or when it fails."""
+        return await extract_keywords(self.llm, question, limit=self.options.max_keywords)
+
+    # --- baselines ---------------------------------------------------------------------------
+
+    async def dense_chunks(self, kb: str, question: str, *, top_k: int) -> list[ScoredChunk]:
+        """The question's embedding against chunk vectors (the baseline)."""
+        query = await self.embedder.embed([question])
+        (hits,) = await self.nearest.search("chunks", kb, query, limit=top_k)
+        return await self._records(
+            kb, [(h.id, h.score) for h in hits], {h.id: ("dense",) for h in hits}
+        )
+
+    async def hybrid_chunks(self, kb: str, question: str, *, top_k: int) -> list[ScoredChunk]:
+        """BM25 and dense fused (the baseline the graph has to beat)."""
+        o = self.options
+        query = await self.embedder.embed([question])
+        dense, lexical = await asyncio.gather(
+            self.nearest.search("chunks", kb, query, limit=max(top_k, o.candidate_pool)),
+            self._lexical(kb, question, max(top_k, o.candidate_pool)),
+        )
+        lists = [_ranked(dense[0]), _ranked(lexical)]
+        fused = fuse(lists, [o.dense_weight, o.lexical_weight], o.fusion)[:top_k]
+        return await self._records(kb, fused, _via(("dense", dense[0]), ("bm25", lexical)))
+
+    # --- the retriever -----------------------------------------------------------------------
+
+    async def retrieve(
+        self, kb: str, question: str, *, keywords: Keywords | None = None, widen: int = 0
+    ) -> RetrievedContext:
+        """Dual-level graph context and fused chunks, within budgets (see the module doc)."""
+        o = self.options.widened(widen)
+        kw = keywords or await self.keywords(question)
+        low_queries = list(kw.low) + (list(kw.high) if o.expand_low_level else [])
+        texts = [question, *low_queries, *kw.high]
+        matrix = await self.embedder.embed(texts)
+        question_vector = matrix[:1]
+        low_vectors = matrix[1 : 1 + len(low_queries)]
+        high_vectors = matrix[1 + len(low_queries) :]
+        pool = max(o.chunk_top_k, o.candidate_pool)
+
+        low, high, dense, lexical = await asyncio.gather(
+            low_level(
+                kb,
+                graph=self.graph,
+                vectors=self.nearest,
+                queries=None if o.exact_match else low_vectors,
+                names=low_queries,
+                exact=o.exact_match,
+                top_k=o.entity_top_k,
+                threshold=o.entity_threshold,
+                hops=o.hops,
+                neighbour_limit=o.neighbour_limit,
+            ),
+            high_level(
+                kb,
+                graph=self.graph,
+                vectors=self.nearest,
+                queries=high_vectors,
+                top_k=o.relation_top_k,
+                threshold=o.relation_threshold,
+            ),
+            self.nearest.search("chunks", kb, question_vector, limit=pool),
+            self._lexical(kb, question, pool) if o.lexical else _no_hits(),
+        )
+        dense_hits = dense[0] if dense else []
+
+        entities = _best_entities([*low.entities, *high.entities])
+        community: list[ScoredEntity] = []
+        if widen > 0:
+            community = await self._community(kb, entities, widen)
+            entities = _best_entities([*entities, *low.neighbours, *community])
+        relations = _best_relations([*low.relations, *high.relations])
+
+        text_lists = [_ranked(dense_hits), _ranked(lexical)]
+        text_weights = [o.dense_weight, o.lexical_weight if o.lexical else 0.0]
+        first_hop = [c for c, _ in fuse(text_lists, text_weights, o.fusion)]
+        sources = [(e, "entity") for e in [*low.entities, *high.entities]]
+        if widen > 0:
+            sources += [(n, "entity") for n in low.neighbours] + [
+                (c, "community") for c in community
+            ]
+        found = await graph_chunks(
+            kb,
+            self.graph,
+            self.vectors,
+            matched=[(e, "entity") for e in low.entities]
+            + [(e, "relation") for e in high.entities],
+            names=kw.low,
+            name_score=o.name_score,
+            bridge_hops=o.bridge_hops,
+            first_hop=first_hop,
+            similarity={h.id: h.score for h in dense_hits},
+            home_threshold=o.home_threshold,
+            bridge_from=o.bridge_from,
+            home_hits=o.home_hits,
+            sources=sources,
+            source_limit=o.source_chunks + (o.chunk_top_k * widen if widen > 0 else 0),
+        )
+        fused = fuse([*text_lists, found.ranked], [*text_weights, o.graph_weight], o.fusion)[
+            : o.chunk_top_k
+        ]
+        via = _via(("dense", dense_hits), ("bm25", lexical))
+        for chunk_id, ways in found.via.items():
+            via[chunk_id] = via.get(chunk_id, ()) + ways
+        chunks = await self._records(kb, fused, via)
+
+        kept_entities, kept_relations = fit_graph(entities, relations, o.node_edge_budget)
+        return RetrievedContext(
+            entities=kept_entities,
+            relations=kept_relations,
+            chunks=fit_chunks(chunks, o.chunk_budget),
+            keywords=kw,
+        )
+
+    # --- internals ---------------------------------------------------------------------------
+
+    async def _lexical(self, kb: str, question: str, limit: int) -> list[VectorHit]:
+        (hits,) = await self.vectors.lexical_search("chunks", kb, [question], limit=limit)
+        return hits
+
+    async def _community(
+        self, kb: str, entities: Sequence[ScoredEntity], widen: int
+    ) -> list[ScoredEntity]:
+        """Members of the matched entities' communities, scored below every match."""
+        communities = sorted(
+            {e.entity.community for e in entities if e.entity.community is not None}
+        )
+        if not communities:
+            return []
+        floor = min((e.score for e in entities), default=0.0) * HOP_DECAY
+        members = await self.graph.community_members(
+            kb, communities, limit=self.options.community_limit * widen
+        )
+        return [ScoredEntity(m, floor) for m in members]
+
+    async def _records(
+        self,
+        kb: str,
+        ranked: Sequence[tuple[str, float]],
+        via: dict[str, tuple[str, ...]],
+    ) -> list[ScoredChunk]:
+        """Full chunk records in ranked order; a vector whose chunk is gone is skipped."""
+        if not ranked:
+            return []
+        found = {c.id: c for c in await self.graph.get_chunks(kb, [i for i, _ in ranked])}
+        return [
+            ScoredChunk(found[i], float(score), via.get(i, ())) for i, score in ranked if i in found
+        ]
+
+
+# --- helpers -----------------------------------------------------------------------------------
+
+
+def _ranked(hits: Sequence[VectorHit]) -> list[tuple[str, float]]:
+    return [(h.id, h.score) for h in hits]
+
+
+def _via(*lists: tuple[str, Sequence[VectorHit]]) -> dict[str, tuple[str, ...]]:
+    via: dict[str, tuple[str, ...]] = {}
+    for way, hits in lists:
+        for hit in hits:
+            if way not in via.get(hit.id, ()):
+                via[hit.id] = (*via.get(hit.id, ()), way)
+    return via
+
+
+async def _no_hits() -> list[VectorHit]:
+    return []
+
+
+def _best_entities(items: Iterable[ScoredEntity]) -> list[ScoredEntity]:
+    """One per key, the best score, best first (ties: first seen)."""
+    best: dict[str, ScoredEntity] = {}
+    for item in items:
+        seen = best.get(item.entity.key)
+        if seen is None or item.score > seen.score:
+            best[item.entity.key] = item
+    return sorted(best.values(), key=lambda e: -e.score)
+
+
+def _best_relations(items: Iterable[ScoredRelation]) -> list[ScoredRelation]:
+    best: dict[tuple[str, str], ScoredRelation] = {}
+    for item in items:
+        seen = best.get(item.pair)
+        if seen is None or item.score > seen.score:
+            best[item.pair] = item
+    return sorted(best.values(), key=lambda r: -r.score)

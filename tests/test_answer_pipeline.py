@@ -1,0 +1,380 @@
+"""The multi-stage answerer end to end: real embedded stores and embedder, a scripted LLM.
+
+Each test scripts exactly the LLM calls its path should make, in order; FakeLLM fails a test
+on any call nobody scripted, so "no more calls than it must" is asserted too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+import pytest_asyncio
+
+from adapters.embedders.use import USEEmbedder
+from adapters.graph.sqlite_store import SQLiteGraphStore
+from adapters.vector.milvus_store import MilvusVectorStore
+from core.answer.events import Answer, AnswerEvent, Delta, Final, Retract, Status
+from core.answer.pipeline import MultiStageAnswerer, PipelineOptions
+from core.errors import LLMError
+from core.index.nlp_extract import NLPExtractor
+from core.index.pipeline import Indexer, IndexOptions
+from core.models import ChatMessage
+from core.retrieve.retriever import Retriever
+from tests.fakes.fake_llm import FakeLLM
+
+DOCS = {
+    "ports.md": (
+        "# Ports\n\nThe Lumen gateway listens on port 8443 for HTTPS traffic. "
+        "Prometheus metrics of the gateway are served on port 9090.\n"
+    ),
+    "rollback.md": (
+        "# Rollback runbook\n\n## Rolling back a bad deploy\n"
+        "Run `deployctl rollback --to previous` to restore the last good release of the gateway. "
+        "The rollback takes about four minutes. Announce it in the #ops channel first.\n"
+    ),
+    "部署.md": "# 部署指南\n\n每周五下午三点以后禁止向生产环境发布。紧急修复需要值班负责人批准。\n",
+}
+PORT_QUESTION = "Which port does the Lumen gateway listen on?"
+PLAN = {
+    "steps": [
+        {
+            "id": 1,
+            "op": "retrieve",
+            "args": {"subject": "Lumen gateway", "predicate": "listens on port", "object": "?p"},
+            "question": "Which port does the Lumen gateway listen on?",
+        },
+        {"id": 2, "op": "output", "args": {"of": "#1"}, "question": ""},
+    ]
+}
+KEYWORDS = {"high_level": ["network ports"], "low_level": ["Lumen gateway", "port"]}
+
+# One event loop for the module: the indexed stores are built once and shared by every test.
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+
+@pytest.fixture(scope="module")
+def embedder() -> USEEmbedder:
+    return USEEmbedder()
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def stores(
+    tmp_path_factory: pytest.TempPathFactory, embedder: USEEmbedder
+) -> AsyncIterator[tuple[SQLiteGraphStore, MilvusVectorStore]]:
+    root = tmp_path_factory.mktemp("pipeline")
+    docs = root / "docs"
+    docs.mkdir()
+    for name, text in DOCS.items():
+        (docs / name).write_text(text, encoding="utf-8")
+    graph = SQLiteGraphStore(root / "graph.sqlite")
+    vectors = MilvusVectorStore(uri=str(root / "milvus.db"))
+    report = await Indexer(
+        graph, vectors, embedder, IndexOptions(chunk_size=64), extractor=NLPExtractor()
+    ).index("ops", [docs])
+    assert report.documents_indexed == 3 and report.entities > 0
+    yield graph, vectors
+    await vectors.aclose()
+    await graph.aclose()
+
+
+def make(stores: Any, embedder: USEEmbedder, llm: Any = None, **options: Any) -> MultiStageAnswerer:
+    graph, vectors = stores
+    retriever = Retriever(embedder=embedder, vectors=vectors, graph=graph, llm=llm)
+    return MultiStageAnswerer(
+        retriever=retriever, embedder=embedder, llm=llm, options=PipelineOptions(**options)
+    )
+
+
+async def collect(events: AsyncIterator[AnswerEvent]) -> tuple[list[AnswerEvent], Answer]:
+    seen = [event async for event in events]
+    finals = [e for e in seen if isinstance(e, Final)]
+    assert len(finals) == 1 and seen[-1] is finals[0], "exactly one Final, at the end"
+    return seen, finals[0].answer
+
+
+def stage_outcomes(answer: Answer) -> dict[str, str]:
+    assert answer.trace is not None
+    return {s["name"]: s["outcome"] for s in answer.trace["stages"]}
+
+
+def shown_text(events: list[AnswerEvent]) -> str:
+    """What a chat client shows at the end: deltas, restarted at every Retract."""
+    text = ""
+    for event in events:
+        if isinstance(event, Retract):
+            text = ""
+        elif isinstance(event, Delta):
+            text += event.text
+    return text
+
+
+async def test_without_an_llm_dual_level_retrieval_answers_extractively(stores, embedder) -> None:
+    events, answer = await collect(make(stores, embedder).ask("ops", PORT_QUESTION))
+    assert answer.mode == "extractive" and not answer.refused
+    assert "8443" in answer.text
+    assert answer.citations and answer.citations[0].source == "docs/ports.md"
+    stages = stage_outcomes(answer)
+    assert list(stages) == ["coverage", "dual_level", "extractive"]
+    assert answer.trace is not None and answer.trace["llm"]["calls"] == 0
+    retrieved = answer.trace["retrieved"]
+    assert retrieved["chunks"] and all("score" in c for c in retrieved["chunks"])
+    assert shown_text(events) == answer.text
+
+
+async def test_off_topic_question_is_refused_before_any_llm_call(stores, embedder) -> None:
+    llm = FakeLLM()  # nothing scripted: any call fails the test
+    _, answer = await collect(
+        make(stores, embedder, llm).ask("ops", "What's a good recipe for banana bread?")
+    )
+    assert answer.refused and answer.mode == "refused"
+    assert "below the threshold" in answer.reason
+    assert llm.calls == []
+    assert stage_outcomes(answer) == {"coverage": "rejected"}
+
+
+async def test_a_good_plan_that_passes_the_pre_check_answers_from_the_logic_form(
+    stores, embedder
+) -> None:
+    llm = (
+        FakeLLM()
+        .script("logic_form", PLAN)
+        .script("sub_answer", {"found": True, "answer": "port 8443", "items": []})
+        .script("precheck", "Yes.")
+        .script("answer", "The gateway listens on port 8443 [1].")
+    )
+    events, answer = await collect(make(stores, embedder, llm).ask("ops", PORT_QUESTION))
+    assert llm.templates_called == ["logic_form", "sub_answer", "precheck", "answer"]
+    assert answer.text == "The gateway listens on port 8443 [1]."
+    assert answer.reason == "answered (logic form)"
+    assert answer.citations[0].source == "docs/ports.md"
+    assert stage_outcomes(answer)["pre_check"] == "passed"
+    assert "dual_level" not in stage_outcomes(answer)
+    answer_prompt = llm.calls[-1].last_user
+    assert "port 8443" in answer_prompt  # the sub-answer history reaches the answer prompt
+    trace = answer.trace
+    assert trace is not None
+    assert [s["op"] for s in trace["plan"]["steps"]] == ["retrieve", "output"]
+    assert trace["llm"]["calls"] == 4 and trace["llm"]["prompt_tokens"] > 0
+    assert trace["llm"]["calls_by_prompt"]["answer"] == 1
+    assert any(isinstance(e, Status) and e.text == "planning" for e in events)
+
+
+async def test_an_invalid_plan_falls_through_to_dual_level(stores, embedder) -> None:
+    llm = (
+        FakeLLM()
+        .script("logic_form", {"steps": [{"id": 1, "op": "teleport", "args": {}}]})
+        .script("keywords", KEYWORDS)
+        .script("answer", "Port 8443 [1].")
+        .script("judge", {"faithfulness": 0.9, "completeness": 0.95})
+    )
+    _, answer = await collect(make(stores, embedder, llm).ask("ops", PORT_QUESTION))
+    assert llm.templates_called == ["logic_form", "keywords", "answer", "judge"]
+    stages = stage_outcomes(answer)
+    assert stages["logic_form"] == "failed" and stages["dual_level"] == "ok"
+    assert answer.reason == "answered (dual-level)" and answer.text == "Port 8443 [1]."
+    assert answer.trace is not None
+    assert answer.trace["rounds"][0]["faithfulness"] == 0.9
+
+
+async def test_a_failed_pre_check_falls_through_to_dual_level(stores, embedder) -> None:
+    llm = (
+        FakeLLM()
+        .script("logic_form", PLAN)
+        .script("sub_answer", {"found": True, "answer": "port 8443"})
+        .script("precheck", "No, the context does not say.")
+        .script("keywords", KEYWORDS)
+        .script("answer", "Port 8443 [1].")
+        .script("judge", {"faithfulness": 1, "completeness": 1})
+    )
+    _, answer = await collect(make(stores, embedder, llm).ask("ops", PORT_QUESTION))
+    assert llm.templates_called == [
+        "logic_form",
+        "sub_answer",
+        "precheck",
+        "keywords",
+        "answer",
+        "judge",
+    ]
+    assert stage_outcomes(answer)["pre_check"] == "rejected"
+    assert answer.reason == "answered (dual-level)"
+
+
+async def test_a_rejected_post_check_withdraws_the_answer_and_tries_dual_level(
+    stores, embedder
+) -> None:
+    llm = (
+        FakeLLM()
+        .script("logic_form", PLAN)
+        .script("sub_answer", {"found": True, "answer": "port 8443"})
+        .script("answer", "The gateway listens on port 80 [1].", "Port 8443 [1].")
+        .script("postcheck", "NO", "yes")
+        .script("keywords", KEYWORDS)
+        .script("judge", {"faithfulness": 1, "completeness": 1})
+    )
+    events, answer = await collect(
+        make(stores, embedder, llm, check="post").ask("ops", PORT_QUESTION)
+    )
+    assert llm.templates_called == [
+        "logic_form",
+        "sub_answer",
+        "answer",
+        "postcheck",
+        "keywords",
+        "answer",
+        "judge",
+        "postcheck",
+    ]
+    assert any(isinstance(e, Retract) for e in events)
+    assert answer.text == "Port 8443 [1]." and shown_text(events) == answer.text
+
+
+async def test_feedback_widens_the_context_while_the_judge_scores_improve(stores, embedder) -> None:
+    llm = (
+        FakeLLM()
+        .script("keywords", KEYWORDS)
+        .script("answer", "It listens on a port [1].", "It listens on port 8443 [1].")
+        .script(
+            "judge",
+            {"faithfulness": 0.9, "completeness": 0.4},
+            {"faithfulness": 0.95, "completeness": 0.9},
+        )
+    )
+    events, answer = await collect(
+        make(stores, embedder, llm, stages="dual_level").ask("ops", PORT_QUESTION)
+    )
+    # The widened round reuses the keywords: no second keyword call.
+    assert llm.templates_called == ["keywords", "answer", "judge", "answer", "judge"]
+    assert answer.text == "It listens on port 8443 [1]."
+    assert shown_text(events) == answer.text
+    assert sum(isinstance(e, Retract) for e in events) == 1
+    stages = stage_outcomes(answer)
+    assert "widen_1" in stages
+    assert answer.trace is not None
+    assert [r["completeness"] for r in answer.trace["rounds"]] == [0.4, 0.9]
+
+
+async def test_feedback_stops_when_scores_stall_and_keeps_the_best_round(stores, embedder) -> None:
+    llm = (
+        FakeLLM()
+        .script("keywords", KEYWORDS)
+        .script("answer", "First: port 8443 [1].", "Second: maybe 9090 [1].")
+        .script(
+            "judge",
+            {"faithfulness": 0.7, "completeness": 0.7},
+            {"faithfulness": 0.5, "completeness": 0.7},
+        )
+    )
+    events, answer = await collect(
+        make(stores, embedder, llm, stages="dual_level").ask("ops", PORT_QUESTION)
+    )
+    assert llm.templates_called == ["keywords", "answer", "judge", "answer", "judge"]
+    assert answer.text == "First: port 8443 [1]."
+    assert shown_text(events) == answer.text  # the better first round is shown again
+
+
+async def test_feedback_ends_at_the_round_limit(stores, embedder) -> None:
+    llm = (
+        FakeLLM()
+        .script("keywords", KEYWORDS)
+        .script("answer", "one [1]", "two [1]", "three [1]")
+        .script(
+            "judge",
+            {"faithfulness": 0.3, "completeness": 0.3},
+            {"faithfulness": 0.5, "completeness": 0.5},
+            {"faithfulness": 0.7, "completeness": 0.7},
+        )
+    )
+    _, answer = await collect(
+        make(stores, embedder, llm, stages="dual_level", feedback_rounds=3).ask(
+            "ops", PORT_QUESTION
+        )
+    )
+    assert llm.templates_called.count("answer") == 3 and llm.pending() == {}
+    assert answer.text == "three [1]"
+    assert answer.trace is not None and len(answer.trace["rounds"]) == 3
+
+
+async def test_a_judge_failure_accepts_the_answer(stores, embedder) -> None:
+    llm = (
+        FakeLLM()
+        .script("keywords", KEYWORDS)
+        .script("answer", "Port 8443 [1].")
+        .script("judge", LLMError("judge endpoint down"))
+    )
+    _, answer = await collect(
+        make(stores, embedder, llm, stages="dual_level").ask("ops", PORT_QUESTION)
+    )
+    assert answer.text == "Port 8443 [1]." and not answer.refused
+    assert stage_outcomes(answer)["judge"] == "failed"
+
+
+async def test_a_stage_that_times_out_degrades_to_the_next(stores, embedder) -> None:
+    class SlowPlanner(FakeLLM):
+        async def chat_json(self, prompt, schema, *, temperature=0.0):  # type: ignore[override]
+            if prompt.template == "logic_form":
+                await asyncio.sleep(5)
+            return await super().chat_json(prompt, schema, temperature=temperature)
+
+    llm = (
+        SlowPlanner()
+        .script("keywords", KEYWORDS)
+        .script("answer", "Port 8443 [1].")
+        .script("judge", {"faithfulness": 1, "completeness": 1})
+    )
+    _, answer = await collect(
+        make(stores, embedder, llm, stage_timeout=0.3).ask("ops", PORT_QUESTION)
+    )
+    assert stage_outcomes(answer)["logic_form"] == "timeout"
+    assert answer.text == "Port 8443 [1]."
+
+
+async def test_the_logic_form_alone_refuses_when_its_plan_fails(stores, embedder) -> None:
+    llm = FakeLLM().script("logic_form", {"steps": []})
+    _, answer = await collect(
+        make(stores, embedder, llm, stages="logic_form").ask("ops", PORT_QUESTION)
+    )
+    assert answer.refused and llm.templates_called == ["logic_form"]
+
+
+async def test_a_follow_up_is_rewritten_before_retrieval(stores, embedder) -> None:
+    llm = (
+        FakeLLM()
+        .script("rewrite_followup", "Which port serves the gateway's Prometheus metrics?")
+        .script("keywords", {"high_level": ["metrics"], "low_level": ["Prometheus metrics"]})
+        .script("answer", "Metrics are on port 9090 [1].")
+    )
+    history = (
+        ChatMessage("user", PORT_QUESTION),
+        ChatMessage("assistant", "The gateway listens on port 8443 [1]."),
+    )
+    _, answer = await collect(
+        make(stores, embedder, llm, stages="dual_level", feedback_rounds=1).ask(
+            "ops", "and the metrics?", history=history
+        )
+    )
+    assert llm.templates_called == ["rewrite_followup", "keywords", "answer"]
+    assert "8443" in llm.calls[0].last_user  # the thread reached the rewrite prompt
+    assert answer.trace is not None
+    assert answer.trace["standalone_question"].startswith("Which port serves")
+    assert "Prometheus metrics" in llm.calls[-1].last_user
+    assert answer.question == "and the metrics?"
+
+
+async def test_an_llm_failure_before_any_text_falls_back_to_the_evidence(stores, embedder) -> None:
+    llm = FakeLLM().script("keywords", KEYWORDS).script("answer", LLMError("endpoint returned 503"))
+    events, answer = await collect(
+        make(stores, embedder, llm, stages="dual_level").ask("ops", PORT_QUESTION)
+    )
+    assert answer.mode == "extractive" and "8443" in answer.text
+    assert "LLM unavailable" in answer.reason
+    assert any(isinstance(e, Status) and "503" in e.text for e in events)
+    assert llm.templates_called == ["keywords", "answer"]  # no judge of an extract
+
+
+async def test_a_chinese_question_is_answered_in_chinese(stores, embedder) -> None:
+    _, answer = await collect(make(stores, embedder).ask("ops", "周五几点以后禁止发布？"))
+    assert answer.language == "zh" and "三点" in answer.text
+    assert answer.citations[0].source == "docs/部署.md"

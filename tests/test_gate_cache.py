@@ -1,0 +1,213 @@
+"""The gate's in-memory copy of a KB's vectors: exact search, freshness, and the size cap."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Hashable
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from adapters.graph.sqlite_store import SQLiteGraphStore
+from adapters.vector.milvus_store import MilvusVectorStore
+from core.errors import StoreUnavailable
+from core.gate.vector_cache import CacheOptions, VectorCache, documents_version
+from core.models import ChunkRecord, Collection, DocumentRecord, VectorHit, VectorRecord
+from core.ports import Vectors
+
+DIM = 16
+
+
+def unit_vectors(n: int, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    matrix = rng.standard_normal((n, DIM)).astype(np.float32)
+    unit: np.ndarray = matrix / np.linalg.norm(matrix, axis=1, keepdims=True)
+    return unit
+
+
+def records(vectors: np.ndarray, prefix: str = "r") -> list[VectorRecord]:
+    return [
+        VectorRecord(f"{prefix}{i}", v, f"text {prefix}{i}", "doc") for i, v in enumerate(vectors)
+    ]
+
+
+class RecordingStore:
+    """Wraps a real store and counts the calls the cache makes (the store stays real)."""
+
+    def __init__(self, inner: MilvusVectorStore) -> None:
+        self.inner = inner
+        self.calls: list[str] = []
+
+    async def search(
+        self, collection: Collection, kb: str, vectors: Vectors, *, limit: int = 10
+    ) -> list[list[VectorHit]]:
+        self.calls.append("search")
+        return await self.inner.search(collection, kb, vectors, limit=limit)
+
+    async def count(self, collection: Collection, kb: str) -> int:
+        self.calls.append("count")
+        return await self.inner.count(collection, kb)
+
+    async def fetch_vectors(
+        self, collection: Collection, kb: str, *, limit: int | None = None
+    ) -> list[VectorRecord]:
+        self.calls.append("fetch")
+        return await self.inner.fetch_vectors(collection, kb, limit=limit)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+async def milvus(tmp_path: Path) -> AsyncIterator[MilvusVectorStore]:
+    store = MilvusVectorStore(str(tmp_path / "milvus.db"), index_type="FLAT")
+    await store.ensure(DIM)
+    yield store
+    await store.aclose()
+
+
+async def test_search_matches_the_store_exactly(milvus: MilvusVectorStore) -> None:
+    data = unit_vectors(300, 1) * np.linspace(0.5, 2, 300, dtype=np.float32)[:, None]
+    await milvus.upsert("chunks", "kb", records(data))
+    await milvus.upsert("chunks", "other", records(unit_vectors(5, 2), prefix="o"))
+    cache = VectorCache(milvus)
+    queries = unit_vectors(4, 3) * 3  # not unit length: cosine all the same
+    cached = await cache.search("chunks", "kb", queries, limit=7)
+    stored = await milvus.search("chunks", "kb", queries, limit=7)
+    for mine, theirs in zip(cached, stored, strict=True):
+        assert [h.id for h in mine] == [h.id for h in theirs]
+        assert [h.score for h in mine] == pytest.approx([h.score for h in theirs], abs=1e-5)
+        assert [(h.text, h.source) for h in mine] == [(h.text, h.source) for h in theirs]
+    [everything] = await cache.search("chunks", "other", queries[:1], limit=50)
+    assert sorted(h.id for h in everything) == [f"o{i}" for i in range(5)]
+    assert await cache.search("chunks", "kb", queries[:1], limit=0) == [[]]
+    assert await cache.search("chunks", "empty", queries[:2]) == [[], []]
+    assert await cache.search("chunks", "kb", np.zeros((0, DIM), dtype=np.float32)) == []
+
+
+async def test_changes_are_seen_after_the_check_interval(milvus: MilvusVectorStore) -> None:
+    await milvus.upsert("chunks", "kb", records(unit_vectors(10, 4)))
+    clock = Clock()
+    store = RecordingStore(milvus)
+    cache = VectorCache(store, options=CacheOptions(check_seconds=10), clock=clock)  # type: ignore[arg-type]
+    newcomer = unit_vectors(1, 5)
+    [[before]] = await cache.search("chunks", "kb", newcomer, limit=1)
+    assert store.calls.count("fetch") == 1
+    await milvus.upsert("chunks", "kb", [VectorRecord("new", newcomer[0], "new text", "doc")])
+
+    clock.now += 5  # within the interval: the copy is used as it is, nothing is checked
+    [[hit]] = await cache.search("chunks", "kb", newcomer, limit=1)
+    await cache.wait_idle()
+    assert hit.id == before.id and store.calls.count("fetch") == 1
+
+    clock.now += 6  # past it: this search starts a check, which reloads in the background
+    await cache.search("chunks", "kb", newcomer, limit=1)
+    await cache.wait_idle()
+    [[hit]] = await cache.search("chunks", "kb", newcomer, limit=1)
+    assert hit.id == "new" and store.calls.count("fetch") == 2
+    assert "search" not in store.calls  # every search was answered from memory
+
+    clock.now += 11  # nothing changed: a cheap check, no reload
+    await cache.search("chunks", "kb", newcomer, limit=1)
+    await cache.wait_idle()
+    assert store.calls.count("fetch") == 2
+
+    cache.invalidate("kb")  # the indexer's way to make the next search read afresh
+    await cache.search("chunks", "kb", newcomer, limit=1)
+    assert store.calls.count("fetch") == 3
+
+
+async def test_an_old_copy_is_reloaded_even_if_the_version_did_not_change(
+    milvus: MilvusVectorStore,
+) -> None:
+    await milvus.upsert("chunks", "kb", records(unit_vectors(3, 6)))
+    clock = Clock()
+    store = RecordingStore(milvus)
+
+    async def fixed(collection: Collection, kb: str) -> Hashable:
+        return "v1"
+
+    cache = VectorCache(
+        store,  # type: ignore[arg-type]
+        version=fixed,
+        options=CacheOptions(check_seconds=1, max_age_seconds=60),
+        clock=clock,
+    )
+    await cache.search("chunks", "kb", unit_vectors(1, 7))
+    clock.now += 30
+    await cache.search("chunks", "kb", unit_vectors(1, 7))
+    await cache.wait_idle()
+    assert store.calls.count("fetch") == 1
+    clock.now += 31
+    await cache.search("chunks", "kb", unit_vectors(1, 7))
+    await cache.wait_idle()
+    assert store.calls.count("fetch") == 2
+
+
+async def test_a_failed_check_keeps_the_copy(milvus: MilvusVectorStore) -> None:
+    await milvus.upsert("chunks", "kb", records(unit_vectors(3, 8)))
+    clock = Clock()
+    failing = False
+
+    async def version(collection: Collection, kb: str) -> Hashable:
+        if failing:
+            raise StoreUnavailable("graph store down")
+        return "v1"
+
+    cache = VectorCache(milvus, version=version, options=CacheOptions(check_seconds=1), clock=clock)
+    [first] = await cache.search("chunks", "kb", unit_vectors(1, 9), limit=3)
+    failing = True
+    clock.now += 2
+    await cache.search("chunks", "kb", unit_vectors(1, 9), limit=3)
+    await cache.wait_idle()
+    [again] = await cache.search("chunks", "kb", unit_vectors(1, 9), limit=3)
+    assert [h.id for h in again] == [h.id for h in first]
+
+
+async def test_a_kb_over_the_cap_is_searched_in_the_store(milvus: MilvusVectorStore) -> None:
+    await milvus.upsert("chunks", "big", records(unit_vectors(12, 10)))
+    await milvus.upsert("chunks", "small", records(unit_vectors(4, 11)))
+    store = RecordingStore(milvus)
+    cache = VectorCache(store, options=CacheOptions(max_rows=10))  # type: ignore[arg-type]
+    query = unit_vectors(1, 12)
+    [hits] = await cache.search("chunks", "big", query, limit=3)
+    assert store.calls == ["count", "search"]  # counted, not read, then searched in the store
+    assert [h.id for h in hits] == [
+        h.id for h in (await milvus.search("chunks", "big", query, limit=3))[0]
+    ]
+    store.calls.clear()
+    await cache.search("chunks", "small", query, limit=3)
+    assert store.calls == ["count", "fetch"]
+    assert (await cache.snapshot("chunks", "small")).rows == 4
+
+
+async def test_documents_version_follows_content_hashes(tmp_path: Path) -> None:
+    graph = SQLiteGraphStore(tmp_path / "graph.sqlite")
+    try:
+        probe = documents_version(graph)
+        empty = await probe("chunks", "kb")
+
+        async def put(source: str, content_hash: str) -> None:
+            chunk = ChunkRecord(id=f"{source}#0", source=source, ordinal=0, text="text")
+            await graph.put_document(
+                "kb", DocumentRecord(source, source, "", chunk_count=1), [chunk]
+            )
+            await graph.set_content_hash("kb", source, content_hash)
+
+        await put("a.md", "h1")
+        first = await probe("chunks", "kb")
+        assert first != empty
+        assert await probe("chunks", "kb") == first  # stable while nothing changes
+        await put("a.md", "h2")  # edited: the same number of chunks, another hash
+        edited = await probe("chunks", "kb")
+        assert edited not in (first, empty)
+        await graph.delete_document("kb", "a.md")
+        assert await probe("chunks", "kb") == empty
+        assert await probe("chunks", "other-kb") == empty
+    finally:
+        await graph.aclose()

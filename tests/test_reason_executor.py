@@ -1,0 +1,403 @@
+"""Executing logic-form plans (core/reason/executor.py) against a fake context source."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from core.errors import LLMError
+from core.models import ChunkRecord, Entity, Relation
+from core.reason.executor import PlanOutcome, execute_plan
+from core.reason.plan import parse_plan
+from core.retrieve.context import (
+    Keywords,
+    RetrievedContext,
+    ScoredChunk,
+    ScoredEntity,
+    ScoredRelation,
+)
+from tests.fakes.fake_llm import FakeLLM
+
+
+def context_about(*texts: str, source: str = "doc.md") -> RetrievedContext:
+    chunks = tuple(
+        ScoredChunk(ChunkRecord(f"{source}#{n}", source, n, text), 0.9 - n / 10, ("dense",))
+        for n, text in enumerate(texts)
+    )
+    entity = Entity("orion", "Orion", "cluster", ("A GPU cluster",), (chunks[0].chunk.id,), 2)
+    relation = Relation("orion", "vega", "sibling", ("both clusters",), (chunks[0].chunk.id,))
+    return RetrievedContext(
+        entities=(ScoredEntity(entity, 0.8),),
+        relations=(ScoredRelation(relation, 0.7),),
+        chunks=chunks,
+    )
+
+
+@dataclass
+class FakeSource:
+    """Answers retrieve calls from a function of the query; records every call."""
+
+    answer: Callable[[str], RetrievedContext]
+    delay: float = 0.0
+    calls: list[tuple[str, Keywords | None, int]] = field(default_factory=list)
+
+    async def retrieve(
+        self, kb: str, question: str, *, keywords: Keywords | None = None, widen: int = 0
+    ) -> RetrievedContext:
+        assert kb == "kb"
+        self.calls.append((question, keywords, widen))
+        if self.delay:
+            await asyncio.sleep(self.delay)
+        return self.answer(question)
+
+
+def always(context: RetrievedContext) -> FakeSource:
+    return FakeSource(lambda _query: context)
+
+
+def sub_answer(answer: str, *items: tuple[str, str] | str, found: bool = True) -> dict[str, Any]:
+    listed = [{"name": i} if isinstance(i, str) else {"name": i[0], "value": i[1]} for i in items]
+    return {"found": found, "answer": answer, "items": listed}
+
+
+def plan_of(*steps: dict[str, Any]) -> Any:
+    numbered = [{"id": n, **s} for n, s in enumerate(steps, start=1)]
+    return parse_plan({"steps": numbered})
+
+
+def retrieve(s: str | None, p: str | None, o: str | None, q: str = "") -> dict[str, Any]:
+    return {"op": "retrieve", "args": {"subject": s, "predicate": p, "object": o}, "question": q}
+
+
+def output(ref: str) -> dict[str, Any]:
+    return {"op": "output", "args": {"of": ref}}
+
+
+async def run(plan: Any, llm: FakeLLM, source: FakeSource, **kwargs: Any) -> PlanOutcome:
+    outcome = await execute_plan(
+        plan, kb="kb", source=source, llm=llm, language=kwargs.pop("language", "en"), **kwargs
+    )
+    json.dumps(outcome.trace)  # the trace is JSON-safe whatever happened
+    return outcome
+
+
+async def test_retrieve_then_output() -> None:
+    llm = FakeLLM().script("sub_answer", sub_answer("Orion has 64 GPUs.", ("Orion", "64 GPUs")))
+    source = always(context_about("The Orion cluster has 64 GPUs."))
+    plan = plan_of(
+        retrieve("Orion cluster", "number of GPUs", "?n", "How many GPUs?"), output("#1")
+    )
+
+    outcome = await run(plan, llm, source)
+
+    assert outcome.ok and outcome.failure is None
+    assert outcome.answer == "Orion has 64 GPUs."
+    assert outcome.history == (("How many GPUs?", "Orion has 64 GPUs."),)
+    # The pattern is the query and the dual-level split: no keyword call needed.
+    query, keywords, widen = source.calls[0]
+    assert query == "Orion cluster number of GPUs"
+    assert keywords == Keywords(high=("number of GPUs",), low=("Orion cluster",), source="llm")
+    assert widen == 0
+    assert [(c.kind, c.template) for c in llm.calls] == [("json", "sub_answer")]
+    assert "The Orion cluster has 64 GPUs." in llm.calls[0].last_user
+    assert '"How many GPUs?"' in llm.calls[0].last_user
+    assert outcome.context.chunks[0].via == ("dense", "plan")
+    steps = outcome.trace["steps"]
+    assert [s["outcome"] for s in steps] == ["ok", "ok"]
+    assert steps[0]["retrieved"] == {"entities": 1, "relations": 1, "chunks": 1}
+    assert all(s["ms"] >= 0 for s in steps)
+    assert outcome.trace["llm_calls"] == 1
+
+
+async def test_references_carry_items_into_later_patterns_and_questions() -> None:
+    llm = FakeLLM().script(
+        "sub_answer",
+        sub_answer("The payments team owns ledger and gateway.", "ledger", "gateway"),
+        sub_answer("ledger 8 GB, gateway 2 GB", ("ledger", "8 GB"), ("gateway", "2 GB")),
+    )
+    source = always(context_about("ledger uses 8 GB; gateway uses 2 GB"))
+    plan = plan_of(
+        retrieve("payments team", "owns", "?s", "Which services?"),
+        retrieve("#1", "memory limit", "?m", "Memory limit of #1?"),
+        output("#2"),
+    )
+
+    outcome = await run(plan, llm, source)
+
+    assert outcome.ok
+    assert source.calls[1][0] == "ledger, gateway memory limit"
+    assert source.calls[1][1] == Keywords(
+        high=("memory limit",), low=("ledger", "gateway"), source="llm"
+    )
+    assert '"Memory limit of ledger, gateway?"' in llm.calls[1].last_user
+    # the second sub-answer sees the first in its history
+    assert "Which services? → The payments team owns ledger and gateway." in llm.calls[1].last_user
+    assert outcome.history[1] == ("Memory limit of ledger, gateway?", "ledger 8 GB, gateway 2 GB")
+
+
+async def _with_items(*steps: dict[str, Any], language: str = "en") -> PlanOutcome:
+    """A retrieve step that finds four services with memory limits, then `steps`."""
+    llm = FakeLLM().script(
+        "sub_answer",
+        sub_answer(
+            "four services",
+            ("ledger", "8 GB"),
+            ("gateway", "2 GB"),
+            ("search", "16 GB"),
+            ("auth", "1,200 MB"),
+        ),
+    )
+    plan = plan_of(retrieve("payments team", "memory limit", "?m", "Limits?"), *steps)
+    outcome = await run(plan, llm, always(context_about("limits")), language=language)
+    assert llm.templates_called == ["sub_answer"]  # computing steps never call the LLM
+    return outcome
+
+
+async def test_filter_numeric_and_text() -> None:
+    outcome = await _with_items(
+        {"op": "filter", "args": {"of": "#1", "condition": ">", "value": "4 GB"}},
+        output("#2"),
+    )
+    assert outcome.answer == "ledger: 8 GB; search: 16 GB"
+    outcome = await _with_items(
+        {
+            "op": "filter",
+            "args": {"of": "#1", "field": "name", "condition": "contains", "value": "A"},
+        },
+        output("#2"),
+    )
+    assert outcome.answer == "gateway: 2 GB; search: 16 GB; auth: 1,200 MB"
+    outcome = await _with_items(
+        {"op": "filter", "args": {"of": "#1", "condition": "<", "value": "1500 MB"}},
+        output("#2"),
+    )
+    assert outcome.answer == "auth: 1,200 MB"  # 1,200 MB < 1.5 GB < 2 GB: units convert
+
+
+async def test_filter_against_a_number_without_a_unit_is_ambiguous_and_fails() -> None:
+    outcome = await _with_items(
+        {"op": "filter", "args": {"of": "#1", "condition": ">", "value": 100}}, output("#2")
+    )
+    assert not outcome.ok
+    assert "mixed with values without a unit" in (outcome.failure or "")
+
+
+async def test_filter_with_nothing_left_is_an_answer_not_a_failure() -> None:
+    outcome = await _with_items(
+        {"op": "filter", "args": {"of": "#1", "condition": ">", "value": "1 TB"}},
+        {"op": "count", "args": {"of": "#2"}},
+        output("#3"),
+    )
+    assert outcome.ok and outcome.answer == "0"
+    assert outcome.history[1][1] == "(none)"
+
+
+async def test_looking_up_an_empty_list_fails_before_retrieving() -> None:
+    llm = FakeLLM().script("sub_answer", sub_answer("two", ("ledger", "8 GB"), ("auth", "2 GB")))
+    source = always(context_about("limits"))
+    plan = plan_of(
+        retrieve("team", "memory limit", "?m"),
+        {"op": "filter", "args": {"of": "#1", "condition": ">", "value": "1 TB"}},
+        retrieve("#2", "owner", "?o"),
+        output("#3"),
+    )
+    outcome = await run(plan, llm, source)
+    assert outcome.failure == "step 3 (retrieve): #2 found nothing to look up"
+    assert len(source.calls) == 1
+
+
+async def test_sort_by_value_and_by_name() -> None:
+    outcome = await _with_items(
+        {"op": "sort", "args": {"of": "#1", "by": "value", "order": "desc", "limit": 2}},
+        output("#2"),
+    )
+    assert outcome.answer == "search: 16 GB; ledger: 8 GB"  # 1,200 MB is 1.2 GB
+    outcome = await _with_items(
+        {"op": "sort", "args": {"of": "#1", "by": "name", "order": "asc"}}, output("#2")
+    )
+    assert outcome.answer == "auth: 1,200 MB; gateway: 2 GB; ledger: 8 GB; search: 16 GB"
+
+
+async def test_count_and_sum() -> None:
+    outcome = await _with_items(
+        {"op": "count", "args": {"of": ["#1"]}, "question": "How many services?"}, output("#2")
+    )
+    assert outcome.answer == "4"
+    assert outcome.history[1] == ("How many services?", "4")
+    outcome = await _with_items({"op": "sum", "args": {"of": ["#1"]}}, output("#2"))
+    assert outcome.answer == "27.2 GB"  # 8 + 2 + 16 + 1.2 (1,200 MB)
+    assert outcome.history[1][0] == "sum of #1"  # no question: the step described
+
+
+async def test_compare_difference_and_verdicts() -> None:
+    llm = FakeLLM().script(
+        "sub_answer",
+        sub_answer("Orion has 64 GPUs.", ("Orion", "64")),
+        sub_answer("Vega has 48 GPUs."),  # no items: the one number in the text
+    )
+    plan = plan_of(
+        retrieve("Orion", "GPUs", "?n"),
+        retrieve("Vega", "GPUs", "?m"),
+        {"op": "compare", "args": {"left": "#1", "right": "#2", "relation": "difference"}},
+        {"op": "compare", "args": {"left": "#3", "right": 20, "relation": "greater"}},
+        {"op": "compare", "args": {"left": "#1", "right": "48.0", "relation": "less_or_equal"}},
+        output("#3"),
+    )
+    outcome = await run(plan, llm, always(context_about("GPUs")))
+    assert outcome.ok
+    assert outcome.answer == "16"
+    assert [a for _, a in outcome.history[2:]] == ["16", "no (16 > 20)", "no (64 ≤ 48)"]
+    assert outcome.trace["steps"][2]["operands"] == [[64.0, ""], [48.0, ""]]
+
+
+async def test_compare_answers_in_chinese() -> None:
+    outcome = await _with_items(
+        {"op": "count", "args": {"of": "#1"}},
+        {"op": "compare", "args": {"left": "#2", "right": 3, "relation": "greater"}},
+        output("#3"),
+        language="zh",
+    )
+    assert outcome.answer == "是 (4 > 3)"
+
+
+async def test_deduce_reads_what_was_gathered_and_the_history() -> None:
+    llm = FakeLLM().script(
+        "sub_answer",
+        sub_answer("Orion runs training jobs.", "training"),
+        sub_answer("Because training needs GPUs.", found=True),
+    )
+    plan = plan_of(
+        retrieve("Orion", "runs", "?job", "What runs on Orion?"),
+        {"op": "deduce", "args": {}, "question": "Why does #1 need Orion?"},
+        output("#2"),
+    )
+    outcome = await run(plan, llm, always(context_about("Orion runs the training jobs.")))
+    assert outcome.ok and outcome.answer == "Because training needs GPUs."
+    assert len(outcome.context.chunks) == 1  # deduce retrieves nothing new
+    deduce_prompt = llm.calls[1].last_user
+    assert "Orion runs the training jobs." in deduce_prompt
+    assert "What runs on Orion? → Orion runs training jobs." in deduce_prompt
+    assert '"Why does training need Orion?"' in deduce_prompt
+
+
+async def test_deduce_with_nothing_gathered_fails_without_a_call() -> None:
+    llm = FakeLLM()
+    plan = plan_of({"op": "deduce", "args": {}, "question": "Why?"}, output("#1"))
+    outcome = await run(plan, llm, always(context_about("x")))
+    assert not outcome.ok and "nothing has been gathered" in (outcome.failure or "")
+    assert llm.calls == []
+
+
+async def test_a_retrieve_that_finds_nothing_fails_the_plan_before_any_llm_call() -> None:
+    llm = FakeLLM()
+    source = always(RetrievedContext())
+    plan = plan_of(retrieve("Atlantis", "GPUs", "?n"), output("#1"))
+    outcome = await run(plan, llm, source)
+    assert not outcome.ok
+    assert outcome.failure == "step 1 (retrieve): nothing was retrieved for 'Atlantis GPUs'"
+    assert outcome.answer is None and outcome.history == ()
+    assert llm.calls == []
+    assert outcome.trace["steps"][0]["outcome"] == "failed"
+    assert len(outcome.trace["steps"]) == 1  # later steps never ran
+
+
+async def test_a_context_that_does_not_answer_fails_the_plan() -> None:
+    llm = FakeLLM().script("sub_answer", sub_answer("", found=False))
+    outcome = await run(
+        plan_of(retrieve("Orion", "owner", "?o"), output("#1")),
+        llm,
+        always(context_about("Orion has GPUs.")),
+    )
+    assert not outcome.ok and "does not answer" in (outcome.failure or "")
+    assert not outcome.context.is_empty()  # what was retrieved is still reported
+
+
+async def test_an_llm_failure_in_a_step_fails_the_plan() -> None:
+    llm = FakeLLM().script("sub_answer", LLMError("endpoint down"))
+    outcome = await run(
+        plan_of(retrieve("Orion", "owner", "?o"), output("#1")), llm, always(context_about("x"))
+    )
+    assert not outcome.ok
+    assert outcome.failure == "step 1 (retrieve): the LLM failed: endpoint down"
+
+
+async def test_a_step_over_the_time_left_fails_the_plan() -> None:
+    llm = FakeLLM()
+    source = always(context_about("slow"))
+    source.delay = 5.0
+    plan = plan_of(retrieve("Orion", "owner", "?o"), output("#1"))
+    outcome = await run(plan, llm, source, timeout=0.05)
+    assert not outcome.ok
+    assert outcome.failure == "step 1 (retrieve) timed out"
+    assert outcome.trace["steps"][0]["outcome"] == "timeout"
+    assert outcome.trace["steps"][0]["ms"] < 1000
+
+
+async def test_the_timeout_bounds_the_whole_plan_not_each_step() -> None:
+    llm = FakeLLM().script("sub_answer", sub_answer("a", "x"), sub_answer("b", "y"))
+    source = always(context_about("t"))
+    source.delay = 0.06
+    plan = plan_of(retrieve("A", "p", "?x"), retrieve("B", "p", "?y"), output("#2"))
+    outcome = await run(plan, llm, source, timeout=0.1)
+    assert outcome.failure == "step 2 (retrieve) timed out"  # 0.06 + 0.06 > 0.1
+
+
+@pytest.mark.parametrize(
+    ("steps", "failure"),
+    [
+        (
+            [{"op": "compare", "args": {"left": "#1", "right": 3, "relation": "greater"}}],
+            "#1 is not a single number",
+        ),
+        (
+            [{"op": "compare", "args": {"left": "many", "right": 3, "relation": "greater"}}],
+            "'many' is not a number",
+        ),
+        ([{"op": "sum", "args": {"of": "#1"}}], "no number in 'ledger'"),
+        (
+            [{"op": "filter", "args": {"of": "#1", "condition": ">", "value": "lots"}}],
+            "'lots' is not a number",
+        ),
+    ],
+)
+async def test_computing_steps_without_numbers_fail(
+    steps: list[dict[str, Any]], failure: str
+) -> None:
+    llm = FakeLLM().script("sub_answer", sub_answer("two", ("ledger", "big"), ("auth", "3")))
+    plan = plan_of(retrieve("team", "services", "?s"), *steps, output("#2"))
+    outcome = await run(plan, llm, always(context_about("x")))
+    assert not outcome.ok
+    assert failure in (outcome.failure or "")
+    assert (outcome.failure or "").startswith("step 2 (")
+
+
+async def test_count_needs_listed_items() -> None:
+    llm = FakeLLM().script("sub_answer", sub_answer("The team owns 12 services."))
+    plan = plan_of(
+        retrieve("team", "services", "?s"), {"op": "count", "args": {"of": "#1"}}, output("#2")
+    )
+    outcome = await run(plan, llm, always(context_about("x")))
+    assert not outcome.ok and "nothing to count" in (outcome.failure or "")
+
+
+async def test_a_plan_of_literal_numbers_runs_without_retrieval() -> None:
+    plan = plan_of(
+        {"op": "compare", "args": {"left": 3, "right": "2", "relation": "difference"}},
+        output("#1"),
+    )
+    outcome = await run(plan, FakeLLM(), always(context_about("x")))
+    assert outcome.ok and outcome.answer == "1"
+    assert outcome.context.is_empty()  # nothing to answer from: the pipeline falls through
+
+
+async def test_sub_answers_may_list_bare_names_and_numbers() -> None:
+    llm = FakeLLM().script("sub_answer", {"answer": 3, "items": ["a", 7, {"name": " b  c "}]})
+    plan = plan_of(retrieve("x", "y", "?z"), {"op": "count", "args": {"of": "#1"}}, output("#2"))
+    outcome = await run(plan, llm, always(context_about("x")))
+    assert outcome.ok and outcome.answer == "3"
+    assert outcome.trace["steps"][0]["result"]["items"][2] == {"name": "b c", "value": ""}
