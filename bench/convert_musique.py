@@ -24,9 +24,12 @@ import argparse
 import hashlib
 import json
 import sys
-from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
+
+# The sibling converter's writer (this folder is not a package; scripts and tests load files).
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from convert_hotpotqa import write_jsonl
 
 DEFAULT_INPUT = (
     Path(__file__).resolve().parent.parent.parent
@@ -95,16 +98,6 @@ def convert(
             }
         )
     return list(corpus.values()), questions
-
-
-def write_jsonl(path: Path, rows: Iterable[dict[str, Any]]) -> int:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    count = 0
-    with path.open("w", encoding="utf-8") as handle:
-        for row in rows:
-            handle.write(json.dumps(row, ensure_ascii=False) + "\n")
-            count += 1
-    return count
 
 
 def main(argv: list[str] | None = None) -> int:

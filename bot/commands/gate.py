@@ -13,7 +13,7 @@ import numpy as np
 import typer
 
 from bot.cli_base import JsonOption, KbOption, app, command, err, kb_name, out, settings
-from core.errors import InputError
+from core.eval.datasets import read_messages
 from core.gate.gate import Gate
 
 gate_app = typer.Typer(
@@ -32,20 +32,6 @@ BadOption = Annotated[
 ]
 # Two embeddings this close are the same message: evaluating on fitted examples is not a test.
 _SAME_MESSAGE = 0.999
-
-
-def read_messages(path: Path) -> list[str]:
-    """Non-blank lines of a UTF-8 file."""
-    if not path.is_file():
-        raise InputError(f"no such file: {path}")
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise InputError(f"{path} is not UTF-8 text ({exc.reason})") from None
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    if not lines:
-        raise InputError(f"{path} has no messages (one per line)")
-    return lines
 
 
 @asynccontextmanager
