@@ -251,7 +251,7 @@ def main() -> None:
         "--workers", type=int, default=0, help="USE embedder worker threads (0: one per core)"
     )
     parser.add_argument(
-        "--index-type", default="", help="Milvus index type (default: the store's, HNSW in Lite)"
+        "--index-type", default="", help="Milvus index type (default: the store's, FLAT in Lite)"
     )
     parser.add_argument("--out", type=Path, default=REPO / "bench" / "results")
     parser.add_argument("--case-json", nargs=4, help=argparse.SUPPRESS)  # internal: one case

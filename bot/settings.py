@@ -104,7 +104,7 @@ class VectorSettings(Section):
     token: SecretStr = Field(SecretStr(""), description='"user:password" or an API key')
     collection_prefix: str = "tacit_"
     index_type: Literal["AUTOINDEX", "HNSW", "IVF_FLAT", "FLAT"] | None = Field(
-        None, description="default: HNSW for a Lite file, AUTOINDEX for a server"
+        None, description="default: FLAT for a Lite file, AUTOINDEX for a server"
     )
     consistency_level: Literal["Strong", "Bounded", "Session", "Eventually"] = Field(
         "Strong", description="Strong: a search sees every write before it (replicas agree)"

@@ -248,9 +248,12 @@ def _close_lite(path: str, client: MilvusClient) -> None:
 class MilvusVectorStore:
     """VectorStore on Milvus Lite (a `.db` path) or a Milvus server (an http(s) URI).
 
-    index_type: "HNSW" (default for Lite), "AUTOINDEX" (default for a server: Milvus picks and
-    tunes the index), "FLAT" or "IVF_FLAT". Chosen when a collection is created; collections
-    that exist keep theirs.
+    index_type: "FLAT" (default for Lite), "AUTOINDEX" (default for a server: Milvus picks and
+    tunes the index), "HNSW" or "IVF_FLAT". Chosen when a collection is created; collections
+    that exist keep theirs. Lite defaults to exact search because its HNSW buys nothing there:
+    at 36k rows a single search took 95 ms p50 with FLAT against 160 ms with HNSW (Lite's own
+    per-search overhead dominates), and building HNSW when Lite flushes an indexing run's rows
+    lifted the indexer's peak memory from 1.97 to 2.43 GB (docs/BENCHMARKS.md, issue 3).
     analyzer: the BM25 analyzer of chunk text (DEFAULT_ANALYZER: jieba, for zh+en).
     consistency_level: "Strong" gives read-your-writes: a search right after an upsert (the
     CLI indexing then answering, the tests, the bot learning a document mid-conversation) sees
@@ -281,7 +284,7 @@ class MilvusVectorStore:
         self._uri = os.path.abspath(os.path.expanduser(uri)) if self._lite else uri
         self._token = token
         self._prefix = collection_prefix
-        self._index_type = (index_type or ("HNSW" if self._lite else "AUTOINDEX")).upper()
+        self._index_type = (index_type or ("FLAT" if self._lite else "AUTOINDEX")).upper()
         if self._index_type not in _INDEX_BUILD:
             raise ConfigError(
                 f"unknown vector index type {index_type!r}: use one of {', '.join(_INDEX_BUILD)}"

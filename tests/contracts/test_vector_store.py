@@ -582,7 +582,7 @@ async def test_standard_analyzer_cannot_segment_chinese(tmp_path: Path) -> None:
 
 
 def test_default_index_type_follows_the_uri(tmp_path: Path) -> None:
-    assert MilvusVectorStore(str(tmp_path / "m.db")).index_type == "HNSW"
+    assert MilvusVectorStore(str(tmp_path / "m.db")).index_type == "FLAT"
     assert MilvusVectorStore("http://127.0.0.1:19530").index_type == "AUTOINDEX"
     assert MilvusVectorStore("http://h:19530", index_type="hnsw").index_type == "HNSW"
     with pytest.raises(ConfigError, match="index type"):
