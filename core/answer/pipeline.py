@@ -200,6 +200,8 @@ class _Run:
         if outcome is None:
             return
         context = outcome.context
+        if context.is_empty():  # a plan of deductions only: nothing to ground an answer in
+            return
         context_text = render_context(context)
         steps = [{"question": q, "answer": a} for q, a in outcome.history]
         if self.options.check == "pre":
@@ -214,8 +216,6 @@ class _Run:
                         record.detail["verdict"] = verdict.raw[:200]
                     return
                 record.outcome = "passed"
-        if context.is_empty():
-            return
         yield Status("writing the answer")
         streamed: list[str] = []
         async for event in self._stream_answer(context, steps, streamed):
