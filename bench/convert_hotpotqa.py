@@ -96,6 +96,21 @@ def write_jsonl(path: Path, rows: Iterable[dict[str, Any]]) -> int:
     return count
 
 
+def write_outputs(
+    corpus_path: Path,
+    corpus: list[dict[str, Any]],
+    questions_path: Path,
+    questions: list[dict[str, Any]],
+) -> None:
+    """Write the corpus and questions JSONL files and say what went where."""
+    paragraphs_written = write_jsonl(corpus_path, corpus)
+    questions_written = write_jsonl(questions_path, questions)
+    print(
+        f"{questions_written} questions -> {questions_path}; "
+        f"{paragraphs_written} paragraphs -> {corpus_path}"
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description="HotpotQA -> indexable corpus JSONL + questions JSONL for `tacit eval`."
@@ -115,12 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     except (OSError, ValueError, KeyError, TypeError) as exc:
         print(f"error: cannot convert {args.input}: {exc}", file=sys.stderr)
         return 1
-    paragraphs_written = write_jsonl(args.corpus, corpus)
-    questions_written = write_jsonl(args.questions, questions)
-    print(
-        f"{questions_written} questions -> {args.questions}; "
-        f"{paragraphs_written} paragraphs -> {args.corpus}"
-    )
+    write_outputs(args.corpus, corpus, args.questions, questions)
     return 0
 
 

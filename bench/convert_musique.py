@@ -27,9 +27,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-# The sibling converter's writer (this folder is not a package; scripts and tests load files).
+# The sibling converter's writer: this folder is no package (scripts and tests load files).
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from convert_hotpotqa import write_jsonl
+from convert_hotpotqa import write_outputs
 
 DEFAULT_INPUT = (
     Path(__file__).resolve().parent.parent.parent
@@ -134,12 +134,7 @@ def main(argv: list[str] | None = None) -> int:
     except (OSError, ValueError, KeyError, TypeError) as exc:
         print(f"error: cannot convert: {exc}", file=sys.stderr)
         return 1
-    paragraphs_written = write_jsonl(args.corpus, corpus)
-    questions_written = write_jsonl(args.questions, questions)
-    print(
-        f"{questions_written} questions -> {args.questions}; "
-        f"{paragraphs_written} paragraphs -> {args.corpus}"
-    )
+    write_outputs(args.corpus, corpus, args.questions, questions)
     return 0
 
 

@@ -325,15 +325,8 @@ class _Run:
         if context is None or not context.chunks:
             yield self._refusal("retrieval found no evidence")
             return
-        evidence = [
-            Evidence(item.chunk, item.score)
-            for item in context.chunks[: self.options.extractive_chunks]
-        ]
         with self.trace.stage("extractive"):
-            sentences = await best_sentences(
-                self.query, evidence, self.embedder, count=self.options.evidence_sentences
-            )
-        text = compose(sentences) or f"{evidence[0].chunk.text.strip()} [1]"
+            text = await self._evidence_text(context)
         yield Delta(text)
         shown = RetrievedContext(
             entities=context.entities,
@@ -408,11 +401,7 @@ class _Run:
                 record.detail["error"] = str(exc)[:300]
                 if not parts:
                     yield Status(f"the language model failed ({exc}); answering from the evidence")
-                    evidence = [Evidence(i.chunk, i.score) for i in context.chunks[:5]]
-                    sentences = await best_sentences(
-                        self.query, evidence, self.embedder, count=self.options.evidence_sentences
-                    )
-                    text = compose(sentences) or f"{evidence[0].chunk.text.strip()} [1]"
+                    text = await self._evidence_text(context)
                     parts.append(text)
                     self.fell_back = True
                     yield Delta(text)
@@ -420,6 +409,18 @@ class _Run:
                 note = "\n\n" + CUT_SHORT[self.language]
                 parts.append(note)
                 yield Delta(note)
+
+    async def _evidence_text(self, context: RetrievedContext) -> str:
+        """The extractive answer: the best sentences of the first chunks, each cited by the
+        chunk's number (the best chunk whole when none of its sentences will do)."""
+        evidence = [
+            Evidence(item.chunk, item.score)
+            for item in context.chunks[: self.options.extractive_chunks]
+        ]
+        sentences = await best_sentences(
+            self.query, evidence, self.embedder, count=self.options.evidence_sentences
+        )
+        return compose(sentences) or f"{evidence[0].chunk.text.strip()} [1]"
 
     async def _within(self, work: Awaitable[T], record: StageRecord) -> T | None:
         """The stage's result, or None when it timed out or its LLM failed (recorded)."""
