@@ -511,3 +511,31 @@ async def test_chatter_the_gate_turns_away_does_not_use_up_the_rate_limits(
     for _ in range(5):
         await run(assistant, message("hi there", addressed=False))
     assert isinstance(final(await run(assistant, message(QUESTION))), FinalReply)
+
+
+async def test_a_retracted_draft_is_replaced_by_the_better_answer(store: RedisStateStore) -> None:
+    """A feedback round withdraws what was streamed: the next text shown replaces it, and the
+    stored answer is the better one."""
+    from core.answer.events import Answer, AnswerEvent, Delta, Final, Retract
+
+    class Revising:
+        async def ask(self, kb: str, question: str) -> AsyncIterator[AnswerEvent]:
+            yield Delta("A first ")
+            yield Delta("draft.")
+            yield Retract("widening the context for a better answer")
+            yield Delta("The better ")
+            yield Delta("answer [1].")
+            text = "The better answer [1]."
+            yield Final(Answer(question, text, (), False, "answered", "en", "generated"))
+
+    assistant = make(store, Revising())  # type: ignore[arg-type]
+    events = await run(assistant, message(QUESTION))
+    deltas = [(e.text, e.replace) for e in events if isinstance(e, TextDelta)]
+    assert deltas == [
+        ("A first ", False),
+        ("draft.", False),
+        ("The better ", True),
+        ("answer [1].", False),
+    ]
+    reply = final(events)
+    assert isinstance(reply, FinalReply) and reply.text == "The better answer [1]."

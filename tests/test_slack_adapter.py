@@ -478,3 +478,27 @@ async def test_socket_mode_acks_each_envelope_after_submit_returned(recorder: Re
         assert submitted_at and acked >= submitted_at[0], "…only after submit returned"
         assert [m.text for m in recorder.messages] == ["via socket?"]
         assert slack.calls_to("apps.connections.open")
+
+
+async def test_a_replacing_delta_starts_the_streamed_text_over(
+    adapter: SlackAdapter, slack: FakeSlack
+) -> None:
+    thread = "1700000400.000001"
+    await adapter.deliver(
+        incoming(thread),
+        scripted(
+            TextDelta("A first draft."),
+            TextDelta("The better", replace=True),
+            TextDelta(" answer."),
+            FinalReply("The better answer.", (), "t"),
+            pause=0.1,  # longer than the stream interval: every step is shown
+        ),
+    )
+    shown = [
+        str(c.params.get("text", ""))
+        for c in slack.calls
+        if c.method in ("chat.postMessage", "chat.update")
+    ]
+    assert any("draft" in text for text in shown), "the draft was streamed first"
+    assert any(text.startswith("The better") and text != "The better answer." for text in shown)
+    assert not any("draft" in text and "better" in text for text in shown)
