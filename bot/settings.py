@@ -203,6 +203,9 @@ class RetrievalSettings(Section):
     chunk_budget: int = Field(12000, ge=0, description="tokens of source chunks")
     expand_low_level: bool = Field(False, description="ablation: search entities with all keys")
     exact_match: bool = Field(False, description="ablation: exact entity names, not vectors")
+    mentions: int = Field(
+        8, ge=1, le=1000, description="descriptions read per entity and relation (the first)"
+    )
 
 
 class GateSettings(Section):

@@ -133,11 +133,21 @@ class GraphStore(Protocol):
         ...
 
     async def neighbourhood(
-        self, kb: str, names: Sequence[str], *, hops: int = 1, limit: int = 200
+        self,
+        kb: str,
+        names: Sequence[str],
+        *,
+        hops: int = 1,
+        limit: int = 200,
+        mentions: int | None = None,
     ) -> Subgraph:
         """The entities within `hops` of the named ones and the relations among them.
 
-        Nearest first; `limit` counts the seeds; hops <= 0 gives only the seeds.
+        Nearest first; `limit` counts the seeds; hops <= 0 gives only the seeds. mentions:
+        read at most this many of each entity's and relation's mentions (description and
+        chunk id), the first stored; None reads them all. A hub mentioned in thousands of
+        chunks would otherwise cost more than the rest of a retrieval, for descriptions no
+        context budget has room for.
         """
         ...
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Hashable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -11,6 +13,7 @@ import pytest
 from adapters.graph.sqlite_store import SQLiteGraphStore
 from adapters.vector.milvus_store import MilvusVectorStore
 from core.errors import StoreUnavailable
+from core.gate import vector_cache
 from core.gate.vector_cache import CacheOptions, VectorCache, documents_version
 from core.models import ChunkRecord, Collection, DocumentRecord, VectorHit, VectorRecord
 from core.ports import Vectors
@@ -88,6 +91,29 @@ async def test_search_matches_the_store_exactly(milvus: MilvusVectorStore) -> No
     assert await cache.search("chunks", "kb", queries[:1], limit=0) == [[]]
     assert await cache.search("chunks", "empty", queries[:2]) == [[], []]
     assert await cache.search("chunks", "kb", np.zeros((0, DIM), dtype=np.float32)) == []
+
+
+async def test_large_scans_run_in_a_thread_with_the_same_hits(
+    milvus: MilvusVectorStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await milvus.upsert("chunks", "kb", records(unit_vectors(200, 6)))
+    cache = VectorCache(milvus)
+    queries = unit_vectors(3, 7)
+    monkeypatch.setattr(vector_cache, "THREAD_ROWS", 10**9)
+    inline = await cache.search("chunks", "kb", queries, limit=9)
+    threads: list[str] = []
+    real_to_thread = asyncio.to_thread
+
+    async def recording_to_thread(function: Any, /, *args: Any, **kwargs: Any) -> Any:
+        threads.append(function.__name__)
+        return await real_to_thread(function, *args, **kwargs)
+
+    monkeypatch.setattr(vector_cache, "THREAD_ROWS", 1)
+    monkeypatch.setattr(vector_cache.asyncio, "to_thread", recording_to_thread)
+    threaded = await cache.search("chunks", "kb", queries, limit=9)
+    assert threads == ["_nearest"]
+    assert threaded == inline
+    assert [len(hits) for hits in threaded] == [9, 9, 9]
 
 
 async def test_changes_are_seen_after_the_check_interval(milvus: MilvusVectorStore) -> None:

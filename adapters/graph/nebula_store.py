@@ -31,7 +31,7 @@ import asyncio
 import json
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -163,14 +163,20 @@ class NebulaGraphStore:
         return await self._read(kb, [], work)
 
     async def neighbourhood(
-        self, kb: str, names: Sequence[str], *, hops: int = 1, limit: int = 200
+        self,
+        kb: str,
+        names: Sequence[str],
+        *,
+        hops: int = 1,
+        limit: int = 200,
+        mentions: int | None = None,
     ) -> Subgraph:
         keys = unique_in_order(k for k in map(normalise_name, names) if k)
         empty = Subgraph(entities=(), relations=())
         if not keys or limit <= 0:
             return empty
         return await self._read(
-            kb, empty, lambda pool: self._neighbourhood(pool, keys, max(hops, 0), limit)
+            kb, empty, lambda pool: self._neighbourhood(pool, keys, max(hops, 0), limit, mentions)
         )
 
     async def delete_document(self, kb: str, source: str) -> DeletionReport:
@@ -477,15 +483,17 @@ class NebulaGraphStore:
             pool, "supports", _SUPPORT_PROPS, [(s, d, r, v) for (s, d, r), v in supports.items()]
         )
 
-    def _load_entities(self, pool: SessionPool, keys: list[str]) -> dict[str, Entity]:
+    def _load_entities(
+        self, pool: SessionPool, keys: list[str], mentions: int | None = None
+    ) -> dict[str, Entity]:
         vids = [vid(ENTITY, k) for k in keys]
         found = self._select(pool, ngql.entities, vids)
         if not found:
             return {}
         descriptions: dict[str, dict[str, None]] = {}
         chunk_ids: dict[str, dict[str, None]] = {}
-        mentions = sorted(self._select(pool, ngql.entity_mentions, vids), key=lambda r: r["seq"])
-        for row in mentions:
+        rows = sorted(self._select(pool, ngql.entity_mentions, vids), key=lambda r: r["seq"])
+        for row in _first_per_key(rows, lambda r: r["key"], mentions):
             chunk_ids.setdefault(row["key"], {})[row["chunk_id"]] = None
             if row["description"]:
                 descriptions.setdefault(row["key"], {})[row["description"]] = None
@@ -503,7 +511,9 @@ class NebulaGraphStore:
             for r in found
         }
 
-    def _load_relations(self, pool: SessionPool, keys: list[str]) -> tuple[Relation, ...]:
+    def _load_relations(
+        self, pool: SessionPool, keys: list[str], mentions: int | None = None
+    ) -> tuple[Relation, ...]:
         vids = [vid(ENTITY, k) for k in keys]
         pairs = sorted(
             {(r["src"], r["tgt"]) for r in self._query(pool, ngql.relations_among(vids))}
@@ -519,10 +529,11 @@ class NebulaGraphStore:
         keywords: dict[Pair, list[str]] = {}
         descriptions: dict[Pair, dict[str, None]] = {}
         chunk_ids: dict[Pair, dict[str, None]] = {}
-        for row in sorted(rows, key=lambda r: r["seq"]):
+        ordered = sorted(
+            (r for r in rows if (r["src"], r["tgt"]) in wanted), key=lambda r: r["seq"]
+        )
+        for row in _first_per_key(ordered, lambda r: (r["src"], r["tgt"]), mentions):
             pair = (row["src"], row["tgt"])
-            if pair not in wanted:
-                continue
             keywords.setdefault(pair, []).append(row["keywords"])
             chunk_ids.setdefault(pair, {})[row["chunk_id"]] = None
             if row["description"]:
@@ -553,7 +564,9 @@ class NebulaGraphStore:
         found = self._load_entities(pool, best)
         return [found[k] for k in best if k in found]
 
-    def _neighbourhood(self, pool: SessionPool, keys: list[str], hops: int, limit: int) -> Subgraph:
+    def _neighbourhood(
+        self, pool: SessionPool, keys: list[str], hops: int, limit: int, mentions: int | None
+    ) -> Subgraph:
         existing = {
             r["key"] for r in self._select(pool, ngql.entities, [vid(ENTITY, k) for k in keys])
         }
@@ -575,8 +588,9 @@ class NebulaGraphStore:
             visited.update(frontier)
         if not order:
             return Subgraph(entities=(), relations=())
-        entities = self._load_entities(pool, order)
-        relations = self._load_relations(pool, order)
+        # nGQL has no per-key LIMIT: the cap is applied here, to keep the port's contract.
+        entities = self._load_entities(pool, order, mentions)
+        relations = self._load_relations(pool, order, mentions)
         return Subgraph(
             entities=tuple(entities[k] for k in order if k in entities), relations=relations
         )
@@ -702,3 +716,18 @@ if TYPE_CHECKING:
     from core.ports import GraphStore
 
     _satisfies_port: type[GraphStore] = NebulaGraphStore
+
+
+def _first_per_key(
+    rows: Iterable[Row], key: Callable[[Row], Hashable], limit: int | None
+) -> Iterator[Row]:
+    """The first `limit` rows of each key, in order (all of them when limit is None)."""
+    if limit is None:
+        yield from rows
+        return
+    seen: dict[Hashable, int] = {}
+    for row in rows:
+        k = key(row)
+        if seen.get(k, 0) < limit:
+            seen[k] = seen.get(k, 0) + 1
+            yield row

@@ -1,4 +1,4 @@
-"""An in-memory copy of a knowledge base's vectors, searched exactly with one matrix product.
+"""An in-memory copy of a knowledge base's vectors, searched exactly by BLAS.
 
 Why: the gate scores every message of a group chat, and a Milvus Lite search scans its
 collection row by row in Python (about 11 ms at 12k chunks, linear in the collection). The
@@ -38,6 +38,10 @@ VersionProbe = Callable[[Collection, str], Awaitable[Hashable]]
 Key = tuple[Collection, str]
 
 
+# Below this many rows × queries a search runs inline: a thread hop costs more than it saves.
+THREAD_ROWS = 20_000
+
+
 @dataclass(frozen=True, slots=True)
 class CacheOptions:
     max_rows: int = 200_000  # per collection and KB (200k × 512 float32 = 400 MB)
@@ -47,19 +51,27 @@ class CacheOptions:
 
 @dataclass(frozen=True, slots=True)
 class Snapshot:
-    """One collection of one KB as read at `version`. `matrix` is None when the collection
+    """One collection of one KB as read at `version`. `columns` is None when the collection
     had more than max_rows records: it is searched in the vector store instead."""
 
     version: Hashable
     loaded_at: float
-    matrix: npt.NDArray[np.float32] | None  # rows normalised to unit length
+    # The unit-length vectors as columns (dimension × rows, C-contiguous): one query against
+    # it is a BLAS matrix-vector product that streams the memory once, the fastest exact
+    # search numpy has (a row-major matrix times a few queries takes OpenBLAS's small-matrix
+    # path, 1.7× slower at 30k × 512; measured in docs/BENCHMARKS.md, "Retrieval latency").
+    columns: npt.NDArray[np.float32] | None
     ids: tuple[str, ...] = ()
     texts: tuple[str, ...] = ()
     sources: tuple[str, ...] = ()
 
     @property
     def rows(self) -> int:
-        return 0 if self.matrix is None else int(self.matrix.shape[0])
+        return 0 if self.columns is None else int(self.columns.shape[1])
+
+    @property
+    def dim(self) -> int:
+        return 0 if self.columns is None else int(self.columns.shape[0])
 
 
 def documents_version(graph: GraphStore) -> VersionProbe:
@@ -105,15 +117,17 @@ class VectorCache:
         if matrix.ndim == 1:
             matrix = matrix.reshape(1, -1)
         snapshot = await self.snapshot(collection, kb)
-        if snapshot.matrix is None or (
-            snapshot.rows and snapshot.matrix.shape[1] != matrix.shape[1]
-        ):
+        if snapshot.columns is None or (snapshot.rows and snapshot.dim != matrix.shape[1]):
             return await self.vectors.search(collection, kb, matrix, limit=limit)
         if matrix.shape[0] == 0:
             return []
         if limit <= 0 or snapshot.rows == 0:
             return [[] for _ in range(matrix.shape[0])]
-        return _nearest(snapshot, _unit_rows(matrix), limit)
+        if snapshot.rows * matrix.shape[0] < THREAD_ROWS:
+            return _nearest(snapshot, _unit_rows(matrix), limit)
+        # A large scan runs in a worker thread (BLAS releases the GIL): the event loop stays
+        # free, and a retrieval's entity, relation and chunk searches overlap on two cores.
+        return await asyncio.to_thread(_nearest, snapshot, _unit_rows(matrix), limit)
 
     async def snapshot(self, collection: Collection, kb: str) -> Snapshot:
         """The current copy: read on first use, then revalidated in the background."""
@@ -198,7 +212,7 @@ class VectorCache:
                 snapshot = Snapshot(
                     version,
                     now,
-                    _unit_rows(matrix),
+                    np.ascontiguousarray(_unit_rows(matrix).T),
                     tuple(r.id for r in records),
                     tuple(r.text for r in records),
                     tuple(r.source for r in records),
@@ -219,8 +233,8 @@ def _unit_rows(matrix: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
 def _nearest(
     snapshot: Snapshot, queries: npt.NDArray[np.float32], limit: int
 ) -> list[list[VectorHit]]:
-    assert snapshot.matrix is not None
-    similarities = queries @ snapshot.matrix.T
+    assert snapshot.columns is not None
+    similarities = np.stack([query @ snapshot.columns for query in queries])
     k = min(limit, snapshot.rows)
     if k < snapshot.rows:
         top = np.argpartition(-similarities, k - 1, axis=1)[:, :k]

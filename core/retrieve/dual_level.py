@@ -69,6 +69,7 @@ async def low_level(
     threshold: float,
     hops: int,
     neighbour_limit: int,
+    mentions: int | None = None,
 ) -> LevelResult:
     """Entities matching the keywords, and the edges around them.
 
@@ -86,7 +87,11 @@ async def low_level(
         return LevelResult()
     seed_score = dict(seeds)
     subgraph = await graph.neighbourhood(
-        kb, [key for key, _ in seeds], hops=hops, limit=len(seeds) + max(neighbour_limit, 0)
+        kb,
+        [key for key, _ in seeds],
+        hops=hops,
+        limit=len(seeds) + max(neighbour_limit, 0),
+        mentions=mentions,
     )
     degree = {e.key: e.degree for e in subgraph.entities}
     entities = tuple(
@@ -131,6 +136,7 @@ async def high_level(
     queries: Vectors | None,
     top_k: int,
     threshold: float,
+    mentions: int | None = None,
 ) -> LevelResult:
     """Relations matching the keywords, and their endpoint entities."""
     if queries is None or not len(queries):
@@ -147,7 +153,9 @@ async def high_level(
         return LevelResult()
     endpoints = list(dict.fromkeys(key for pair in pair_score for key in pair))
     # hops=0: the endpoints and the relations among them, read in one call.
-    subgraph = await graph.neighbourhood(kb, endpoints, hops=0, limit=len(endpoints))
+    subgraph = await graph.neighbourhood(
+        kb, endpoints, hops=0, limit=len(endpoints), mentions=mentions
+    )
     relations = [
         ScoredRelation(r, pair_score[pair])
         for r in subgraph.relations

@@ -100,7 +100,8 @@ async def graph_chunks(
 
     seeds = {m.entity.key: (m.score, way) for m, way in matched if m.score >= home_threshold}
     named = {k: k for k in (normalise_name(n) for n in names) if k}
-    hop = list(first_hop[:bridge_from])
+    # Every pointer ends in an own-passage lookup: with none allowed, no chunk to read.
+    hop = list(first_hop[:bridge_from]) if home_hits > 0 else []
     frontier = [(chunk_id, 1.0 / (2 + rank)) for rank, chunk_id in enumerate(hop)]
     seen = set(hop)
     for depth in range(max(bridge_hops, 1)):

@@ -70,6 +70,10 @@ class RetrievalOptions:
     home_hits: int = 3
     source_chunks: int = 0
     neighbour_limit: int = 60  # entities reached by walking, beyond the matched ones
+    # Descriptions (with their chunk ids) read per entity and relation, the first stored: a hub
+    # mentioned in thousands of chunks cost more to read than the rest of a retrieval
+    # (docs/BENCHMARKS.md), and no node budget shows more than a few of them anyway.
+    mentions: int = 8
     max_keywords: int = MAX_KEYWORDS
     widen_threshold_step: float = 0.1
     community_limit: int = 20  # community members added per feedback round
@@ -165,6 +169,7 @@ class Retriever:
                 threshold=o.entity_threshold,
                 hops=o.hops,
                 neighbour_limit=o.neighbour_limit,
+                mentions=o.mentions,
             ),
             high_level(
                 kb,
@@ -173,6 +178,7 @@ class Retriever:
                 queries=high_vectors,
                 top_k=o.relation_top_k,
                 threshold=o.relation_threshold,
+                mentions=o.mentions,
             ),
             self.nearest.search("chunks", kb, question_vector, limit=pool),
             self._lexical(kb, question, pool) if o.lexical else _no_hits(),

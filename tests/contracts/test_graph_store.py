@@ -408,6 +408,32 @@ async def test_relations_are_undirected_and_weighted_by_chunks(store: GraphStore
     assert (await store.stats(kb)).relations == 1
 
 
+async def test_neighbourhood_reads_at_most_the_first_mentions(store: GraphStore, kb: str) -> None:
+    chunks = await put_doc(store, kb, "a.md", 4)
+    await store.upsert_entities(
+        kb, [ent("Hub", c, f"hub seen in chunk {i}") for i, c in enumerate(chunks)]
+    )
+    await store.upsert_entities(kb, [ent("Leaf", chunks[0], "a leaf")])
+    await store.upsert_relations(
+        kb, [rel("Hub", "Leaf", c, f"linked in chunk {i}", f"kw{i}") for i, c in enumerate(chunks)]
+    )
+    capped = await store.neighbourhood(kb, ["hub"], hops=1, mentions=2)
+    hub = next(e for e in capped.entities if e.key == "hub")
+    assert hub.descriptions == ("hub seen in chunk 0", "hub seen in chunk 1")
+    assert hub.chunk_ids == tuple(chunks[:2])
+    assert hub.degree == 1  # counted over the graph, not over the mentions read
+    leaf = next(e for e in capped.entities if e.key == "leaf")
+    assert leaf.descriptions == ("a leaf",)
+    (relation,) = capped.relations
+    assert relation.descriptions == ("linked in chunk 0", "linked in chunk 1")
+    assert relation.chunk_ids == tuple(chunks[:2])
+    assert relation.keywords == "kw0, kw1"
+    whole = await store.neighbourhood(kb, ["hub"], hops=1)
+    hub = next(e for e in whole.entities if e.key == "hub")
+    assert len(hub.descriptions) == 4 and hub.chunk_ids == tuple(chunks)
+    assert len(whole.relations[0].descriptions) == 4
+
+
 async def test_relations_create_and_link_missing_endpoints(store: GraphStore, kb: str) -> None:
     (c1, c2) = await put_doc(store, kb, "a.md", 2)
     await store.upsert_entities(kb, [ent("Redis", c1, "a store")])
