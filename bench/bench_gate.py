@@ -9,8 +9,9 @@ through symlinks in the work folder: the indexer reads md/txt only). Messages ar
 no LLM, and are measured by the same k-fold cross-validation, same folds, same run:
 
 - baseline: the best chunk similarity against one threshold fitted (best F1) on the other folds;
-- tacit:    the fitted gate (KB similarity, nearest labelled examples, text cues; logistic
-            regression), its threshold chosen on out-of-fold scores inside the training folds.
+- tacit:    the fitted gate (KB similarity, nearest labelled examples by embedding and by
+            character n-grams, text cues; logistic regression), its threshold chosen on
+            out-of-fold scores inside the training folds.
 
 Extra negatives: ../shared/data/seedbench/expert_rejected_questions.jsonl (questions about crop
 breeding, which the refusal KB does not cover) are scored by both systems fitted on all of

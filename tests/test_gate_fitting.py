@@ -8,8 +8,17 @@ import numpy as np
 import pytest
 
 from core.errors import InputError
-from core.gate.fitting import choose_threshold
-from core.gate.model import GateFit, example_features
+from core.gate.features import char_ngrams, normalise
+from core.gate.fitting import choose_threshold, lexical_self_similarities
+from core.gate.model import GateFit, LexicalIndex, example_features, lexical_features
+
+MESSAGES = [
+    "mmdeploy 怎么安装？",
+    "请问如何安装 mmdeploy",
+    "哈哈哈 [旺柴]",
+    "今天吃啥",
+    "mmdet 3.0 需要哪个版本的 mmcv",
+]
 
 
 def test_threshold_maximises_f1_or_meets_a_precision() -> None:
@@ -38,10 +47,46 @@ def test_fit_round_trips_through_json() -> None:
         threshold=0.5,
         examples=examples,
         labels=np.array([1, 0, 1, 0], dtype=np.int8),
+        lexical=LexicalIndex.build(MESSAGES[:4]),
     )
     again = GateFit.from_json(json.loads(json.dumps(fit.to_json())))
     assert np.allclose(again.examples, examples, atol=1e-2)  # float16 storage
     assert again.probabilities(np.array([[0.5]]))[0] == pytest.approx(0.5)
+    query = ["mmdeploy 安装报错", "哈哈"]
+    assert np.allclose(
+        again.lexical_features(query), fit.lexical_features(query), atol=2e-3
+    )  # float16 weights
+
+
+def test_char_ngrams_are_scikit_learns_char_wb() -> None:
+    from sklearn.feature_extraction.text import TfidfVectorizer
+
+    analyse = TfidfVectorizer(analyzer="char_wb", ngram_range=(1, 3)).build_analyzer()
+    for text in [*MESSAGES, "a", "  Ｍｍcv\tOK？ ", ""]:
+        assert sorted(char_ngrams(text)) == sorted(analyse(normalise(text)))
+
+
+def test_lexical_index_is_tfidf_cosine_and_scores_as_it_was_fitted() -> None:
+    from sklearn.feature_extraction.text import TfidfVectorizer
+
+    index = LexicalIndex.build(MESSAGES)
+    vectoriser = TfidfVectorizer(analyzer=char_ngrams, sublinear_tf=True).fit(MESSAGES)
+    queries = ["mmdeploy 安装失败怎么办", "吃了吗", "完全无关 xyz"]
+    expected = (vectoriser.transform(queries) @ vectoriser.transform(MESSAGES).T).toarray()
+    assert np.allclose(index.similarities(queries), expected, atol=1e-5)
+    # Fitting's example × example matrix is the scoring path with each example left out.
+    scored = index.similarities(MESSAGES)
+    np.fill_diagonal(scored, -1.0)
+    assert np.allclose(lexical_self_similarities(index), scored, atol=1e-5)
+    assert index.similarities(["mmdeploy 怎么安装？"])[0, 0] == pytest.approx(1.0, abs=1e-5)
+
+
+def test_lexical_features_compare_against_each_class() -> None:
+    similarities = np.array([[0.9, 0.8, 0.1, 0.2], [0.1, 0.2, 0.7, 0.6]])
+    labels = np.array([1, 1, 0, 0], dtype=np.int8)
+    good_max, bad_max, good_mean, bad_mean = lexical_features(similarities, labels, k=2).T
+    assert good_max.tolist() == [0.9, 0.2] and bad_max.tolist() == [0.2, 0.7]
+    assert good_mean[0] == pytest.approx(0.85) and bad_mean[1] == pytest.approx(0.65)
 
 
 def test_example_features_compare_against_each_class() -> None:

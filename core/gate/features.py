@@ -68,6 +68,25 @@ def term_counts(text: str) -> Counter[str]:
     return Counter(terms(text))
 
 
+CHAR_NGRAMS = (1, 3)
+
+
+def char_ngrams(text: str) -> list[str]:
+    """Character 1- to 3-grams of each whitespace-separated word padded with one space (the
+    "char_wb" analyser of scikit-learn). They catch what the embedder smooths over in short
+    chat: particles and punctuation (吗 嘛 ？), stickers, identifiers, and how a word starts
+    and ends, without a segmenter."""
+    low, high = CHAR_NGRAMS
+    found: list[str] = []
+    for word in normalise(text).split():
+        padded = f" {word} "
+        for n in range(low, high + 1):
+            if len(padded) < n:
+                break
+            found.extend(padded[i : i + n] for i in range(len(padded) - n + 1))
+    return found
+
+
 def text_cues(text: str) -> list[float]:
     """Numbers in the order of CUE_NAMES, each bounded so one long message cannot dominate."""
     norm = normalise(text)

@@ -15,13 +15,21 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+from scipy.sparse import csc_matrix
 from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import StratifiedKFold
 from sklearn.preprocessing import StandardScaler
 
 from core.errors import InputError
 from core.gate.features import text_cues
-from core.gate.model import GateFit, Matrix, example_features, feature_names
+from core.gate.model import (
+    GateFit,
+    LexicalIndex,
+    Matrix,
+    example_features,
+    feature_names,
+    lexical_features,
+)
 
 DEFAULT_FOLDS = 5
 # The F1-best threshold of one set of out-of-fold scores moves with the fold split; the median
@@ -112,20 +120,42 @@ def choose_threshold(
     return float((ranked[best] + below) / 2)
 
 
+def lexical_self_similarities(index: LexicalIndex) -> Matrix:
+    """Example × example lexical cosine, the diagonal set to -1: each example is left out of
+    its own neighbours, as an unseen message is never among them. (The postings are the
+    columns of a sparse example × term matrix.)"""
+    matrix = csc_matrix(
+        (index.weights, index.rows, index.indptr), shape=(index.examples, len(index.vocabulary))
+    )
+    similarities = np.asarray((matrix @ matrix.T).toarray(), dtype=np.float64)
+    np.fill_diagonal(similarities, -1.0)
+    return similarities
+
+
 def design_matrix(
     kb_rows: Matrix,
     cue_rows: Matrix,
     embeddings: npt.NDArray[np.floating[Any]],
     examples: npt.NDArray[np.floating[Any]],
     example_labels: npt.NDArray[np.int8],
+    lexical: Matrix,
     *,
     leave_self_out: bool = False,
 ) -> Matrix:
-    """Rows in feature_names() order. With leave_self_out, row i is example i itself."""
+    """Rows in feature_names() order; `lexical` is the rows' lexical similarity to the
+    examples. With leave_self_out, row i is example i itself (and `lexical` must already
+    leave it out: lexical_self_similarities)."""
     similarities = np.asarray(embeddings @ examples.T, dtype=np.float64)
     if leave_self_out:
         np.fill_diagonal(similarities, -1.0)
-    return np.hstack([kb_rows, example_features(similarities, example_labels), cue_rows])
+    return np.hstack(
+        [
+            kb_rows,
+            example_features(similarities, example_labels),
+            lexical_features(lexical, example_labels),
+            cue_rows,
+        ]
+    )
 
 
 @dataclass
@@ -164,12 +194,15 @@ def _folds(labels: npt.NDArray[np.int8], folds: int, seed: int) -> StratifiedKFo
 def _fit_and_score(
     train: npt.NDArray[np.intp],
     test: npt.NDArray[np.intp],
+    texts: Sequence[str],
     kb_rows: Matrix,
     cue_rows: Matrix,
     embeddings: npt.NDArray[np.floating[Any]],
     labels: npt.NDArray[np.int8],
 ) -> npt.NDArray[np.float64]:
     examples, example_labels = embeddings[train], labels[train]
+    # The n-gram vocabulary and idf come from the training rows only, as a fit's do.
+    index = LexicalIndex.build([texts[i] for i in train])
     model = _train(
         design_matrix(
             kb_rows[train],
@@ -177,17 +210,24 @@ def _fit_and_score(
             examples,
             examples,
             example_labels,
+            lexical_self_similarities(index),
             leave_self_out=True,
         ),
         example_labels,
     )
     held_out = design_matrix(
-        kb_rows[test], cue_rows[test], embeddings[test], examples, example_labels
+        kb_rows[test],
+        cue_rows[test],
+        embeddings[test],
+        examples,
+        example_labels,
+        index.similarities([texts[i] for i in test]),
     )
     return model.probabilities(held_out)
 
 
 def out_of_fold(
+    texts: Sequence[str],
     kb_rows: Matrix,
     cue_rows: Matrix,
     embeddings: npt.NDArray[np.floating[Any]],
@@ -199,11 +239,12 @@ def out_of_fold(
     """P(answerable) of every example from a model fitted without its fold."""
     scores = np.zeros(len(labels))
     for train, test in _folds(labels, folds, seed).split(kb_rows, labels):
-        scores[test] = _fit_and_score(train, test, kb_rows, cue_rows, embeddings, labels)
+        scores[test] = _fit_and_score(train, test, texts, kb_rows, cue_rows, embeddings, labels)
     return scores
 
 
 def fitted_threshold(
+    texts: Sequence[str],
     kb_rows: Matrix,
     cue_rows: Matrix,
     embeddings: npt.NDArray[np.floating[Any]],
@@ -219,7 +260,7 @@ def fitted_threshold(
     first: npt.NDArray[np.float64] | None = None
     for repeat in range(THRESHOLD_REPEATS):
         scores = out_of_fold(
-            kb_rows, cue_rows, embeddings, labels, folds=folds, seed=seed + 10 * repeat
+            texts, kb_rows, cue_rows, embeddings, labels, folds=folds, seed=seed + 10 * repeat
         )
         thresholds.append(choose_threshold(labels, scores, precision=precision))
         first = scores if first is None else first
@@ -247,11 +288,20 @@ def fit_gate(
     _check_examples(labels)
     cue_rows = cue_matrix(texts)
     threshold, oof = fitted_threshold(
-        kb_rows, cue_rows, embeddings, labels, folds=folds, seed=seed, precision=precision
+        texts, kb_rows, cue_rows, embeddings, labels, folds=folds, seed=seed, precision=precision
     )
     metrics = confusion(labels, oof >= threshold)
+    lexical = LexicalIndex.build(texts)
     final = _train(
-        design_matrix(kb_rows, cue_rows, embeddings, embeddings, labels, leave_self_out=True),
+        design_matrix(
+            kb_rows,
+            cue_rows,
+            embeddings,
+            embeddings,
+            labels,
+            lexical_self_similarities(lexical),
+            leave_self_out=True,
+        ),
         labels,
     )
     return GateFit(
@@ -266,6 +316,7 @@ def fit_gate(
         threshold=threshold,
         examples=np.asarray(embeddings, dtype=np.float32),
         labels=labels.astype(np.int8),
+        lexical=lexical,
         metrics={
             "precision": metrics.precision,
             "recall": metrics.recall,
@@ -313,6 +364,7 @@ def cross_validate(
     splitter = _folds(labels, folds, seed)
     for train, test in splitter.split(kb_rows, labels):
         threshold, _ = fitted_threshold(
+            [texts[i] for i in train],
             kb_rows[train],
             cue_rows[train],
             embeddings[train],
@@ -321,7 +373,7 @@ def cross_validate(
             seed=seed + 1,
             precision=precision,
         )
-        scores = _fit_and_score(train, test, kb_rows, cue_rows, embeddings, labels)
+        scores = _fit_and_score(train, test, texts, kb_rows, cue_rows, embeddings, labels)
         probabilities[test] = scores
         predicted[test] = scores >= threshold
         thresholds.append(threshold)

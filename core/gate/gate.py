@@ -290,7 +290,9 @@ class Gate:
             kb, texts, embeddings, vectors=self.cache, use_graph=fit.use_graph
         )
         cues = np.asarray([text_cues(t) for t in texts], dtype=np.float64)
-        return np.hstack([kb_rows, fit.example_features(embeddings), cues])
+        return np.hstack(
+            [kb_rows, fit.example_features(embeddings), fit.lexical_features(texts), cues]
+        )
 
     def _check_compatible(self, kb: str, fit: GateFit) -> None:
         if fit.embedder != self.embedder.name or fit.dim != self.embedder.dim:

@@ -1,8 +1,9 @@
 """The gate's fit lives with its knowledge base in the StateStore, as versioned JSON.
 
 Two keys per KB, hash-tagged on the KB so a Redis Cluster keeps them in one slot: the fit
-itself (about a megabyte with a thousand example embeddings) and a small stamp that running
-bots check before each decision, reloading the fit only when the stamp has changed.
+itself (about three megabytes with a thousand examples: their embeddings and n-grams) and a
+small stamp that running bots check before each decision, reloading the fit only when the
+stamp has changed.
 """
 
 from __future__ import annotations
