@@ -47,7 +47,7 @@ sys.path.insert(0, str(ROOT))
 from adapters.embedders.use import USEEmbedder  # noqa: E402
 from adapters.graph import SQLiteGraphStore  # noqa: E402
 from adapters.vector import MilvusVectorStore  # noqa: E402
-from core.gate.vector_cache import VectorCache  # noqa: E402
+from core.gate.vector_cache import VectorCache, documents_version  # noqa: E402
 from core.index.graph_vectors import GraphVectorSync, PendingVectors  # noqa: E402
 from core.index.pipeline import embedding_text  # noqa: E402
 from core.models import (  # noqa: E402
@@ -413,8 +413,9 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     graph = SQLiteGraphStore(tacit_dir / "graph.sqlite")
     vectors = MilvusVectorStore(str(tacit_dir / "milvus.db"))
     # Dense searches from an in-memory copy of the vectors (core.gate.vector_cache), as the
-    # bot wires it; BM25 stays in Milvus.
-    cache = VectorCache(vectors)
+    # bot wires it (Services.vector_cache: versioned by the graph store's document hashes);
+    # BM25 stays in Milvus.
+    cache = VectorCache(vectors, version=documents_version(graph))
     for collection in ("chunks", "entities", "relations"):
         # Opens (loads) each collection before the cache reads it whole.
         await vectors.count(collection, KB)

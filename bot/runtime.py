@@ -79,7 +79,7 @@ async def open_runtime(
         )
         assistant = TacitAssistant(
             state,
-            services.answerer(),
+            services.answerer(in_memory=True),  # many questions: one copy of the vectors
             gate=services.gate(store),
             reindex=KnowledgeBaseReindexer(services, settings),
         )

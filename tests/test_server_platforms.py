@@ -85,6 +85,10 @@ async def test_slack_events_are_queued_answered_once_in_the_thread_and_chatter_i
         async with open_runtime(config) as runtime:
             service = Service(config, runtime)
             assert list(service.platforms) == ["slack"]
+            # A long-running process keeps one in-memory copy of the vectors for both.
+            shared = runtime.services.vector_cache()
+            assert runtime.assistant.answerer.retriever.nearest is shared  # type: ignore[attr-defined]
+            assert runtime.assistant.gate.cache is shared  # type: ignore[union-attr]
             ts, later = f"{time.time():.6f}", f"{time.time() + 1:.6f}"
             mention = f"<@{BOT_USER_ID}> How do I roll back a bad deploy?"
             bodies = [
