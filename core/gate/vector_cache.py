@@ -6,7 +6,8 @@ same 12k × 512 float32 matrix in memory (24 MB) answers a query in about a mill
 exactly: no HNSW approximation. A collection of a KB larger than `max_rows` is not copied; it
 is searched in the vector store as before.
 
-Freshness: a copy carries the KB's version (by default the record count of the collection;
+Freshness: a copy carries the KB's version (by default the record count of the collection —
+fine for small stores, but a filtered count in Milvus Lite takes seconds at 30k rows;
 the bot passes the graph store's digest of its documents' content hashes, which also changes
 when a document is edited without changing its chunk count). At most every `check_seconds` a
 search starts a background check of the version; when it changed, or the copy is older than
