@@ -151,6 +151,8 @@ class LexicalIndex:
             if not terms:
                 continue
             # All the query's postings at once: one gather and one bincount, no Python loop.
+            # (A scipy sparse product gives the same numbers but costs ~0.2 ms more per
+            # message, mostly building the query matrix: this runs for every chat message.)
             starts, ends = self.indptr[terms], self.indptr[np.asarray(terms) + 1]
             lengths = ends - starts
             offsets = np.repeat(starts - np.cumsum(lengths) + lengths, lengths)
