@@ -15,9 +15,10 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TypeVar
-from urllib.parse import urlsplit, urlunsplit
 
 import openai
+
+from core.redact import redact_url
 
 log = logging.getLogger(__name__)
 
@@ -45,14 +46,21 @@ class RetryPolicy:
     max_retries: int = 3
     base_delay: float = 0.5  # seconds before the first retry, doubled each time
     max_delay: float = 20.0
-    max_retry_after: float = 60.0  # a server asking for longer is not worth waiting for
+    # A server asking for longer than this is not waited for: the call fails at once (an hour's
+    # Retry-After means "not today", and waiting a minute then asking again only adds load).
+    max_retry_after: float = 60.0
     jitter: float = 0.5  # each backoff is drawn from [(1 - jitter) * d, d]
+
+    def asks_too_long(self, error: BaseException) -> bool:
+        """The server asked to come back later than this policy is willing to wait."""
+        asked = retry_after_seconds(error)
+        return asked is not None and asked > self.max_retry_after
 
     def delay(self, retry: int, error: BaseException, rng: Callable[[], float]) -> float:
         """Seconds to wait before retry number `retry` (0-based) after `error`."""
         asked = retry_after_seconds(error)
         if asked is not None:
-            return min(asked, self.max_retry_after)
+            return asked
         ceiling = min(self.max_delay, self.base_delay * 2.0**retry)
         # Jitter spreads out clients that failed together, so they do not retry in lockstep.
         return ceiling * (1.0 - self.jitter * rng())
@@ -110,7 +118,11 @@ async def call_with_retries(
         try:
             return await call()
         except openai.OpenAIError as error:
-            if not is_retryable(error) or retry >= policy.max_retries:
+            if (
+                not is_retryable(error)
+                or retry >= policy.max_retries
+                or policy.asks_too_long(error)
+            ):
                 raise translate(error, retry + 1) from error
             wait = policy.delay(retry, error, rng)
             log.warning(
@@ -126,14 +138,8 @@ async def call_with_retries(
 
 
 def public_endpoint(base_url: str) -> str:
-    """The endpoint as it may appear in messages and logs: no user:password in it."""
-    parts = urlsplit(base_url)
-    if parts.username is None and parts.password is None:
-        return base_url
-    host = parts.hostname or ""
-    if parts.port is not None:
-        host = f"{host}:{parts.port}"
-    return urlunsplit((parts.scheme, host, parts.path, parts.query, parts.fragment))
+    """The endpoint as it may appear in messages and logs (core.redact: no credentials)."""
+    return redact_url(base_url)
 
 
 def short_reason(error: BaseException) -> str:
@@ -164,6 +170,9 @@ def describe_failure(
         text = f"{service} at {endpoint} returned HTTP {error.status_code} ({tries})"
         if detail:
             text += f": {detail}"
+        asked = retry_after_seconds(error)
+        if asked is not None:
+            text += f" (the server asked to retry after {asked:g}s)"
     elif isinstance(error, openai.APIConnectionError):
         cause = error.__cause__ or error
         text = f"cannot reach {service} at {endpoint} ({tries}): {cause}"

@@ -144,7 +144,13 @@ async def run(work: Path) -> dict[str, Any]:
             {"n": n, "label": c.chunk.source, "text": c.chunk.text}
             for n, c in enumerate(chunks, start=1)
         ]
-        prompt = prompts.render("answer", "en", sources=sources, question=question)
+        prompt = prompts.render(
+            "answer",
+            "en",
+            sources=sources,
+            question=json.dumps(question, ensure_ascii=False),
+            not_covered="NOT_COVERED",
+        )
         seconds = time.perf_counter() - started
         tokens = sum(count_tokens(m.content) for m in prompt.messages)
         return {"calls": 1, "prompt_tokens": tokens, "seconds": seconds}

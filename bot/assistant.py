@@ -9,14 +9,18 @@ is logged with its reason and scores; every answer leaves a trace that feedback 
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import inspect
 import logging
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from typing import Any, Protocol
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
 
 from bot.conversation_state import ChannelConfig, ConversationState, Decision
+from bot.gate_labels import GateLabels, Label, label_decision
 from core.answer.events import AnswerEvent, Delta, Final, Retract, Status
 from core.conversation import (
     Feedback,
@@ -51,7 +55,8 @@ COMMAND_HELP = (
     "/tacit mode [mention|auto|on|off] — show or change how this channel is answered\n"
     "/tacit stats — the gate's decisions in this channel\n"
     "/tacit feedback — 👍/👎 on this channel's answers\n"
-    "/tacit reindex — index this channel's knowledge base again"
+    "/tacit reindex — index this channel's knowledge base again\n"
+    "/tacit label answer|silent <trace-or-message-id> — should have answered / stayed silent"
 )
 COMMAND_PREFIX = "/tacit"
 
@@ -87,6 +92,74 @@ class Gatekeeper(Protocol):
     async def decide(self, kb: str, message: str, *, addressed: bool = False) -> GateVerdict: ...
 
 
+@runtime_checkable
+class ScreeningGatekeeper(Gatekeeper, Protocol):
+    """A gate whose decision splits in two (core.gate.gate.Gate): screen() runs the cheap
+    stages, classify() the LLM's intent-and-safety screening, which the assistant runs while
+    the answer is being prepared (issue 14: the first token in seconds)."""
+
+    async def screen(self, kb: str, message: str, *, addressed: bool = False) -> GateVerdict: ...
+
+    async def classify(
+        self, message: str, screened: Any, *, addressed: bool = False
+    ) -> GateVerdict: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Overturned:
+    """The gate's LLM screening refused a message the cheap stages had let through."""
+
+    verdict: GateVerdict
+
+
+async def _confirmed(
+    events: AsyncIterator[ReplyEvent], verdict: asyncio.Future[GateVerdict]
+) -> AsyncIterator[ReplyEvent | Overturned]:
+    """`events` once `verdict` confirms the message (held until then: nothing of an answer is
+    shown before the gate has said yes), or Overturned alone — the answer stops at once."""
+    held: list[ReplyEvent] = []
+    confirmed = False
+    step: asyncio.Future[ReplyEvent] | None = None
+    try:
+        while True:
+            step = asyncio.ensure_future(anext(events))
+            if not confirmed:
+                either: set[asyncio.Future[Any]] = {step, verdict}
+                await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
+                if verdict.done():
+                    if verdict.result().refused:
+                        yield Overturned(verdict.result())
+                        return
+                    confirmed = True
+                    for event in held:
+                        yield event
+                    held.clear()
+            try:
+                event = await step
+            except StopAsyncIteration:
+                break
+            if confirmed:
+                yield event
+            else:
+                held.append(event)
+        if not confirmed:
+            if (await verdict).refused:
+                yield Overturned(verdict.result())
+                return
+            for event in held:
+                yield event
+    finally:
+        if not verdict.done():
+            verdict.cancel()
+        if step is not None and not step.done():
+            step.cancel()
+            with contextlib.suppress(asyncio.CancelledError, StopAsyncIteration):
+                await step  # the answer stops where it is (its own cleanup runs)
+        close = getattr(events, "aclose", None)
+        if close is not None:
+            await close()
+
+
 class TacitAssistant:
     """The conversation loop. Stateless itself: all state lives in the ConversationState."""
 
@@ -97,17 +170,33 @@ class TacitAssistant:
         *,
         gate: Gatekeeper | None = None,
         reindex: Reindex | None = None,
+        labels: GateLabels | None = None,
     ) -> None:
         """Without a gate, the answerer's own refusal (evidence below its threshold) is the
-        gate's verdict."""
+        gate's verdict. `labels`: where /tacit label and 👍/👎 teach the gate (issue 15)."""
         self.state = state
         self.answerer = answerer
         self.gate = gate
         self.reindex = reindex
+        self.labels = labels if labels is not None else GateLabels(state.store)
         self._takes_history = "history" in inspect.signature(answerer.ask).parameters
 
     async def record_feedback(self, feedback: Feedback) -> bool:
-        return await self.state.add_feedback(feedback)
+        stored = await self.state.add_feedback(feedback)
+        if stored:
+            # A 👍 says "should have answered", a 👎 "should have stayed silent": labels for
+            # the gate, weaker than an admin's /tacit label (bot/gate_labels.py).
+            trace = await self.state.trace(feedback.trace_id)
+            if trace is not None and trace.get("kb") and trace.get("question"):
+                await self.labels.mark(
+                    kb=str(trace["kb"]),
+                    trace_id=feedback.trace_id,
+                    text=str(trace["question"]),
+                    label="answer" if feedback.helpful else "silent",
+                    strength="feedback",
+                    by=feedback.user,
+                )
+        return stored
 
     async def handle(
         self, message: Message, *, claim: str | None = None
@@ -157,25 +246,39 @@ class TacitAssistant:
             )
             yield Refusal(None, reason, trace_id)
             return
+
+        async def refused_by_gate(verdict: GateVerdict) -> Refusal:
+            await self.state.record(
+                decision(
+                    outcome="declined" if addressed else "silent",
+                    stage="gate",
+                    reason=f"{verdict.stage}: {verdict.reason}",
+                    kb=config.kb,
+                    mode=config.mode,
+                    intent=verdict.intent or "",
+                    scores=_rounded(verdict.scores),
+                )
+            )
+            reply = (verdict.reply or DECLINE[language]) if addressed else None
+            return Refusal(reply, verdict.reason, trace_id)
+
+        confirm: Callable[[], Awaitable[GateVerdict]] | None = None
         try:
             if self.gate is not None:
-                verdict = await self.gate.decide(
-                    config.kb, await self._gate_text(message), addressed=addressed
-                )
+                gate_text = await self._gate_text(message)
+                if isinstance(self.gate, ScreeningGatekeeper):
+                    # The cheap stages now; the LLM's screening runs while answering starts
+                    # (nothing is shown before it confirms: see _confirmed).
+                    verdict = await self.gate.screen(config.kb, gate_text, addressed=addressed)
+                    gate = self.gate
+                    screened = verdict
+
+                    def confirm() -> Awaitable[GateVerdict]:
+                        return gate.classify(gate_text, screened, addressed=addressed)
+                else:
+                    verdict = await self.gate.decide(config.kb, gate_text, addressed=addressed)
                 if verdict.refused:
-                    await self.state.record(
-                        decision(
-                            outcome="declined" if addressed else "silent",
-                            stage="gate",
-                            reason=f"{verdict.stage}: {verdict.reason}",
-                            kb=config.kb,
-                            mode=config.mode,
-                            intent=verdict.intent or "",
-                            scores=_rounded(verdict.scores),
-                        )
-                    )
-                    reply = (verdict.reply or DECLINE[language]) if addressed else None
-                    yield Refusal(reply, verdict.reason, trace_id)
+                    yield await refused_by_gate(verdict)
                     return
                 gate_scores = _rounded(verdict.scores)
             else:
@@ -190,10 +293,16 @@ class TacitAssistant:
                 return
             if addressed:
                 yield Thinking()
-            async for event in self._answer(
-                message, config, trace_id, decision, silent_or, gate_scores
-            ):
-                yield event
+            answering = self._answer(message, config, trace_id, decision, silent_or, gate_scores)
+            if confirm is None:
+                async for event in answering:
+                    yield event
+                return
+            async for item in _confirmed(answering, asyncio.ensure_future(confirm())):
+                if isinstance(item, Overturned):
+                    yield await refused_by_gate(item.verdict)
+                    return
+                yield item
         except InputError as exc:
             reason = f"unusable input: {exc}"
             await self.state.record(
@@ -329,6 +438,7 @@ class TacitAssistant:
             "stats": self._stats,
             "feedback": self._feedback,
             "reindex": self._reindex,
+            "label": self._label,
         }.get(name)
         if handler is None:
             text, reason = COMMAND_HELP, "help"
@@ -405,6 +515,35 @@ class TacitAssistant:
             if trace is not None:
                 lines.append(f"  👎 {trace['question'][:120]}")
         return "\n".join(lines)
+
+    async def _label(self, message: Message, config: ChannelConfig, args: list[str]) -> str:
+        """/tacit label answer|silent <trace or message id>: teach the gate a decision of this
+        channel was wrong (or right). The id is the trace id shown in the console and in
+        /v1 replies, or the platform's message id (Slack ts, Telegram message_id)."""
+        if len(args) != 2 or args[0].lower() not in ("answer", "silent"):
+            raise InputError("usage: /tacit label answer|silent <trace-or-message-id>")
+        label: Label = "answer" if args[0].lower() == "answer" else "silent"
+        wanted = args[1].strip()
+        here = (message.platform, message.workspace, message.channel)
+        decision = await self.state.log.get(wanted)
+        if decision is None:
+            recent = await self.state.decisions(*here)
+            decision = next((d for d in reversed(recent) if d["message_id"] == wanted), None)
+        where = (
+            None
+            if decision is None
+            else (decision["platform"], decision["workspace"], decision["channel"])
+        )
+        if decision is None or where != here:  # another channel's: not this admin's to label
+            raise InputError(f"no decision {wanted!r} in this channel")
+        kb = await label_decision(
+            self.labels, decision, label=label, strength="admin", by=message.user
+        )
+        should = "answered" if label == "answer" else "stayed silent"
+        return (
+            f"Noted: Tacit should have {should} on “{str(decision['text'])[:80]}” "
+            f"(knowledge base {kb}). The next refit learns it (tacit gate fit --from-feedback)."
+        )
 
     async def _reindex(self, message: Message, config: ChannelConfig, args: list[str]) -> str:
         if self.reindex is None:

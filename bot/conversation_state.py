@@ -8,7 +8,7 @@ Cluster slot):
     {platform:workspace:channel:thread}:delivery:<id>   dedupe of the platform delivery
     {platform:workspace:channel:thread}:history         the thread's turns (list, TTL)
     {platform:workspace:channel}:config                 run-time overrides of the channel
-    {platform:workspace:channel}:decisions              the decision log (list, newest kept)
+    {decisions}:…                                       the decision log (bot/decision_log.py)
     {platform:workspace:channel}:feedback               votes, newest kept (list)
     {trace:<trace id>}                                  what an answer was (for feedback)
     {result:<platform>:<message id>}                    a queued HTTP event's outcome
@@ -24,6 +24,7 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
+from bot.decision_log import DecisionLog
 from bot.settings import ChannelMode, ConversationSettings
 from core.conversation import Feedback, Message
 from core.models import ChatMessage
@@ -106,6 +107,12 @@ class ConversationState:
         self.store = store
         self.settings = settings
         self.default_kb = default_kb
+        self.log = DecisionLog(
+            store,
+            keep_per_channel=settings.decision_log,
+            ttl=settings.trace_ttl,
+            keep_text_days=settings.keep_text_days,
+        )
 
     # -- dedupe ----------------------------------------------------------------------------
 
@@ -223,22 +230,15 @@ class ConversationState:
     # -- decisions and traces --------------------------------------------------------------
 
     async def record(self, decision: Decision) -> None:
-        key = f"{channel_key(decision.platform, decision.workspace, decision.channel)}:decisions"
-        await self.store.push(
-            key,
-            json.dumps(asdict(decision), ensure_ascii=False),
-            max_len=self.settings.decision_log,
-            ttl=self.settings.trace_ttl,
-        )
+        """Log the decision, indexed for the console; its text is kept for
+        `keep_text_days`, then only its SHA-256."""
+        await self.log.record(asdict(decision))
 
     async def decisions(
         self, platform: str, workspace: str, channel: str, count: int = 1000
     ) -> list[dict[str, Any]]:
         """The channel's newest decisions, oldest first."""
-        rows = await self.store.recent(
-            f"{channel_key(platform, workspace, channel)}:decisions", count
-        )
-        return [json.loads(row) for row in rows]
+        return await self.log.channel_recent(channel_id(platform, workspace, channel), count)
 
     async def save_trace(self, message: Message, trace_id: str, trace: dict[str, Any]) -> None:
         where = {
@@ -272,6 +272,7 @@ class ConversationState:
             max_len=_FEEDBACK_KEPT,
             ttl=self.settings.trace_ttl,
         )
+        await self.log.vote(feedback.trace_id, vote, helpful=feedback.helpful)
         return True
 
     async def feedback_summary(self, platform: str, workspace: str, channel: str) -> dict[str, Any]:

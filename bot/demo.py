@@ -50,7 +50,15 @@ async def run_demo(settings: Settings, *, echo: bool, out: Console, err: Console
         answerer = services.answerer()
         asked = [(q["question"], False) for q in questions["answerable"]]
         asked += [(text, True) for text in questions["refused"]]
-        for question, expect_refusal in asked:
+        for index, (question, expect_refusal) in enumerate(asked):
+            if echo and index in (0, len(questions["answerable"])):
+                heading = (
+                    "Questions the knowledge base covers (names, config keys, numbers, 中文):"
+                    if index == 0
+                    else "Questions it does not cover (off-topic, chatter, KB words stuffed "
+                    "in front of an off-topic request):"
+                )
+                out.print(f"[bold]{heading}[/]\n", markup=True)
             if echo:
                 out.print(f"[bold cyan]> {question}[/]", markup=True)
             answer = await stream_answer(answerer.ask(DEMO_KB, question), echo=echo)

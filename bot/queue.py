@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import logging
 import os
@@ -22,6 +23,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import asdict
 from typing import Any
 
+from bot.admission import Admission
 from bot.assistant import TacitAssistant
 from bot.conversation_state import Decision
 from bot.metrics import Metrics
@@ -33,6 +35,7 @@ from core.ports import EventQueue
 logger = logging.getLogger(__name__)
 
 _CANCEL_WAIT_S = 5.0  # how long stop() waits for a cancelled task to end
+_ADMISSION_POLL_S = 0.05  # how often a worker with no spare slot looks again
 
 # How a platform puts the assistant's events in front of people. It must consume the stream to
 # its end (that is what records the decision) and must accept an empty stream (a duplicate).
@@ -86,7 +89,10 @@ class Worker:
         max_deliveries: int = 5,
         poll: float = 1.0,
         metrics: Metrics | None = None,
+        admission: Admission | None = None,
     ) -> None:
+        """`admission`, shared with /v1/ask, bounds the answers of the whole process: the
+        worker takes an entry only when a slot is spare, leaving the rest in the stream."""
         self.queue = queue
         self.assistant = assistant
         self.deliverers = dict(deliverers)
@@ -96,6 +102,7 @@ class Worker:
         self.max_deliveries = max_deliveries
         self.poll = poll
         self.metrics = metrics
+        self.admission = admission
         self._in_flight: dict[asyncio.Task[None], str] = {}  # task -> its queue entry id
         self._stopping = asyncio.Event()
         self._wake = asyncio.Event()
@@ -119,6 +126,12 @@ class Worker:
                 self._wake.clear()
                 await self._wait_or_stop(self._wake.wait())
                 continue
+            if self.admission is not None:
+                free = min(free, self.admission.spare())
+                if free <= 0:
+                    # Asks hold every slot (or wait for one): take nothing, look again soon.
+                    await self._wait_or_stop(asyncio.sleep(min(self.poll, _ADMISSION_POLL_S)))
+                    continue
             try:
                 entries = await self.queue.take(
                     self.consumer, count=free, block=self.poll, reclaim_idle=self.reclaim_idle
@@ -134,8 +147,13 @@ class Worker:
             for entry in entries:
                 if entry.id in working:
                     continue  # reclaimed from ourselves while still at it: one run is enough
+                # The slot is taken here, before any await, so an ask cannot slip in between.
                 task = asyncio.create_task(self._process(entry), name=f"tacit-entry-{entry.id}")
                 self._in_flight[task] = entry.id
+                if self.admission is not None:
+                    # Given back when the task is done, even one cancelled before it started.
+                    slot = self.admission.occupy()
+                    task.add_done_callback(functools.partial(self._release_slot, slot))
                 task.add_done_callback(self._finished)
 
     async def stop(self, drain_timeout: float = 30.0) -> int:
@@ -227,6 +245,10 @@ class Worker:
         await self.queue.dead_letter(entry, reason)
         if self.metrics is not None:
             self.metrics.dead_letters.inc()
+
+    def _release_slot(self, started: float, _task: asyncio.Task[None]) -> None:
+        if self.admission is not None:
+            self.admission.release(started)
 
     def _finished(self, task: asyncio.Task[None]) -> None:
         self._in_flight.pop(task, None)

@@ -16,6 +16,7 @@ from bot.queue import EventIngest
 from bot.settings import Settings
 from bot.wiring import Services, build_state, open_services
 from core.errors import InputError
+from core.index.loaders import printable
 from core.ports import StateStore
 
 
@@ -55,11 +56,15 @@ class KnowledgeBaseReindexer:
             raise InputError(f"knowledge base {kb} is being re-indexed already")
         async with lock:
             report = await self.services.indexer(kb).index(kb, sources)
-        return (
+        summary = (
             f"Re-indexed {kb}: {report.documents_indexed} document(s) indexed, "
             f"{report.documents_skipped} unchanged, {report.documents_failed} failed, "
             f"{report.chunks} chunk(s) in {report.seconds:.1f}s."
         )
+        # Each file that could not be indexed, with its reason (the run went on without it).
+        shown = [f"\n- {printable(f.source)}: {printable(f.reason)}" for f in report.failed[:10]]
+        more = len(report.failed) - len(shown)
+        return summary + "".join(shown) + (f"\n… and {more} more" if more > 0 else "")
 
 
 @asynccontextmanager

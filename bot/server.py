@@ -3,18 +3,29 @@
     POST /v1/ask            a question; the answer streams back as server-sent events
     POST /v1/feedback       👍/👎 on an answer, by its trace id
     POST /v1/events         queue a platform-neutral message durably (202 once stored)
-    GET  /v1/results/{id}   what a queued HTTP message got, once a worker handled it
-    GET  /healthz           the state store answers (503 when it does not)
+    GET  /v1/results/{id}?channel=…   what a queued message got, once a worker handled it
+    GET  /healthz           ok or not (the state store answers); details for a token holder
     GET  /metrics           Prometheus metrics
-    /slack/events, /telegram/webhook, …  the routes the platform adapters bring
+    /slack/events, /telegram/webhook   the platform adapters' routes, mounted only in the mode
+                                        that uses them (Events API; Telegram webhook mode)
 
-/v1/* asks for `Authorization: Bearer <server.api_token>` when a token is configured.
+Who calls. /v1/* asks for `Authorization: Bearer …` when any token is configured: one of
+`[server] tokens` (each with its user and admin right) or the anonymous `api_token` (user
+"api", not an admin). The caller's identity is the token's, never the body's: a body `user` only
+names someone *behind* the caller ("ops/alice"), who can never be an admin nor vote as another.
+Admin commands (/tacit …) need an admin token. A queued message's result is read back under its
+platform and channel, by the caller that queued it.
+
+Every body is read by adapters/http_body.py (capped at `[server] max_body_bytes`, 413 beyond)
+before it is parsed.
 The SSE events of /v1/ask: `status`, `delta`, then exactly one `answer` or `refusal` (or
 `duplicate` when an Idempotency-Key was seen before, `error` when answering failed).
 """
 
 from __future__ import annotations
 
+import asyncio
+import hashlib
 import hmac
 import json
 import logging
@@ -22,6 +33,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
@@ -32,9 +44,12 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from bot.assistant import TacitAssistant
+from adapters.http_body import DEFAULT_MAX_BODY_BYTES, BodyRejected, read_body
+from bot.admission import Admission
+from bot.assistant import COMMAND_PREFIX, TacitAssistant
 from bot.metrics import Metrics
 from bot.queue import EventIngest
+from bot.settings import ApiToken, ServerSettings, Settings
 from core.conversation import (
     Feedback,
     FinalReply,
@@ -49,21 +64,100 @@ from core.ports import EventQueue, StateStore
 
 logger = logging.getLogger(__name__)
 
-MAX_BODY_BYTES = 64 * 1024
+ANONYMOUS_USER = "api"
+_ON_BEHALF = Field(
+    None,
+    min_length=1,
+    max_length=200,
+    description="someone behind the caller (a relayed chat user); never the caller's identity",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Caller:
+    """Who is calling, as their bearer token says."""
+
+    user: str
+    admin: bool = False
+    authenticated: bool = False  # presented a configured token (not merely an open API)
+
+    def acting_user(self, on_behalf: str | None) -> str:
+        """The message's user: the caller, or someone behind it, namespaced under it so that no
+        body can name a configured admin or another caller's votes."""
+        if not on_behalf or on_behalf == self.user:
+            return self.user
+        return f"{self.user}/{on_behalf}"
+
+
+class TokenBook:
+    """The configured bearer tokens and whom each one identifies."""
+
+    def __init__(self, api_token: str = "", tokens: Sequence[ApiToken] = ()) -> None:
+        self._entries = [
+            (t.token.get_secret_value().encode(), Caller(t.user, t.admin, authenticated=True))
+            for t in tokens
+        ]
+        if api_token:
+            self._entries.append((api_token.encode(), Caller(ANONYMOUS_USER, authenticated=True)))
+
+    @property
+    def required(self) -> bool:
+        return bool(self._entries)
+
+    def identify(self, request: Request) -> Caller | None:
+        """The caller, or None when a token is required and none of them was given."""
+        scheme, _, value = request.headers.get("authorization", "").partition(" ")
+        found: Caller | None = None
+        if scheme.lower() == "bearer" and value:
+            given = value.strip().encode()
+            for secret, caller in self._entries:  # every one compared: no early exit to time
+                if hmac.compare_digest(given, secret):
+                    found = caller
+        if found is None and not self.required:
+            return Caller(ANONYMOUS_USER)
+        return found
+
+
+def http_admins(server: ServerSettings) -> list[str]:
+    """The `platform:user` admin ids of admin tokens' users, over HTTP (and queued "cli")."""
+    return [f"{p}:{t.user}" for t in server.tokens if t.admin for p in ("http", "cli")]
+
+
+def with_http_admins(config: Settings) -> Settings:
+    """The settings with admin tokens' users among [conversation] admins (what the assistant
+    checks); the server lets only admin tokens send admin commands at all."""
+    conversation = config.conversation
+    admins = [*conversation.admins, *http_admins(config.server)]
+    return config.model_copy(
+        update={"conversation": conversation.model_copy(update={"admins": admins})}
+    )
+
+
+def is_admin_command(text: str) -> bool:
+    first = text.strip().split(maxsplit=1)[0] if text.strip() else ""
+    return first.lower().split("@", 1)[0] == COMMAND_PREFIX
+
+
+def result_id(workspace: str, channel: str, message_id: str) -> str:
+    """A queued message's result key: its channel is part of it (one message id in two
+    channels is two results), as JSON so no choice of names makes two keys meet."""
+    scoped = json.dumps([workspace, channel, message_id], ensure_ascii=False)
+    return hashlib.sha256(scoped.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 class AskRequest(BaseModel):
     question: str = Field(min_length=1, max_length=4000)
     channel: str = Field("api", min_length=1, max_length=200)
     thread: str | None = Field(None, max_length=200, description="continue this conversation")
-    user: str = Field("api", min_length=1, max_length=200)
+    user: str | None = _ON_BEHALF
 
 
 class FeedbackRequest(BaseModel):
     trace_id: str = Field(min_length=1, max_length=100)
     helpful: bool
-    user: str = Field("api", min_length=1, max_length=200)
+    user: str | None = _ON_BEHALF
     comment: str = Field("", max_length=2000)
+    platform: Literal["http", "cli"] = Field("http", description="where the answer went")
 
 
 class EventRequest(BaseModel):
@@ -73,7 +167,7 @@ class EventRequest(BaseModel):
     workspace: str = Field("", max_length=200)
     channel: str = Field(min_length=1, max_length=200)
     thread: str | None = Field(None, max_length=200)
-    user: str = Field(min_length=1, max_length=200)
+    user: str | None = _ON_BEHALF
     text: str = Field(max_length=40_000)
     message_id: str = Field(min_length=1, max_length=200)
     delivery_id: str = Field("", max_length=200)
@@ -109,8 +203,11 @@ class HttpResults:
         async for event in events:
             if isinstance(event, FinalReply | Refusal):
                 name, data = reply_event_data(event)
+                caller = str(message.extra.get("caller", ""))
                 await self.assistant.state.save_result(
-                    message.platform, message.message_id, {"event": name, **data}
+                    message.platform,
+                    result_id(message.workspace, message.channel, message.message_id),
+                    {"event": name, **data, "caller": caller},
                 )
 
 
@@ -122,80 +219,116 @@ def build_app(
     ingest: EventIngest | None = None,
     queue: EventQueue | None = None,
     api_token: str = "",
+    tokens: Sequence[ApiToken] = (),
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     routes: Sequence[BaseRoute] = (),
     lifespan: Callable[[Starlette], AbstractAsyncContextManager[None]] | None = None,
+    admission: Admission | None = None,
 ) -> Starlette:
     """The ASGI app. `routes` are the platform adapters' (Slack events, Telegram webhook);
     `lifespan` starts and drains the workers and adapters around serving."""
-    token = api_token.encode()
+    book = TokenBook(api_token, tokens)
 
-    def authorised(request: Request) -> bool:
-        if not token:
-            return True
-        given = request.headers.get("authorization", "")
-        scheme, _, value = given.partition(" ")
-        return scheme.lower() == "bearer" and hmac.compare_digest(value.encode(), token)
+    def unauthorised() -> Response:
+        return JSONResponse({"error": "missing or wrong bearer token"}, status_code=401)
 
-    async def body_of(request: Request, model: type[BaseModel]) -> BaseModel | Response:
-        if not authorised(request):
-            return JSONResponse({"error": "missing or wrong bearer token"}, status_code=401)
-        raw = await request.body()
-        if len(raw) > MAX_BODY_BYTES:
-            return JSONResponse({"error": "request body too large"}, status_code=413)
+    def not_admin() -> Response:
+        return JSONResponse(
+            {"error": f"only an admin token may run {COMMAND_PREFIX} commands"}, status_code=403
+        )
+
+    async def body_of(
+        request: Request, model: type[BaseModel]
+    ) -> tuple[Caller, BaseModel] | Response:
+        """The caller (from the token, checked before a byte of the body is read) and the
+        body, read capped and then validated."""
+        caller = book.identify(request)
+        if caller is None:
+            return unauthorised()
         try:
-            return model.model_validate_json(raw)
+            raw = await read_body(request, max_body_bytes)
+        except BodyRejected as rejected:
+            return rejected.response()
+        try:
+            return caller, model.model_validate_json(raw)
         except ValidationError as exc:
             problems = "; ".join(
                 f"{'.'.join(str(p) for p in e['loc']) or 'body'}: {e['msg']}" for e in exc.errors()
             )
-            return JSONResponse({"error": problems}, status_code=400)
+            return JSONResponse({"error": problems[:2000]}, status_code=400)
 
     async def ask(request: Request) -> Response:
-        parsed = await body_of(request, AskRequest)
-        if isinstance(parsed, Response):
-            return parsed
+        checked = await body_of(request, AskRequest)
+        if isinstance(checked, Response):
+            return checked
+        caller, parsed = checked
         assert isinstance(parsed, AskRequest)
+        if is_admin_command(parsed.question) and not caller.admin:
+            return not_admin()
         message_id = request.headers.get("idempotency-key") or uuid.uuid4().hex
         message = Message(
             platform="http",
             workspace="",
             channel=parsed.channel,
             thread=parsed.thread or message_id,
-            user=parsed.user,
+            user=caller.acting_user(parsed.user),
             text=parsed.question,
             message_id=message_id,
             addressed=True,
             direct=True,
             sent_at=time.time(),
+            extra={"caller": caller.user},
         )
-        return EventSourceResponse(_ask_stream(message), ping=15)
+
+        def stream() -> Response:
+            return EventSourceResponse(_ask_stream(message), ping=15)
+
+        if admission is not None:  # past capacity: 429 with Retry-After, not a failure
+            return await admission.respond(stream)
+        return stream()
 
     async def _ask_stream(message: Message) -> AsyncIterator[dict[str, str]]:
-        outcome = "duplicate"
+        # Until the stream ends by itself, the client is the one who left (sse-starlette
+        # cancels the generator, or closes it, when the connection drops).
+        outcome = "disconnected"
+        ended = None
         try:
             async for event in assistant.handle(message):
                 name, data = reply_event_data(event)
                 if name in ("answer", "refusal"):
-                    outcome = name
+                    ended = name
                 yield {"event": name, "data": json.dumps(data, ensure_ascii=False)}
-            if outcome == "duplicate":
+            if ended is None:
+                ended = "duplicate"
                 yield {"event": "duplicate", "data": json.dumps({"message_id": message.message_id})}
+            outcome = ended
         except TacitError as exc:
             outcome = "error"
             logger.warning("/v1/ask failed: %s", exc)
             yield {"event": "error", "data": json.dumps({"error": str(exc)}, ensure_ascii=False)}
+        except (asyncio.CancelledError, GeneratorExit):
+            outcome = "disconnected"
+            raise
         finally:
             metrics.asks.labels(outcome).inc()
 
     async def feedback(request: Request) -> Response:
-        parsed = await body_of(request, FeedbackRequest)
-        if isinstance(parsed, Response):
-            return parsed
+        checked = await body_of(request, FeedbackRequest)
+        if isinstance(checked, Response):
+            return checked
+        caller, parsed = checked
         assert isinstance(parsed, FeedbackRequest)
+        vote = Feedback(
+            parsed.trace_id,
+            caller.acting_user(parsed.user),
+            parsed.helpful,
+            # Only answers given over HTTP (or queued as "cli"): a Slack or Telegram answer is
+            # rated on its platform, by the people who saw it.
+            platform=parsed.platform,
+            comment=parsed.comment,
+        )
         try:
-            stored = await assistant.record_feedback(
-                Feedback(parsed.trace_id, parsed.user, parsed.helpful, comment=parsed.comment)
-            )
+            stored = await assistant.record_feedback(vote)
         except StoreError as exc:
             return JSONResponse({"error": str(exc)}, status_code=503)
         if not stored:
@@ -206,13 +339,17 @@ def build_app(
         received = time.perf_counter()
         if ingest is None:
             return JSONResponse({"error": "no event queue in this process"}, status_code=404)
-        parsed = await body_of(request, EventRequest)
-        if isinstance(parsed, Response):
-            return parsed
+        checked = await body_of(request, EventRequest)
+        if isinstance(checked, Response):
+            return checked
+        caller, parsed = checked
         assert isinstance(parsed, EventRequest)
+        if is_admin_command(parsed.text) and not caller.admin:
+            return not_admin()
         fields = parsed.model_dump()
         fields["thread"] = fields["thread"] or parsed.message_id
-        message = Message(**fields, sent_at=time.time())
+        fields["user"] = caller.acting_user(parsed.user)
+        message = Message(**fields, sent_at=time.time(), extra={"caller": caller.user})
         try:
             entry = await ingest.submit(message, received_at=received)
         except StoreError as exc:
@@ -221,18 +358,38 @@ def build_app(
         return JSONResponse({"queued": entry, "message_id": message.message_id}, status_code=202)
 
     async def results(request: Request) -> Response:
-        if not authorised(request):
-            return JSONResponse({"error": "missing or wrong bearer token"}, status_code=401)
+        caller = book.identify(request)
+        if caller is None:
+            return unauthorised()
         message_id = request.path_params["message_id"]
+        query = request.query_params
+        channel, workspace = query.get("channel", ""), query.get("workspace", "")
+        platform = query.get("platform", "http")
+        if not channel or platform not in ("http", "cli"):
+            return JSONResponse(
+                {"error": "name the message's channel (?channel=…; platform http or cli)"},
+                status_code=400,
+            )
         try:
-            found = await assistant.state.result("http", message_id)
+            found = await assistant.state.result(
+                platform, result_id(workspace, channel, message_id)
+            )
         except StoreError as exc:
             return JSONResponse({"error": str(exc)}, status_code=503)
-        if found is None:
+        # Another caller's result is as good as none: its existence is not for this caller.
+        if found is None or found.pop("caller", None) != caller.user:
             return JSONResponse({"pending": True, "message_id": message_id}, status_code=404)
         return JSONResponse(found)
 
     async def healthz(request: Request) -> Response:
+        caller = book.identify(request)
+        if caller is None or not caller.authenticated:
+            # Probes and strangers learn only whether it works: no versions, no queue depth.
+            try:
+                await state.ping()
+            except StoreError:
+                return JSONResponse({"ok": False}, status_code=503)
+            return JSONResponse({"ok": True})
         try:
             version = await state.ping()
             body: dict[str, Any] = {"ok": True, "redis": version}

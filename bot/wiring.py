@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from bot.settings import Settings
 from core.answer.pipeline import MultiStageAnswerer, PipelineOptions
+from core.gate.coverage import CoverageOptions, CoverageRule
 from core.gate.gate import Gate, GateOptions
 from core.gate.vector_cache import CacheOptions, VectorCache, documents_version
 from core.index.pipeline import Indexer, IndexOptions
@@ -17,6 +18,7 @@ from core.retrieve.retriever import RetrievalOptions, Retriever
 
 if TYPE_CHECKING:
     from adapters.chat.common import ChatAdapter, RecordFeedback, SubmitMessage
+    from adapters.chat.slack_assistant import HomeFactsOf, SuggestPrompts
 
 
 def build_llm(settings: Settings) -> LLM | None:
@@ -107,22 +109,39 @@ def build_vectors(settings: Settings) -> VectorStore:
 async def build_state(settings: Settings) -> StateStore:
     from adapters.state.redis_store import RedisStateStore
 
-    if settings.state.url:
+    state = settings.state
+    if state.url:
         return RedisStateStore.from_url(
-            settings.state.url, cluster=settings.state.cluster, key_prefix=settings.state.key_prefix
+            state.url,
+            cluster=state.cluster,
+            key_prefix=state.key_prefix,
+            max_connections=state.max_connections,
+            pool_timeout=state.pool_timeout,
         )
     settings.home.mkdir(parents=True, exist_ok=True)
-    return await RedisStateStore.embedded(settings.state_path, key_prefix=settings.state.key_prefix)
+    return await RedisStateStore.embedded(
+        settings.state_path,
+        key_prefix=state.key_prefix,
+        max_connections=state.max_connections,
+        pool_timeout=state.pool_timeout,
+    )
 
 
 def build_chat_adapters(
-    settings: Settings, submit: SubmitMessage, feedback: RecordFeedback
+    settings: Settings,
+    submit: SubmitMessage,
+    feedback: RecordFeedback,
+    state: StateStore | None = None,
+    suggest_prompts: SuggestPrompts | None = None,
+    home_facts: HomeFactsOf | None = None,
 ) -> dict[str, ChatAdapter]:
     """The configured chat platforms by name ("slack", "telegram"; none without tokens).
 
     `submit` queues a message durably (the platform is acked after it returns), `feedback`
-    stores a 👍/👎. For `tacit serve`: mount every adapter's `routes()` in the ASGI app, await
-    `start()` after it and `stop()` before it shuts down, and give the worker each `deliver`.
+    stores a 👍/👎, `state` (the shared StateStore) holds what every replica must agree on
+    (Telegram's reply roots and polling lease, where Slack refused native streaming). For
+    `tacit serve`: mount every adapter's `routes()` in the ASGI app, await `start()` after it
+    and `stop()` before it shuts down, and give the worker each `deliver`.
     """
     from core.errors import ConfigError
 
@@ -147,6 +166,12 @@ def build_chat_adapters(
             stream_interval=slack.stream_interval,
             max_retries=slack.max_retries,
             slash_command=slack.slash_command,
+            native_streaming=slack.native_streaming,
+            native_stream_retry=slack.native_stream_retry,
+            state=state,
+            suggest_prompts=suggest_prompts,
+            home_facts=home_facts,
+            max_body_bytes=settings.server.max_body_bytes,
         )
     telegram = settings.telegram
     if telegram.configured:
@@ -164,6 +189,11 @@ def build_chat_adapters(
             typing_interval=telegram.typing_interval,
             concurrent_updates=telegram.concurrent_updates,
             max_retries=telegram.max_retries,
+            state=state,
+            lease_ttl=telegram.poll_lease_ttl,
+            drafts=telegram.drafts,
+            draft_interval=telegram.draft_interval,
+            max_body_bytes=settings.server.max_body_bytes,
         )
     return adapters
 
@@ -227,6 +257,7 @@ class Services:
     embedder: Embedder
     llm: LLM | None
     _vector_cache: VectorCache | None = field(default=None, init=False, repr=False)
+    _coverage_rule: CoverageRule | None = field(default=None, init=False, repr=False)
 
     def indexer(self, kb: str | None = None, *, extractor: str | None = None) -> Indexer:
         """The indexer for `kb` ([index] with the KB's overrides); `extractor` overrides both."""
@@ -284,11 +315,12 @@ class Services:
                 feedback_threshold=answer.feedback_threshold,
                 stage_timeout=answer.stage_timeout,
                 follow_ups=answer.follow_ups,
-                min_score=answer.min_score,
+                coverage=self.coverage_rule(),
                 evidence_sentences=answer.evidence_sentences,
                 extractive_chunks=answer.top_k,
                 temperature=self.settings.llm.temperature,
                 max_tokens=self.settings.llm.max_tokens,
+                short_reply_max_tokens=self.settings.llm.short_reply_max_tokens,
             ),
         )
 
@@ -306,10 +338,32 @@ class Services:
                 banned_topics=tuple(gate.banned_topics),
                 llm_intent=gate.llm_intent,
                 llm_safety=gate.llm_safety,
-                unfitted_min_score=gate.unfitted_min_score,
+                coverage=self.coverage_options(),
             ),
             cache=self.vector_cache(),
+            coverage=self.coverage_rule(),
         )
+
+    def coverage_options(self) -> CoverageOptions:
+        gate = self.settings.gate
+        return CoverageOptions(
+            min_terms=gate.coverage_min_terms,
+            min_passage=gate.coverage_min_passage,
+            min_dense=gate.coverage_min_dense,
+            dense_only=gate.coverage_dense_only,
+            min_weight=gate.coverage_min_weight,
+        )
+
+    def coverage_rule(self) -> CoverageRule:
+        """The one coverage rule, shared by the gate and the answerer (issue 15): a message
+        the gate has judged is not judged again by the answerer."""
+        if self._coverage_rule is None:
+            self._coverage_rule = CoverageRule(
+                embedder=self.embedder,
+                snapshots=self.vector_cache(),
+                options=self.coverage_options(),
+            )
+        return self._coverage_rule
 
 
 @asynccontextmanager

@@ -275,6 +275,15 @@ class StateStore(Protocol):
 
     async def delete(self, *keys: str) -> int: ...
 
+    async def hold_lease(self, key: str, holder: str, *, ttl: float) -> bool:
+        """Take the lease `key` for `holder` when nobody holds it, or extend it by `ttl` when
+        `holder` already does; False while someone else holds it (one poller among replicas)."""
+        ...
+
+    async def release_lease(self, key: str, holder: str) -> bool:
+        """Give the lease up if `holder` holds it (another may take it at once); True if it did."""
+        ...
+
     async def aclose(self) -> None: ...
 
 

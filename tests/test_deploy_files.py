@@ -186,3 +186,43 @@ def test_the_tacit_toml_files_load(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     for path in (in_cluster, DEPLOY / "tacit.production.toml", DEPLOY / "tacit.example.toml"):
         settings = load_settings(path)
         assert settings.kb == "default", path
+
+
+def test_every_multi_replica_deployment_takes_telegram_by_webhook(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Two replicas long-polling one token conflict: compose and Kubernetes use the webhook,
+    with a secret and a URL `tacit serve` registers, on the path nginx and the Ingress route."""
+    from adapters.chat.telegram import WEBHOOK_PATH
+
+    environment = {k: v for s, k, v in compose_environment() if s == "tacit"}
+    assert environment["TACIT_TELEGRAM__MODE"] == "webhook"
+    assert environment["TACIT_TELEGRAM__WEBHOOK_SECRET"].startswith("${")
+    assert environment["TACIT_TELEGRAM__WEBHOOK_URL"].startswith("${")
+    example = (DEPLOY / ".env.example").read_text()
+    assert re.search(rf"^TELEGRAM_WEBHOOK_URL=https://\S+{WEBHOOK_PATH}$", example, re.MULTILINE)
+    assert f"location = {WEBHOOK_PATH}" in (DEPLOY / "nginx.conf").read_text()
+
+    documents = manifests()
+    (deployment,) = [d for d in documents if d["kind"] == "Deployment"]
+    (container,) = _containers(deployment)
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert env["TACIT_TELEGRAM__MODE"] == "webhook"
+    assert env["TACIT_TELEGRAM__WEBHOOK_URL"].endswith(WEBHOOK_PATH)
+    (secret,) = [d for d in documents if d["kind"] == "Secret"]
+    assert secret["stringData"]["TACIT_TELEGRAM__WEBHOOK_SECRET"]
+    (ingress,) = [d for d in documents if d["kind"] == "Ingress"]
+    paths = [p["path"] for r in ingress["spec"]["rules"] for p in r["http"]["paths"]]
+    assert WEBHOOK_PATH in paths
+    host = ingress["spec"]["rules"][0]["host"]
+    assert env["TACIT_TELEGRAM__WEBHOOK_URL"] == f"https://{host}{WEBHOOK_PATH}"
+
+    # And the compose environment, filled in, starts Telegram in webhook mode.
+    for key in [k for k in os.environ if k.startswith("TACIT_")]:
+        monkeypatch.delenv(key)
+    for key, value in environment.items():
+        if key.startswith("TACIT_") and key not in NOT_FIELDS:
+            monkeypatch.setenv(key, re.sub(r"\$\{[^}]*\}", "x", value))
+    settings = load_settings(DEPLOY / "tacit.production.toml")
+    assert settings.telegram.mode == "webhook"
+    assert settings.telegram.webhook_secret.get_secret_value() == "x"

@@ -65,6 +65,8 @@ QUESTION = (
         ("I am not sure.", None),
         ("Answer: E", None),
         ("", None),
+        ("<think>The answer is A? No, the text says it decreased.</think>\nB", "B"),
+        ("<think>the answer is A… or maybe", None),
     ],
 )
 def test_parse_choice(reply: str, letter: str | None) -> None:

@@ -237,3 +237,38 @@ async def test_documents_version_follows_content_hashes(tmp_path: Path) -> None:
         assert await probe("chunks", "other-kb") == empty
     finally:
         await graph.aclose()
+
+
+class _CountingMatrix(np.ndarray):
+    """A matrix that counts the matrix products it takes part in."""
+
+    products = 0
+
+    def __array_ufunc__(self, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
+        if ufunc is np.matmul:
+            type(self).products += 1
+        plain = [np.asarray(x) if isinstance(x, _CountingMatrix) else x for x in inputs]
+        return getattr(ufunc, method)(*plain, **kwargs)
+
+
+async def test_many_queries_are_answered_with_one_matrix_product(
+    milvus: MilvusVectorStore,
+) -> None:
+    data = unit_vectors(50, 8)
+    await milvus.upsert("chunks", "kb", records(data))
+    cache = VectorCache(milvus)
+    snapshot = await cache.snapshot("chunks", "kb")
+    assert snapshot.columns is not None
+    counting = snapshot.columns.view(_CountingMatrix)
+    cache._snapshots[("chunks", "kb")] = vector_cache.Snapshot(
+        snapshot.version,
+        snapshot.loaded_at,
+        counting,
+        snapshot.ids,
+        snapshot.texts,
+        snapshot.sources,
+    )
+    _CountingMatrix.products = 0
+    hits = await cache.search("chunks", "kb", data[:20], limit=3)
+    assert _CountingMatrix.products == 1
+    assert [h[0].id for h in hits] == [f"r{i}" for i in range(20)]  # each finds itself

@@ -125,3 +125,52 @@ def test_gate_commands_report_bad_input_without_tracebacks(cli, labelled, tmp_pa
     code, out, _ = cli("gate", "eval", "--good", str(blank), "--bad", str(bad), "--json")
     assert code == 1 and "has no messages" in last_json(out)["error"]
     assert "Traceback" not in out
+
+
+def test_fit_from_feedback_merges_the_chats_labels(cli, indexed, labelled, home: Path) -> None:
+    import asyncio
+
+    from adapters.state import RedisStateStore
+    from bot.gate_labels import GateLabels
+
+    good, bad = labelled
+    code, out, err = cli("gate", "fit", "--kb", "ops")
+    assert code != 0 and "nothing to fit on" in out + err
+    code, out, _ = cli(
+        "gate", "fit", "--good", str(good), "--bad", str(bad), "--kb", "ops", "--folds", "3"
+    )
+    assert code == 0, out
+
+    chat = {
+        "How do I write a Python decorator?": "silent",
+        "How do I center a div in CSS?": "silent",
+        "What's the difference between TCP and UDP?": "silent",
+        "the gateway port for metrics?": "answer",
+    }
+
+    async def label() -> None:
+        store = await RedisStateStore.embedded(home / "state.rdb")
+        try:
+            labels = GateLabels(store)
+            for n, (text, kind) in enumerate(chat.items()):
+                await labels.mark(
+                    kb="ops",
+                    trace_id=f"t{n}",
+                    text=text,
+                    label=kind,  # type: ignore[arg-type]
+                    strength="admin",
+                    by="U",
+                )
+        finally:
+            await store.aclose()
+
+    asyncio.run(label())
+    # no --good/--bad: the examples of the last file fit are merged with the chat's labels
+    code, out, _ = cli("gate", "fit", "--from-feedback", "--kb", "ops", "--folds", "3", "--json")
+    assert code == 0, out
+    report = last_json(out)
+    assert report["from_chat"] == len(chat)
+    assert report["examples"] == len(GOOD) + len(BAD) + len(chat)
+    assert report["stored"] is True
+    for when in ("before", "after"):
+        assert set(report[when]) >= {"precision", "recall", "f1"}

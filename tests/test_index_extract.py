@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from core.errors import LLMTimeout
-from core.index.extract import parse_records, says_yes
+from core.index.extract import Extraction, parse_records, says_yes
 from core.index.llm_extract import LoopNERExtractor
 from core.index.nlp_extract import NLPExtractor, english_terms
 from core.models import ChunkRecord, normalise_name
@@ -35,7 +35,7 @@ MORE = "entity<|>TurboMind<|>technology<|>LMDeploy's inference engine.\n"
 EVEN_MORE = "relation<|>LMDeploy<|>TurboMind<|>engine<|>LMDeploy runs on TurboMind.\n"
 
 
-def names(extraction) -> list[str]:
+def names(extraction: Extraction) -> list[str]:
     return [e.name for e in extraction.entities]
 
 
@@ -61,7 +61,7 @@ async def test_base_variant_continues_first_then_asks_whether_to_go_on() -> None
         ("LMDeploy", "TurboMind"),
     ]
     assert result.llm_calls == 5 and result.invalid_rows == 0
-    assert all(m.chunk_id == "c1" for m in [*result.entities, *result.relations])
+    assert {m.chunk_id for m in result.entities} | {m.chunk_id for m in result.relations} == {"c1"}
     assert llm.pending() == {}
 
     # Each call carries the conversation so far: the second continue sees both replies.
@@ -73,15 +73,40 @@ async def test_base_variant_continues_first_then_asks_whether_to_go_on() -> None
     assert all(m.content not in ("yes", "no") for m in second_continue.messages)
 
 
-async def test_base_variant_stops_at_max_loops() -> None:
+async def test_base_variant_skips_the_judge_that_cannot_change_anything() -> None:
+    # Algorithm 3's `base` asks the judge after every continue; after the last one its answer
+    # cannot start another loop, so the call is not made (a third of the calls at max_loops=1).
+    llm = FakeLLM().script("extract_entities", FIRST).script("extract_continue", MORE)
+    result = await LoopNERExtractor(llm, variant="base", max_loops=1).extract(EN_CHUNK)
+    assert llm.templates_called == ["extract_entities", "extract_continue"]
+    assert result.llm_calls == 2
+    assert names(result) == ["LMDeploy", "InternLM2", "TurboMind"]
+
     llm = (
         FakeLLM()
         .script("extract_entities", FIRST)
-        .script("extract_continue", MORE)
+        .script("extract_continue", MORE, EVEN_MORE)
         .script("extract_judge", "yes")
     )
-    result = await LoopNERExtractor(llm, variant="base", max_loops=1).extract(EN_CHUNK)
-    assert llm.templates_called == ["extract_entities", "extract_continue", "extract_judge"]
+    result = await LoopNERExtractor(llm, variant="base", max_loops=2).extract(EN_CHUNK)
+    assert llm.templates_called == [
+        "extract_entities",
+        "extract_continue",
+        "extract_judge",
+        "extract_continue",
+    ]
+    assert result.llm_calls == 4 and llm.pending() == {}
+
+
+async def test_trial_variant_keeps_its_judge_before_every_continue() -> None:
+    llm = (
+        FakeLLM()
+        .script("extract_entities", FIRST)
+        .script("extract_judge", "yes")
+        .script("extract_continue", MORE)
+    )
+    result = await LoopNERExtractor(llm, variant="trial", max_loops=1).extract(EN_CHUNK)
+    assert llm.templates_called == ["extract_entities", "extract_judge", "extract_continue"]
     assert result.llm_calls == 3
 
 

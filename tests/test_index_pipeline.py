@@ -219,9 +219,18 @@ async def test_corpus_records_are_documents(stores, tmp_path: Path) -> None:
     assert [d.source for d in await graph.get_documents(KB)] == ["corpus.jsonl#0"]
 
 
-async def test_long_merged_descriptions_are_summarised_for_the_vector(stores, docs: Path) -> None:
+@pytest.mark.parametrize(
+    "reply",
+    [
+        "TurboMind: the inference engine.",
+        "<think>Draft: TurboMind is a GPU.</think>\nTurboMind: the inference engine.",
+    ],
+)
+async def test_long_merged_descriptions_are_summarised_for_the_vector(
+    stores, docs: Path, reply: str
+) -> None:
     graph, vectors = stores
-    llm = scripted_llm().script("summarize_descriptions", "TurboMind: the inference engine.")
+    llm = scripted_llm().script("summarize_descriptions", reply)
     indexer = llm_indexer(graph, vectors, llm, summarize_over_tokens=5)
     report = await indexer.index(KB, [docs])
     assert report.summaries == 1  # only TurboMind has more than one description

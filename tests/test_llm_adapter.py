@@ -297,20 +297,40 @@ async def test_429_waits_for_retry_after(server: FakeOpenAIServer, make_llm: Mak
     assert time.monotonic() - started >= 0.95
 
 
-async def test_retry_after_is_capped(server: FakeOpenAIServer, make_llm: MakeLLM) -> None:
+async def test_retry_after_within_the_limit_is_waited_exactly(
+    server: FakeOpenAIServer, make_llm: MakeLLM
+) -> None:
     waits: list[float] = []
 
     async def record(seconds: float) -> None:
         waits.append(seconds)
 
     server.script_chat(
-        Status(429, headers={"Retry-After": "3600"}),
+        Status(429, headers={"Retry-After": "60"}),
         Status(503, headers={"Retry-After-Ms": "250"}),
         Reply("done"),
     )
     llm = make_llm(retry_policy=RetryPolicy(max_retries=3, max_retry_after=60.0), sleep=record)
     assert (await llm.chat(ask())).text == "done"
     assert waits == [60.0, 0.25]
+
+
+async def test_retry_after_beyond_the_limit_gives_up_at_once(
+    server: FakeOpenAIServer, make_llm: MakeLLM
+) -> None:
+    # Issue 13: an hour's Retry-After was waited out as 60 s and retried. It means "not now":
+    # fail at once, and say what the server asked for.
+    waits: list[float] = []
+
+    async def record(seconds: float) -> None:
+        waits.append(seconds)
+
+    server.script_chat(Status(429, "busy", headers={"Retry-After": "3600"}), Reply("too late"))
+    llm = make_llm(retry_policy=RetryPolicy(max_retries=3, max_retry_after=60.0), sleep=record)
+    with pytest.raises(LLMError, match=r"HTTP 429.*retry after 3600s"):
+        await llm.chat(ask())
+    assert waits == []
+    assert len(server.chat_requests) == 1
 
 
 async def test_500_then_success(server: FakeOpenAIServer, make_llm: MakeLLM) -> None:
@@ -510,7 +530,9 @@ def test_retry_after_as_an_http_date() -> None:
 
 
 def test_endpoints_in_messages_carry_no_credentials() -> None:
-    assert public_endpoint("https://user:pw@llm.example:8443/v1") == "https://llm.example:8443/v1"
+    assert public_endpoint("https://user:pw@llm.example:8443/v1") == (
+        "https://user:***@llm.example:8443/v1"
+    )
     assert public_endpoint("http://127.0.0.1:8000/v1") == "http://127.0.0.1:8000/v1"
 
 

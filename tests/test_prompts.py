@@ -11,16 +11,17 @@ def test_renders_system_and_user_messages() -> None:
         "answer",
         "en",
         sources=[{"n": 1, "label": "a.md", "text": "Port 8443."}],
-        question="Which port?",
+        question='"Which port?"',
+        not_covered="NOT_COVERED",
     )
     assert prompt.template == "answer"
     assert [m.role for m in prompt.messages] == ["system", "user"]
     assert "[1] (a.md)" in prompt.messages[1].content
-    assert prompt.messages[1].content.endswith("Question: Which port?")
+    assert prompt.messages[1].content.endswith('The question, as a JSON string:\n"Which port?"')
 
 
 def test_a_missing_variable_is_an_error_not_an_empty_string() -> None:
-    with pytest.raises(PromptError, match="question"):
+    with pytest.raises(PromptError, match=r"not_covered|question"):
         render("answer", "en", sources=[])
 
 
@@ -35,7 +36,7 @@ def test_an_unknown_language_is_an_error() -> None:
 
 
 def test_no_autoescape() -> None:
-    prompt = render("answer", "en", sources=[], question="is <b>x</b> & y?")
+    prompt = render("answer", "en", sources=[], question="is <b>x</b> & y?", not_covered="-")
     assert "<b>x</b> & y?" in prompt.messages[-1].content
 
 

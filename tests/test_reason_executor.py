@@ -342,9 +342,39 @@ async def test_the_timeout_bounds_the_whole_plan_not_each_step() -> None:
     llm = FakeLLM().script("sub_answer", sub_answer("a", "x"), sub_answer("b", "y"))
     source = always(context_about("t"))
     source.delay = 0.06
-    plan = plan_of(retrieve("A", "p", "?x"), retrieve("B", "p", "?y"), output("#2"))
+    # Step 2 looks up what step 1 found, so it waits for it: 0.06 + 0.06 > 0.1.
+    plan = plan_of(retrieve("A", "p", "?x"), retrieve("#1", "p", "?y"), output("#2"))
     outcome = await run(plan, llm, source, timeout=0.1)
-    assert outcome.failure == "step 2 (retrieve) timed out"  # 0.06 + 0.06 > 0.1
+    assert outcome.failure == "step 2 (retrieve) timed out"
+    assert [s["outcome"] for s in outcome.trace["steps"]] == ["ok", "timeout"]
+
+
+async def test_independent_steps_run_at_the_same_time() -> None:
+    llm = FakeLLM().script(
+        "sub_answer",
+        sub_answer("Mei Lin owns it.", "Mei Lin"),
+        sub_answer("It listens on 5432.", ("lumen_ledger", "5432")),
+    )
+    source = always(context_about("Mei Lin owns lumen_ledger, which listens on 5432."))
+    source.delay = 0.2
+    plan = plan_of(
+        retrieve("ledger database", "owner", "?o", "Who owns the ledger database?"),
+        retrieve("ledger database", "port", "?p", "On which port does it listen?"),
+        {"op": "output", "args": {"of": ["#1", "#2"]}},
+    )
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    outcome = await run(plan, llm, source, timeout=0.35)  # 0.2 + 0.2 in sequence would not fit
+    assert outcome.ok, outcome.failure
+    assert loop.time() - started < 0.35
+    # Two-part question, no empty deduce: the output names both results, in plan order.
+    assert outcome.answer == "Mei Lin owns it.; It listens on 5432."
+    assert [q for q, _ in outcome.history] == [
+        "Who owns the ledger database?",
+        "On which port does it listen?",
+    ]
+    # Neither lookup depends on the other, so neither reads the other's sub-answer.
+    assert all("Sub-answers so far" not in call.last_user for call in llm.calls)
 
 
 @pytest.mark.parametrize(
@@ -354,15 +384,9 @@ async def test_the_timeout_bounds_the_whole_plan_not_each_step() -> None:
             [{"op": "compare", "args": {"left": "#1", "right": 3, "relation": "greater"}}],
             "#1 is not a single number",
         ),
-        (
-            [{"op": "compare", "args": {"left": "many", "right": 3, "relation": "greater"}}],
-            "'many' is not a number",
-        ),
         ([{"op": "sum", "args": {"of": "#1"}}], "no number in 'ledger'"),
-        (
-            [{"op": "filter", "args": {"of": "#1", "condition": ">", "value": "lots"}}],
-            "'lots' is not a number",
-        ),
+        ([{"op": "average", "args": {"of": "#1"}}], "no number in 'ledger'"),
+        ([{"op": "ratio", "args": {"left": "#1", "right": 2}}], "#1 is not a single number"),
     ],
 )
 async def test_computing_steps_without_numbers_fail(
@@ -401,3 +425,105 @@ async def test_sub_answers_may_list_bare_names_and_numbers() -> None:
     outcome = await run(plan, llm, always(context_about("x")))
     assert outcome.ok and outcome.answer == "3"
     assert outcome.trace["steps"][0]["result"]["items"][2] == {"name": "b c", "value": ""}
+
+
+async def test_a_reference_stands_for_the_values_found_not_their_labels() -> None:
+    # The issue's deduce read "Given at most notification attempts, a first delay of first
+    # backoff delay": the labels, not the values. #k is what step k found.
+    llm = FakeLLM().script(
+        "sub_answer",
+        sub_answer("At most 6 attempts.", ("notification attempts", "6")),
+        sub_answer("The first delay is 30 s.", ("first backoff delay", "30 s")),
+        sub_answer("The total is 31.5 min.", ("total backoff", "31.5 min")),
+    )
+    plan = plan_of(
+        retrieve("notifications", "maximum attempts", "?n", "How many attempts at most?"),
+        retrieve("notifications", "first backoff delay", "?d", "What is the first delay?"),
+        {
+            "op": "deduce",
+            "args": {},
+            "question": "Given at most #1 attempts and a first delay of #2, what is the total?",
+        },
+        output("#3"),
+    )
+    outcome = await run(plan, llm, always(context_about("Backoff doubles from 30 s.")))
+    assert outcome.ok, outcome.failure
+    assert '"Given at most 6 attempts and a first delay of 30 s, what is the total?"' in (
+        llm.calls[2].last_user
+    )
+
+
+async def test_a_lookup_of_a_reference_uses_what_was_found_not_the_echoed_subject() -> None:
+    llm = FakeLLM().script(
+        "sub_answer",
+        # The model put the sub-question's subject in "name" and the answer in "value".
+        sub_answer("It uses lumen_ledger.", ("ledger service", "lumen_ledger")),
+        sub_answer("lumen_ledger listens on 5432.", ("lumen_ledger", "5432")),
+    )
+    source = always(context_about("The ledger service stores data in lumen_ledger (port 5432)."))
+    plan = plan_of(
+        retrieve(
+            "ledger service", "database", "?db", "Which database does the ledger service use?"
+        ),
+        retrieve("#1", "port", "?p", "On which port does #1 listen?"),
+        output("#2"),
+    )
+    outcome = await run(plan, llm, source)
+    assert outcome.ok, outcome.failure
+    assert source.calls[1][0] == "lumen_ledger port"
+    assert '"On which port does lumen_ledger listen?"' in llm.calls[1].last_user
+
+
+async def test_computed_results_carry_their_units_into_later_text() -> None:
+    outcome = await _with_items(
+        {"op": "sum", "args": {"of": "#1"}},
+        {"op": "compare", "args": {"left": "#2", "right": "20 GB", "relation": "greater"}},
+        {"op": "output", "args": {"of": ["#2", "#3"]}},
+    )
+    assert outcome.ok, outcome.failure
+    assert outcome.answer == "27.2 GB; yes (27.2 GB > 20 GB)"
+
+
+async def test_ratio_average_and_percent_are_arithmetic_in_python() -> None:
+    outcome = await _with_items(
+        {"op": "sort", "args": {"of": "#1", "by": "value", "order": "desc", "limit": 1}},
+        {"op": "average", "args": {"of": "#1"}},
+        {"op": "ratio", "args": {"left": "#2", "right": "#3"}},
+        {"op": "percent", "args": {"left": "#3", "right": "#2"}},
+        {"op": "output", "args": {"of": ["#3", "#4", "#5"]}},
+    )
+    assert outcome.ok, outcome.failure
+    # (8 + 2 + 16 + 1.2) / 4 = 6.8 GB; 16 / 6.8; 6.8 / 16
+    assert outcome.answer == "6.8 GB; 2.352941; 42.5%"
+    assert outcome.trace["steps"][3]["result"]["number"] == pytest.approx(16 / 6.8)
+
+
+async def test_ratio_by_zero_fails_the_step() -> None:
+    plan = plan_of(
+        {"op": "ratio", "args": {"left": 3, "right": "0"}},
+        output("#1"),
+    )
+    outcome = await run(plan, FakeLLM(), always(context_about("x")))
+    assert not outcome.ok and "divide by zero" in (outcome.failure or "")
+
+
+async def test_a_filter_threshold_may_be_an_earlier_result() -> None:
+    outcome = await _with_items(
+        {"op": "average", "args": {"of": "#1"}},
+        {"op": "filter", "args": {"of": "#1", "condition": ">", "value": "#2"}},
+        {"op": "output", "args": {"of": "#3"}},
+    )
+    assert outcome.ok, outcome.failure
+    assert outcome.answer == "ledger: 8 GB; search: 16 GB"  # above the 6.8 GB average
+
+
+async def test_an_unexpected_error_reaches_the_caller_as_itself() -> None:
+    class StoreDown(Exception):
+        pass
+
+    def broken(_query: str) -> RetrievedContext:
+        raise StoreDown("graph store unreachable")
+
+    plan = plan_of(retrieve("A", "p", "?x"), retrieve("B", "p", "?y"), output("#2"))
+    with pytest.raises(StoreDown, match="unreachable"):
+        await run(plan, FakeLLM(), FakeSource(broken))

@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+import pytest
+
 from core.errors import LLMError
 from core.models import Prompt
-from core.reason.followup import MAX_TURNS, heuristic_standalone, standalone_question
+from core.reason.followup import (
+    MAX_TURNS,
+    REWRITE_MAX_TOKENS,
+    heuristic_standalone,
+    standalone_question,
+)
 from tests.fakes.fake_llm import FakeLLM
 
 THREAD = [
@@ -92,3 +99,36 @@ def test_the_heuristic_needs_an_earlier_user_question() -> None:
     assert heuristic_standalone("and it?", [("assistant", "Hello")]) == "and it?"
     # the follow-up itself, already stored in the thread, is not its own context
     assert heuristic_standalone("and it?", [("user", "and it?")]) == "and it?"
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        "I cannot help with that.",
+        "I'm sorry, but I can't rewrite this without more context.",
+        "抱歉，我无法完成这个请求。",
+        "",
+        "<think>The thread is about Redis. Draft: What is Redis's memory limit?",
+    ],
+)
+async def test_a_refusal_or_empty_rewrite_is_not_taken_as_the_question(reply: str) -> None:
+    llm = FakeLLM().script("rewrite_followup", reply)
+    history = [("user", "How is the Redis cache configured?"), ("assistant", "With 4 GB [1].")]
+    rewritten = await standalone_question(llm, "what about its memory limit?", history, "en")
+    # The heuristic takes over: the previous question's key terms, then the follow-up.
+    assert rewritten.endswith(": what about its memory limit?")
+    assert "Redis" in rewritten and "sorry" not in rewritten.lower() and "Draft" not in rewritten
+
+
+async def test_the_rewrite_has_room_for_a_reasoning_model_and_reads_past_its_thinking() -> None:
+    llm = FakeLLM().script(
+        "rewrite_followup",
+        "<think>They asked about the Redis cache.</think>\nWhat is the Redis cache's memory limit?",
+    )
+    history = [("user", "How is the Redis cache configured?")]
+    rewritten = await standalone_question(
+        llm, "and its memory limit?", history, "en", max_tokens=900
+    )
+    assert rewritten == "What is the Redis cache's memory limit?"
+    assert llm.calls[0].max_tokens == 900
+    assert REWRITE_MAX_TOKENS >= 512

@@ -3,12 +3,22 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 
+import prompts
 from core.errors import LLMBadResponse, LLMError
-from core.reason.judge import FeedbackPolicy, JudgeReply, JudgeScores, clamp_score, judge
+from core.reason.judge import (
+    JUDGE_SCALE,
+    FeedbackPolicy,
+    JudgeReply,
+    JudgeScores,
+    clamp_score,
+    judge,
+)
 from tests.fakes.fake_llm import FakeLLM
 
 
@@ -21,30 +31,44 @@ from tests.fakes.fake_llm import FakeLLM
         ("0.75", 0.75),
         ("80%", 0.8),
         ("100%", 1.0),
-        (8, 0.8),  # out of 10
         ("9/10", 0.9),
         ("4 / 5", 0.8),
-        (85, 0.85),  # out of 100
-        (250, 1.0),
-        (-0.3, 0.0),
+        ("4 out of 5", 0.8),
+        ("4分（满分5分）", 0.8),
         ("score: 0.6", 0.6),
         (True, 1.0),
         (False, 0.0),
     ],
 )
-def test_scores_are_read_forgivingly_and_clamped(raw: Any, score: float) -> None:
+def test_scores_are_read_on_their_own_or_the_prompts_scale(raw: Any, score: float) -> None:
     assert math.isclose(clamp_score(raw), score)
 
 
-@pytest.mark.parametrize("raw", ["high", None, [0.5], float("nan"), ""])
-def test_a_score_that_is_not_a_number_is_invalid(raw: Any) -> None:
+@pytest.mark.parametrize("raw", ["high", None, [0.5], float("nan"), "", 4, "8", 85, 250, -0.3])
+def test_a_score_that_is_not_a_number_or_off_the_prompts_scale_is_invalid(raw: Any) -> None:
+    # A bare 4 when the prompt names 0..1: 4 of 5? of 10? Asked again, not guessed (it was
+    # read as 0.4 of 10 when the model meant 4 of 5).
     with pytest.raises(ValueError):
         clamp_score(raw)
 
 
+def test_a_bare_score_is_read_on_the_scale_given() -> None:
+    assert math.isclose(clamp_score(4, scale=10), 0.4)
+    assert math.isclose(clamp_score("4", scale=5), 0.8)
+    assert math.isclose(clamp_score("80%", scale=10), 0.8)
+
+
+@pytest.mark.parametrize("language", ["en", "zh"])
+def test_the_judge_prompt_names_the_scale_the_parser_reads(language: str) -> None:
+    # The template's text, not a render: the judge prompt's variables may change.
+    template = (Path(prompts.TEMPLATE_DIR) / f"judge.{language}.j2").read_text(encoding="utf-8")
+    assert f"<0..{JUDGE_SCALE:g}>" in template
+
+
 async def test_judge_is_one_json_call_with_question_context_and_answer() -> None:
     llm = FakeLLM().script(
-        "judge", {"faithfulness": "90%", "completeness": 7, "reason": "misses the port", "x": 1}
+        "judge",
+        {"faithfulness": "90%", "completeness": "7/10", "reason": "misses the port", "x": 1},
     )
     scores = await judge(llm, "Which port?", "[1] (a.md)\nPort 8443.", "Port 8443 [1].", "en")
     assert scores == JudgeScores(0.9, 0.7, "misses the port")
@@ -83,10 +107,13 @@ async def test_an_endpoint_failure_raises() -> None:
         await judge(llm, "q", "ctx", "a", "en")
 
 
-def test_the_reply_schema_clamps() -> None:
-    assert (
-        JudgeReply.model_validate({"faithfulness": 3, "completeness": "120%"}).completeness == 1.0
-    )
+def test_the_reply_schema_reads_scores_on_the_prompts_scale() -> None:
+    reply = JudgeReply.model_validate({"faithfulness": "4/5", "completeness": "90%"})
+    assert (reply.faithfulness, reply.completeness) == (0.8, 0.9)
+    with pytest.raises(ValidationError, match="outside the scale 0 to 1"):
+        JudgeReply.model_validate({"faithfulness": 4, "completeness": 0.9})
+    with pytest.raises(ValidationError):
+        JudgeReply.model_validate({"faithfulness": 0.9, "completeness": "120%"})
 
 
 def s(f: float, c: float) -> JudgeScores:

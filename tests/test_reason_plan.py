@@ -21,6 +21,7 @@ from core.reason.plan import (
     RetrieveStep,
     make_plan,
     parse_plan,
+    step_dependencies,
 )
 from tests.fakes.fake_llm import FakeLLM
 
@@ -83,7 +84,7 @@ def test_models_spellings_are_normalised() -> None:
     assert compare_step.args.relation == "greater"
     assert compare_step.args.right == 3  # a number literal, not a reference
     assert plan.steps[1].args.object == "8"  # type: ignore[union-attr]
-    assert plan.steps[4].args.of == "#4"  # type: ignore[union-attr]
+    assert plan.steps[4].args.of == ["#4"]  # type: ignore[union-attr]
 
 
 def _steps(*steps: dict[str, Any]) -> dict[str, Any]:
@@ -141,6 +142,117 @@ def test_invalid_plans_are_plan_errors_that_say_why(data: Any, message: str) -> 
         parse_plan(data)
 
 
+RETRIEVE2 = {"id": 2, "op": "retrieve", "args": {"subject": "Vega"}, "question": "?"}
+
+
+def _compare(left: Any, right: Any = 3) -> dict[str, Any]:
+    return {"id": 3, "op": "compare", "args": {"left": left, "right": right, "relation": ">"}}
+
+
+@pytest.mark.parametrize(
+    ("step", "wrong"),
+    [
+        # Every other spelling of "step k's result" the issue saw read as a literal number.
+        (_compare("#1.value"), "#1.value"),
+        (_compare("#1", "#2.value"), "#2.value"),
+        (_compare("{#1}"), "{#1}"),
+        (_compare("#{1}"), "#{1}"),
+        (_compare("step 1"), "step 1"),
+        (_compare("result of step 2"), "step 2"),
+        (_compare("步骤1"), "步骤1"),
+        (_compare("$1"), "$1"),
+        (_compare("<#1>"), "<#1>"),
+        (_compare("#1[0]"), "#1[0]"),
+        # "3.5k" is not 3.5, nor 3500: a number is written in full.
+        (_compare("#1", "3.5k"), "3.5k"),
+        (_compare("#1", "2M"), "2M"),
+        (_compare("#1", "3.5 million"), "3.5 million"),
+        (_compare("many"), "many"),
+        ({"id": 3, "op": "sum", "args": {"of": ["{#1}"]}}, "{#1}"),
+        ({"id": 3, "op": "output", "args": {"of": ["#1", "step 2"]}}, "step 2"),
+        ({"id": 3, "op": "ratio", "args": {"left": "#1.value", "right": "#2"}}, "#1.value"),
+        ({"id": 3, "op": "percent", "args": {"left": "#1", "right": "1e3"}}, "1e3"),
+        (
+            {"id": 3, "op": "filter", "args": {"of": "#1", "condition": ">", "value": "3.5k"}},
+            "3.5k",
+        ),
+        (
+            {"id": 3, "op": "filter", "args": {"of": "#1", "condition": ">", "value": "lots"}},
+            "lots",
+        ),
+        (
+            {"id": 3, "op": "retrieve", "args": {"subject": "#1.name", "predicate": "port"}},
+            "#1.name",
+        ),
+        (
+            {"id": 3, "op": "deduce", "args": {}, "question": "Given {#1} and {#2}, how long?"},
+            "{#1}",
+        ),
+    ],
+)
+def test_only_hash_k_is_a_reference_and_operands_are_whole_numbers(
+    step: dict[str, Any], wrong: str
+) -> None:
+    data = _steps(RETRIEVE1, RETRIEVE2, step, OUT1 | {"of": "#3"})
+    with pytest.raises(ValidationError) as error:
+        Plan.model_validate(data)
+    # The repair prompt quotes this: it names the wrong text and the right form.
+    message = str(error.value)
+    assert wrong in message
+    assert "'#k'" in message or "number written in full" in message
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["What changed in issue #3?", "What is step 1 of the runbook?", "Does it cost $5 an hour?"],
+)
+def test_references_look_alikes_in_free_text_are_fine(text: str) -> None:
+    plan = parse_plan(_steps(RETRIEVE1 | {"question": text}, OUT1))
+    assert plan.steps[0].question == text
+
+
+def test_operands_may_be_numbers_with_units_or_nouns() -> None:
+    plan = parse_plan(
+        _steps(
+            RETRIEVE1,
+            RETRIEVE2,
+            _compare("#1", "64 GPUs"),
+            {"id": 4, "op": "ratio", "args": {"left": "#1", "right": "8GB"}},
+            {"id": 5, "op": "percent", "args": {"left": 3, "right": "#2"}},
+            {"id": 6, "op": "average", "args": {"of": ["#1", "#2"]}},
+            {"id": 7, "op": "output", "args": {"of": ["#3", "#4", "#5", "#6"]}},
+        )
+    )
+    assert [s.op for s in plan.steps] == [
+        "retrieve", "retrieve", "compare", "ratio", "percent", "average", "output",
+    ]  # fmt: skip
+    assert plan.steps[-1].args.of == ["#3", "#4", "#5", "#6"]  # type: ignore[union-attr]
+
+
+def test_dependencies_come_from_arguments_texts_and_deduce() -> None:
+    plan = parse_plan(
+        _steps(
+            RETRIEVE1,
+            RETRIEVE2,
+            {"id": 3, "op": "retrieve", "args": {"subject": "#1"}, "question": "Port of #1?"},
+            {"id": 4, "op": "retrieve", "args": {"subject": "x"}, "question": "Owner of #2?"},
+            {"id": 5, "op": "deduce", "args": {}, "question": "Why?"},
+            {"id": 6, "op": "compare", "args": {"left": "#3", "right": "#4", "relation": "<"}},
+            {"id": 7, "op": "output", "args": {"of": ["#5", "#6"]}},
+        )
+    )
+    depends = {s.id: set(step_dependencies(plan, s)) for s in plan.steps}
+    assert depends == {
+        1: set(),
+        2: set(),  # independent of step 1: the two run at the same time
+        3: {1},
+        4: {2},  # named in its question only
+        5: {1, 2, 3, 4},  # deduce reasons over everything gathered before it
+        6: {3, 4},
+        7: {5, 6},
+    }
+
+
 def test_the_schema_itself_rejects_so_the_adapters_repair_prompt_sees_the_reason() -> None:
     bad = _steps({"id": 1, "op": "count", "args": {"of": "#2"}}, OUT1)
     with pytest.raises(ValidationError, match="not an earlier step"):
@@ -153,7 +265,7 @@ def test_the_prompt_examples_are_valid_plans() -> None:
         system = prompts.render("logic_form", language, question='"q"', max_steps=MAX_STEPS)
         text = system.messages[0].content
         examples = re.findall(r'^\{"steps": \[.*?^\]\}', text, flags=re.M | re.S)
-        assert len(examples) == 2, language
+        assert len(examples) == 3, language
         for example in examples:
             plan = parse_plan(json.loads(example))
             assert plan.steps[-1].op == "output"

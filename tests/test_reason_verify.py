@@ -114,7 +114,8 @@ async def test_precheck_passes_on_yes_with_one_short_call() -> None:
     assert [(c.kind, c.template) for c in llm.calls] == [("chat", "precheck")]
     user = llm.calls[0].last_user
     assert "[1] (a.md)\nPort 8443." in user and '"Which port?"' in user
-    assert VERDICT_MAX_TOKENS <= 32
+    # Room for a reasoning model to think before its one word (a 32-token cap cut it off).
+    assert VERDICT_MAX_TOKENS >= 512
 
 
 async def test_precheck_fails_on_no_and_on_an_unclear_reply() -> None:
@@ -138,3 +139,16 @@ async def test_an_llm_failure_is_raised_for_the_caller_to_record() -> None:
     llm = FakeLLM().script("precheck", LLMError("timeout"))
     with pytest.raises(LLMError):
         await precheck(llm, "q", "ctx", "en")
+
+
+async def test_a_reasoning_model_gets_room_to_think_before_its_verdict() -> None:
+    reply = (
+        "<think>\nThe context names the owner in [1] and the port in [2]. Is that enough? "
+        "At first I thought no. Wait — yes, both are there.\n</think>\n\nYes"
+    )
+    llm = FakeLLM().script("precheck", reply, "<think>yes, the owner is named... but the port")
+    verdict = await precheck(llm, "Who owns it and on which port?", "ctx", "en", max_tokens=2048)
+    assert verdict.passed and llm.calls[0].max_tokens == 2048
+    # Cut off inside its thinking: no verdict, whatever the draft said.
+    assert not (await precheck(llm, "Who owns it?", "ctx", "en")).passed
+    assert llm.calls[1].max_tokens == VERDICT_MAX_TOKENS

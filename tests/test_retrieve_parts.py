@@ -125,6 +125,20 @@ def test_nlp_keywords_english() -> None:
     assert set(kw.high[1:]) == {"Scott Derrickson", "Ed Wood"}
 
 
+def test_nlp_keywords_keep_quoted_titles_whole_and_drop_possessives() -> None:
+    kw = nlp_keywords(
+        'Who portrayed Corliss Archer in the film "Kiss and Tell", Shirley Temple\'s debut?'
+    )
+    assert kw.low[0] == "Kiss and Tell"
+    assert "Shirley Temple" in kw.low and "Corliss Archer" in kw.low
+    assert not {"Kiss", "Tell", "Shirley Temple's"} & set(kw.low)
+    assert kw.high[0].endswith("Shirley Temple's debut?")  # the question itself, as written
+    single = nlp_keywords("Is the album 'Hot Space' by Queen older than Bowie's?")
+    assert single.low[0] == "Hot Space" and "Bowie" in single.low
+    assert all("'" not in k for k in single.low)
+    assert nlp_keywords("《红楼梦》的作者是谁？").low[0] == "红楼梦"
+
+
 def test_nlp_keywords_chinese_and_empty() -> None:
     kw = nlp_keywords("Redis 集群模式下如何配置哨兵？")
     assert "哨兵" in kw.low and "Redis" in kw.low

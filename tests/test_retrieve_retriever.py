@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -281,3 +282,59 @@ async def test_dense_searches_can_come_from_an_in_memory_copy(kb: Setup) -> None
         assert sorted(searched) == ["chunks", "entities", "relations"]
     finally:
         await cache.aclose()
+
+
+class _Rendezvous:
+    """Wraps a store: a call named in `waits` waits (up to a timeout) until every call of its
+    group has started, so it passes only if the retriever makes them concurrently."""
+
+    def __init__(
+        self,
+        inner: object,
+        arrived: set[str],
+        waits: dict[str, set[str]],
+        events: dict[frozenset[str], object],
+    ) -> None:
+        self._inner, self._arrived, self._waits, self._events = inner, arrived, waits, events
+
+    def __getattr__(self, name: str) -> object:
+        attribute = getattr(self._inner, name)
+        if not asyncio.iscoroutinefunction(attribute):
+            return attribute
+
+        async def call(*args: object, **kwargs: object) -> object:
+            key = f"{name}:{args[0]}" if name == "search" else name
+            self._arrived.add(key)
+            for members in {frozenset(g) for g in self._waits.values()}:
+                if members <= self._arrived:
+                    self._event(members).set()
+            group = self._waits.get(key)
+            if group is not None:
+                await asyncio.wait_for(self._event(frozenset(group)).wait(), timeout=5)
+            return await attribute(*args, **kwargs)
+
+        return call
+
+    def _event(self, members: frozenset[str]) -> asyncio.Event:
+        event = self._events.setdefault(members, asyncio.Event())
+        assert isinstance(event, asyncio.Event)
+        return event
+
+
+async def test_the_question_s_independent_reads_run_concurrently(kb: Setup) -> None:
+    """Entity, relation, dense and BM25 searches start together, and the first hop's entities
+    are read while the graph levels run: each call waits for the others of its group to
+    start, which a sequential retriever never lets happen."""
+    searches = {"search:entities", "search:relations", "search:chunks", "lexical_search"}
+    waits = {name: searches for name in searches} | {"neighbourhood": {"chunk_entities"}}
+    arrived: set[str] = set()
+    events: dict[frozenset[str], object] = {}
+    retriever = Retriever(
+        embedder=kb.embedder,
+        vectors=_Rendezvous(kb.vectors, arrived, waits, events),  # type: ignore[arg-type]
+        graph=_Rendezvous(kb.graph, arrived, waits, events),  # type: ignore[arg-type]
+        llm=None,
+    )
+    context = await retriever.retrieve(KB, QUESTION)
+    assert searches | {"neighbourhood", "chunk_entities"} <= arrived
+    assert sources(context.chunks)[0] == "engine.md"

@@ -24,7 +24,7 @@ from bot.conversation_state import ConversationState
 from bot.metrics import Metrics
 from bot.queue import EventIngest, Worker
 from bot.server import HttpResults, build_app
-from bot.settings import ConversationSettings
+from bot.settings import ApiToken, ConversationSettings
 from tests.fakes.loopback_server import serving
 from tests.fakes.scripted_answerer import ScriptedAnswerer
 
@@ -48,7 +48,14 @@ class Stack:
         self.assistant = TacitAssistant(state, answerer)
         self.ingest = EventIngest(self.queue, self.metrics)
 
-    def app(self, *, token: str = "", routes: list[Route] | None = None) -> Any:
+    def app(
+        self,
+        *,
+        token: str = "",
+        tokens: list[ApiToken] | None = None,
+        routes: list[Route] | None = None,
+        max_body_bytes: int = 1024 * 1024,
+    ) -> Any:
         return build_app(
             assistant=self.assistant,
             state=self.store,
@@ -56,6 +63,8 @@ class Stack:
             ingest=self.ingest,
             queue=self.queue,
             api_token=token,
+            tokens=tokens or [],
+            max_body_bytes=max_body_bytes,
             routes=routes or [],
         )
 
@@ -123,7 +132,8 @@ async def test_a_thread_id_continues_the_conversation(stack: Stack) -> None:
 
 
 async def test_bad_requests_are_told_what_is_wrong(stack: Stack) -> None:
-    async with serving_lifespan(stack.app()) as url, httpx.AsyncClient(base_url=url) as client:
+    app = stack.app(max_body_bytes=64 * 1024)
+    async with serving_lifespan(app) as url, httpx.AsyncClient(base_url=url) as client:
         empty = await client.post("/v1/ask", json={"question": ""})
         not_json = await client.post("/v1/ask", content=b"{nope")
         huge = await client.post("/v1/ask", content=b"x" * 70_000)
@@ -152,7 +162,7 @@ async def test_the_api_token_is_required_and_never_logged(
         health = await client.get("/healthz")  # health and metrics stay open to probes
     assert (missing.status_code, wrong.status_code, queued.status_code) == (401, 401, 401)
     assert events[-1][0] == "answer"
-    assert health.status_code == 200
+    assert health.status_code == 200 and health.json() == {"ok": True}
     logged = "\n".join(record.getMessage() for record in caplog.records)
     assert TOKEN not in logged
     assert TOKEN not in caplog.text
@@ -186,10 +196,11 @@ async def test_queued_events_are_acknowledged_then_answered_once(stack: Stack) -
         first = await client.post("/v1/events", json=body)
         retry = await client.post("/v1/events", json=body)  # the sender retried
         assert (first.status_code, retry.status_code) == (202, 202)
-        assert (await client.get("/v1/results/m-1")).status_code == 404  # not handled yet
+        where = {"channel": "ops"}
+        assert (await client.get("/v1/results/m-1", params=where)).status_code == 404  # not yet
         running = asyncio.create_task(worker.run())
         for _ in range(200):
-            result = await client.get("/v1/results/m-1")
+            result = await client.get("/v1/results/m-1", params=where)
             if result.status_code == 200:
                 break
             await asyncio.sleep(0.02)
@@ -203,9 +214,12 @@ async def test_queued_events_are_acknowledged_then_answered_once(stack: Stack) -
 
 
 async def test_health_and_metrics(stack: Stack) -> None:
-    async with serving_lifespan(stack.app()) as url, httpx.AsyncClient(base_url=url) as client:
+    async with (
+        serving_lifespan(stack.app(token=TOKEN)) as url,
+        httpx.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {TOKEN}"}) as client,
+    ):
         await sse(client, {"question": QUESTION})
-        health = await client.get("/healthz")
+        health = await client.get("/healthz")  # a token holder sees the details
         metrics = await client.get("/metrics")
     assert health.status_code == 200
     body = health.json()

@@ -19,6 +19,7 @@ from bot.cli import app
 from tests.conftest import REPO
 
 TOKEN = "tok-8d1e-never-in-logs"
+ADMIN_TOKEN = "admin-tok-5c0f-never-in-logs"
 DOC = (
     "# Rollback runbook\n\n## Rolling back a bad deploy\n"
     "Run `deployctl rollback --to previous` to restore the last good release. "
@@ -89,6 +90,7 @@ def test_serve_answers_over_http_and_drains_on_sigterm(indexed_home: Path) -> No
         "TACIT_KB": "ops",
         "TACIT_LOG_LEVEL": "DEBUG",
         "TACIT_SERVER__API_TOKEN": TOKEN,
+        "TACIT_SERVER__TOKENS": json.dumps([{"token": ADMIN_TOKEN, "user": "ops", "admin": True}]),
         "TACIT_SERVER__DRAIN_TIMEOUT": "20",
     }
     process = subprocess.Popen(
@@ -147,12 +149,24 @@ def test_serve_answers_over_http_and_drains_on_sigterm(indexed_home: Path) -> No
         )
         assert queued.status_code == 202
         for _ in range(300):  # a worker of the serving process answers it
-            result = httpx.get(f"{base}/v1/results/evt-1", headers=headers)
+            where = {"channel": "ops"}
+            result = httpx.get(f"{base}/v1/results/evt-1", params=where, headers=headers)
             if result.status_code == 200:
                 break
             time.sleep(0.1)
         assert result.json()["event"] == "answer", result.text
         assert "four minutes" in result.json()["text"]
+
+        # Admin commands: the anonymous api_token may not; an admin token's user may.
+        command = {"question": "/tacit mode auto", "channel": "ops", "user": "ops"}
+        refused = httpx.post(f"{base}/v1/ask", json=command, headers=headers)
+        assert refused.status_code == 403
+        admin = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+        with httpx.stream(
+            "POST", f"{base}/v1/ask", json=command, headers=admin, timeout=60
+        ) as response:
+            body = "".join(response.iter_text())
+        assert "event: answer" in body, body
     finally:
         process.send_signal(signal.SIGTERM)
         stdout, stderr = process.communicate(timeout=60)
@@ -160,6 +174,7 @@ def test_serve_answers_over_http_and_drains_on_sigterm(indexed_home: Path) -> No
     summary = json.loads(stdout.strip().splitlines()[-1])
     assert summary["stopped"] is True and summary["left_pending"] == 0
     assert TOKEN not in stdout and TOKEN not in stderr
+    assert ADMIN_TOKEN not in stdout and ADMIN_TOKEN not in stderr
     assert "Traceback" not in stderr
 
 

@@ -123,19 +123,30 @@ async def test_slack_mention_retried_and_doubled_gets_one_streamed_answer_and_fe
         await drained(store)
 
     [answer] = slack.thread(channel, ts)
-    assert answer.text.startswith(ANSWER) and answer.edits >= 1
+    # Streamed natively: started, appended to, stopped with the sources and feedback buttons.
+    assert answer.text.startswith(ANSWER) and answer.appends >= 1 and not answer.streaming
     assert slack.thread(channel, "1700001001.000200") == [], "chatter: silence"
     decisions = await assistant.state.decisions("slack", TEAM_ID, channel)
     assert len(decisions) == 2, "one decision for the question, one for the chatter"
 
-    trace_id = answer.blocks[-1]["elements"][0]["value"]  # type: ignore[index]
+    assert answer.blocks is not None
+    (buttons,) = answer.blocks[-1]["elements"]
+    assert answer.blocks[-1]["type"] == "context_actions" and buttons["type"] == "feedback_buttons"
     click = {
         "type": "block_actions",
         "team": {"id": TEAM_ID},
         "user": {"id": "U7"},
         "channel": {"id": channel},
         "trigger_id": "t",
-        "actions": [{"type": "button", "action_id": "tacit_feedback_up", "value": trace_id}],
+        "actions": [
+            {
+                "type": "feedback_buttons",
+                "action_id": buttons["action_id"],
+                "block_id": answer.blocks[-1]["block_id"],
+                "value": buttons["positive_button"]["value"],
+                "text": buttons["positive_button"]["text"],
+            }
+        ],
     }
     assert await dispatch(form_body({"payload": click}), form=True) == 200
     summary = await assistant.state.feedback_summary("slack", TEAM_ID, channel)

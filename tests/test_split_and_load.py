@@ -1,6 +1,8 @@
 from __future__ import annotations
 
+import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -57,6 +59,25 @@ def test_chinese_splits_on_chinese_punctuation() -> None:
     assert "".join(chunks) == text  # no overlap in Chinese, nothing lost
 
 
+def test_each_piece_is_counted_once() -> None:
+    """The merge and the overlap reuse the count made where a piece was cut."""
+    counted: list[str] = []
+
+    def counting(text: str) -> int:
+        counted.append(text)
+        return count_tokens(text)
+
+    splitter = RecursiveSplitter(chunk_size=40, overlap=12, count=counting)
+    text = "\n\n".join(
+        " ".join(f"Paragraph {p} sentence {i} says something." for i in range(8)) for p in range(6)
+    )
+    chunks = splitter.split(text)
+    assert len(chunks) > 3 and all(count_tokens(c) <= 40 for c in chunks)
+    # (A lone separator, such as the "\n" between paragraphs, is a piece of its own each time.)
+    repeated = {t for t in counted if counted.count(t) > 1 and t.strip()}
+    assert repeated == set()
+
+
 def test_an_unbreakable_run_is_cut_by_characters() -> None:
     splitter = RecursiveSplitter(chunk_size=10, overlap=0)
     chunks = splitter.split("x" * 500)
@@ -98,10 +119,15 @@ def test_an_unreadable_file_says_permission_denied(
     path = tmp_path / "secret.md"
     path.write_text("# x\nbody")
 
-    def refuse(self: Path) -> bytes:  # root reads anything, so refuse the way the OS would
-        raise PermissionError(13, "Permission denied")
+    real_open = os.open
 
-    monkeypatch.setattr(Path, "read_bytes", refuse)
+    def refuse(file: Any, flags: int, *args: Any, **kwargs: Any) -> int:
+        # root reads anything, so refuse the way the OS would
+        if Path(file) == path:
+            raise PermissionError(13, "Permission denied")
+        return real_open(file, flags, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", refuse)
     with pytest.raises(LoadError, match="permission denied"):
         load(path, "secret.md")
 

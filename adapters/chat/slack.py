@@ -1,8 +1,12 @@
 """Slack through slack-bolt (async): events and slash commands in as `Message`s, reply events out
 as threaded, streamed, cited answers with feedback buttons.
 
-Receiving. One bolt `AsyncApp` serves both the HTTP Events API (`routes()`, signature checked by
-bolt: a bad or stale signature is a 401) and Socket Mode (`start()`). It runs with
+Receiving. One bolt `AsyncApp` serves either the HTTP Events API (`routes()`, mounted only
+then) or Socket Mode (`start()`; no HTTP route at all, so nothing unsigned can come in). An HTTP
+request's body is read once, capped (adapters/http_body.py), and its signature checked on those
+bytes before bolt parses anything: a bad or stale signature is a 401, a body that is not JSON or
+a form a 400, and bolt (which logs the whole body of a badly signed request) never sees either.
+It runs with
 `process_before_response=True` so that Slack's ack is sent only after the listener returns, and
 the listener returns only after `submit` has queued the message durably: an event that was acked
 is never lost, and one that was not will be retried by Slack (the assistant dedupes retries on
@@ -23,20 +27,22 @@ import time
 from collections.abc import AsyncIterator
 from typing import Any
 
-from slack_bolt.adapter.starlette.async_handler import AsyncSlackRequestHandler
+from slack_bolt.adapter.starlette.async_handler import to_starlette_response
 from slack_bolt.app.async_app import AsyncApp
 from slack_bolt.context.ack.async_ack import AsyncAck
 from slack_bolt.context.async_context import AsyncBoltContext
+from slack_bolt.request.async_request import AsyncBoltRequest
 from slack_sdk.errors import SlackApiError
 from slack_sdk.http_retry.builtin_async_handlers import (
     AsyncConnectionErrorRetryHandler,
     AsyncRateLimitErrorRetryHandler,
     AsyncServerErrorRetryHandler,
 )
+from slack_sdk.signature import SignatureVerifier
 from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.webhook.async_client import AsyncWebhookClient
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from adapters.chat.common import (
@@ -47,6 +53,24 @@ from adapters.chat.common import (
     SubmitMessage,
 )
 from adapters.chat.markup import CITATIONS_MARK, slack_citations, split_text, to_slack_mrkdwn
+from adapters.chat.slack_assistant import (
+    APP_HOME_OPENED,
+    ASSISTANT_THREAD_STARTED,
+    HomeFactsOf,
+    SuggestPrompts,
+    offer_prompts,
+    publish_home,
+    title_thread,
+)
+from adapters.chat.slack_manifest import EVENTS_PATH, MENTION_EVENT, MESSAGE_EVENT
+from adapters.chat.slack_stream import (
+    FEEDBACK_BUTTONS_ACTION,
+    NativeStream,
+    NativeStreamMemory,
+    StreamUnavailable,
+    feedback_actions,
+)
+from adapters.http_body import DEFAULT_MAX_BODY_BYTES, BodyRejected, read_body
 from core.conversation import (
     Feedback,
     FinalReply,
@@ -57,11 +81,11 @@ from core.conversation import (
     Thinking,
 )
 from core.errors import ConfigError
+from core.ports import StateStore
 
 log = logging.getLogger(__name__)
 
 DEFAULT_API_URL = "https://slack.com/api/"
-EVENTS_PATH = "/slack/events"
 FEEDBACK_ACTION = re.compile(r"^tacit_feedback_(up|down)$")
 
 # Subtypes that are still a person writing: a reply also sent to the channel, a message with a
@@ -89,14 +113,25 @@ class SlackAdapter:
         stream_interval: float = 1.0,
         max_retries: int = 3,
         slash_command: str = "/tacit",
+        max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+        native_streaming: bool = True,
+        native_stream_retry: float = 6 * 3600.0,
+        state: StateStore | None = None,
+        suggest_prompts: SuggestPrompts | None = None,
+        home_facts: HomeFactsOf | None = None,
     ) -> None:
         if not bot_token:
             raise ConfigError("slack.bot_token is required (an xoxb- bot token)")
+        signing_secret = signing_secret.strip()
         if not signing_secret and not app_token:
             raise ConfigError(
-                "slack needs slack.signing_secret (HTTP Events API) or slack.app_token "
-                "(Socket Mode)"
+                "slack.signing_secret is required for the HTTP Events API (slack.mode = 'http'): "
+                "without it anyone could post events to /slack/events; for Socket Mode set "
+                "slack.mode = 'socket' and slack.app_token"
             )
+        # Socket Mode when an app-level token is given: then no HTTP route is mounted at all.
+        self._verifier = None if app_token else SignatureVerifier(signing_secret)
+        self._max_body_bytes = max_body_bytes
         self._submit = submit
         self._feedback = feedback
         self._app_token = app_token
@@ -104,6 +139,13 @@ class SlackAdapter:
         self._stream_interval = stream_interval
         self._max_retries = max_retries
         self._status_supported = True
+        self._native_streaming = native_streaming
+        self._state = state
+        self._suggest_prompts = suggest_prompts
+        self._home_facts = home_facts
+        self._slash_command = slash_command
+        # Where chat.startStream was refused: every replica skips it there for a while.
+        self.native_memory = NativeStreamMemory(state, native_stream_retry)
         self.client = AsyncWebClient(
             token=bot_token,
             base_url=api_url if api_url.endswith("/") else api_url + "/",
@@ -115,27 +157,63 @@ class SlackAdapter:
         )
         self.app = AsyncApp(
             client=self.client,
-            # Socket Mode requests carry no signature; bolt checks it on HTTP requests only.
             signing_secret=signing_secret or None,
-            request_verification_enabled=bool(signing_secret),
+            # Verified in _http, on the capped bytes, before bolt parses them (bolt's own check
+            # would come after its parsing, and logs the body of every request that fails it).
+            # Socket Mode requests carry no signature.
+            request_verification_enabled=False,
             process_before_response=True,
             logger=log,
         )
-        self.app.event("app_mention")(self._on_mention)
-        self.app.event("message")(self._on_message)
+        # The names the manifest subscribes to (adapters/chat/slack_manifest.py).
+        self.app.event(MENTION_EVENT)(self._on_mention)
+        self.app.event(MESSAGE_EVENT)(self._on_message)
+        self.app.event(ASSISTANT_THREAD_STARTED)(self._on_assistant_thread)
+        self.app.event(APP_HOME_OPENED)(self._on_home_opened)
         self.app.command(slash_command)(self._on_command)
         self.app.action(FEEDBACK_ACTION)(self._on_feedback)
-        self._http_handler = AsyncSlackRequestHandler(self.app)
+        self.app.action(FEEDBACK_BUTTONS_ACTION)(self._on_feedback_buttons)
         self._socket_handler: Any = None
 
     # --- lifecycle --------------------------------------------------------------------------
 
     def routes(self) -> list[BaseRoute]:
-        """The Events API endpoint (events, slash commands and button clicks) for an ASGI app."""
+        """The Events API endpoint (events, slash commands and button clicks) for an ASGI app;
+        none in Socket Mode, where an unsigned POST must have nowhere to go."""
+        if self._verifier is None:
+            return []
         return [Route(EVENTS_PATH, self._http, methods=["POST"])]
 
     async def _http(self, request: Request) -> Response:
-        return await self._http_handler.handle(request)
+        assert self._verifier is not None  # routes() mounts this only for the Events API
+        try:
+            body = await read_body(request, self._max_body_bytes)
+        except BodyRejected as rejected:
+            return rejected.response()
+        timestamp = request.headers.get("x-slack-request-timestamp", "")
+        signature = request.headers.get("x-slack-signature", "")
+        # SignatureVerifier's int() takes "+5", " 5" and raises on "abc": digits only, checked here.
+        if not (timestamp.isascii() and timestamp.isdigit() and len(timestamp) <= 12):
+            return _error(401, "missing or malformed X-Slack-Request-Timestamp")
+        if not self._verifier.is_valid(body, timestamp, signature):
+            return _error(401, "invalid or stale request signature")
+        try:
+            bolt_request = AsyncBoltRequest(
+                body=body.decode("utf-8"),
+                query=dict(request.query_params),
+                headers=dict(request.headers),
+            )
+        except (ValueError, RecursionError, AttributeError, TypeError):
+            # Not UTF-8, not JSON, a form with a bad payload, JSON that is not an object.
+            return _error(400, "the body is neither a JSON event nor a form payload")
+        if not _plausible_payload(bolt_request.body):
+            return _error(400, "the body is not a Slack payload")
+        try:
+            return to_starlette_response(await self.app.async_dispatch(bolt_request))
+        except (AttributeError, KeyError, TypeError, ValueError) as exc:
+            # A signed body of an unexpected shape, which bolt's parsing trips on.
+            log.warning("slack: unreadable signed request (%s)", type(exc).__name__)
+            return _error(400, "unexpected request shape")
 
     async def start(self) -> None:
         """Connect Socket Mode when an app-level token is configured (HTTP mode needs nothing)."""
@@ -208,6 +286,32 @@ class SlackAdapter:
         )
         await ack()
 
+    async def _on_assistant_thread(self, body: dict[str, Any], event: dict[str, Any]) -> None:
+        """The user opened a thread with Tacit in the AI-app split view: suggest questions."""
+        if self._suggest_prompts is not None:
+            await offer_prompts(self.client, body, event, self._suggest_prompts)
+
+    async def _on_home_opened(self, body: dict[str, Any], event: dict[str, Any]) -> None:
+        if self._home_facts is not None:
+            await publish_home(self.client, body, event, self._home_facts, self._slash_command)
+
+    async def _on_feedback_buttons(
+        self, ack: AsyncAck, body: dict[str, Any], action: dict[str, Any]
+    ) -> None:
+        """A click on Slack's own feedback_buttons: the value is "up:<trace>" or "down:<trace>"."""
+        await ack()
+        vote, _, trace_id = str(action.get("value", "")).partition(":")
+        if vote not in ("up", "down") or not trace_id:
+            return
+        await self._feedback(
+            Feedback(
+                trace_id=trace_id,
+                user=body.get("user", {}).get("id", ""),
+                helpful=vote == "up",
+                platform="slack",
+            )
+        )
+
     def _bot_id(self, context: AsyncBoltContext) -> str:
         # bolt learns the bot's user id from auth.test; a configured one saves that call's answer.
         return self._bot_user_id or context.bot_user_id or ""
@@ -251,6 +355,7 @@ class SlackAdapter:
         if message.extra.get("kind") == "slash_command" and response_url:
             await self._respond(str(response_url), events)
             return
+        await title_thread(self.client, self._state, message)
         reply = _SlackReply(self, message)
         try:
             async for event in events:
@@ -294,6 +399,21 @@ class SlackAdapter:
         return True
 
 
+def _plausible_payload(body: Any) -> bool:
+    """An object whose parts bolt reads as objects are objects (signed nonsense is a 400, not
+    an AttributeError deep in bolt's middleware, which bolt turns into a 500)."""
+    if not isinstance(body, dict):
+        return False
+    if not isinstance(body.get("type", ""), str):
+        return False
+    event = body.get("event", {})
+    return isinstance(event, dict) and isinstance(event.get("type", ""), str)
+
+
+def _error(status: int, reason: str) -> Response:
+    return JSONResponse({"error": reason}, status_code=status)
+
+
 def _rate_limited(exc: SlackApiError) -> RetryLater | None:
     if exc.response.status_code != 429:
         return None
@@ -319,6 +439,10 @@ class _SlackReply:
         self._placeholder = False
         self._answer = ""
         self._final_blocks: list[dict[str, Any]] | None = None
+        self._team = message.workspace
+        self._user = message.user
+        self._native: NativeStream | None = None
+        self._native_chosen: bool | None = None  # decided at the first text
         self._stream = StreamingMessage(
             self._post,
             self._update,
@@ -331,12 +455,55 @@ class _SlackReply:
             await self._thinking(event.text)
         elif isinstance(event, TextDelta):
             self._answer = event.text if event.replace else self._answer + event.text
+            if await self._native_text(self._answer):
+                return
             self._stream.update(to_slack_mrkdwn(self._answer))
         elif isinstance(event, FinalReply):
+            if await self._native_text(event.text):
+                assert self._native is not None
+                text, blocks = _final_message(event, native=True)
+                below = [b for b in blocks if b["type"] in ("context", "context_actions")]
+                rewrite = {"text": text[:_TEXT_LIMIT], "blocks": blocks}
+                await self._native.finish(event.text, blocks=below, rewrite=rewrite)
+                return
             text, self._final_blocks = _final_message(event)
             await self._stream.finish(text)
         elif isinstance(event, Refusal):
             await self._refusal(event)
+
+    async def _native_text(self, markdown: str) -> bool:
+        """Show the answer so far by native streaming; False when this reply edits a posted
+        message instead (not chosen, or the workspace refused to start a stream)."""
+        if self._native_chosen is None:
+            self._native_chosen = (
+                self._adapter._native_streaming
+                and self._thread_ts is not None
+                and self._ts is None  # a placeholder was posted: keep editing that one
+                and not self._placeholder
+                and not await self._adapter.native_memory.refused(self._team, self._channel)
+            )
+        if not self._native_chosen:
+            return False
+        if self._native is not None:
+            self._native.update(markdown)
+            return True
+        assert self._thread_ts is not None
+        native = NativeStream(
+            self._client,
+            channel=self._channel,
+            thread_ts=self._thread_ts,
+            team=self._team,
+            user=self._user,
+            interval=self._adapter._stream_interval,
+        )
+        try:
+            await native.start(markdown)
+        except StreamUnavailable as exc:
+            self._native_chosen = False
+            await self._adapter.native_memory.remember(self._team, self._channel, exc.error)
+            return False
+        self._native = native
+        return True
 
     async def _thinking(self, status: str) -> None:
         # Each stage ("searching…", "writing…") replaces the last, until the answer shows.
@@ -353,6 +520,11 @@ class _SlackReply:
         self._stream.update(f"_{status}…_")
 
     async def _refusal(self, refusal: Refusal) -> None:
+        if self._native is not None:  # a draft was streamed: rewrite it, or take it back
+            escaped = _slack_escape_text(refusal.text or "")
+            rewrite = {"text": escaped, "blocks": []} if refusal.text else {}
+            await self._native.finish("", blocks=[], rewrite=rewrite)
+            return
         if refusal.text:
             self._final_blocks = None
             await self._stream.finish(_slack_escape_text(refusal.text))
@@ -365,6 +537,8 @@ class _SlackReply:
             await self._adapter._set_status(self._channel, self._thread_ts, "")
 
     async def abandon(self) -> None:
+        if self._native is not None:
+            await self._native.aclose()
         await self._stream.aclose()
 
     async def _post(self, text: str, final: bool) -> None:
@@ -401,8 +575,10 @@ def _slack_escape_text(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
-def _final_message(reply: FinalReply) -> tuple[str, list[dict[str, Any]]]:
-    """The notification text and the blocks: answer, sources, feedback buttons."""
+def _final_message(reply: FinalReply, *, native: bool = False) -> tuple[str, list[dict[str, Any]]]:
+    """The notification text and the blocks: answer, sources, feedback buttons (Slack's own
+    feedback_buttons under a natively streamed answer; classic buttons, which every workspace
+    shows, under an edited one)."""
     body = to_slack_mrkdwn(reply.text)
     sources = slack_citations(reply.citations)
     text = f"{body}\n\n{CITATIONS_MARK}\n{sources}" if sources else body
@@ -420,6 +596,9 @@ def _final_message(reply: FinalReply) -> tuple[str, list[dict[str, Any]]]:
                 ],
             }
         )
+    if native:
+        blocks.append(feedback_actions(reply.trace_id))
+        return text, blocks
     blocks.append(
         {
             "type": "actions",

@@ -28,6 +28,7 @@ import asyncio
 import contextlib
 import hmac
 import html
+import json
 import logging
 import re
 import warnings
@@ -67,7 +68,10 @@ from adapters.chat.common import (
     StreamingMessage,
     SubmitMessage,
 )
+from adapters.chat.lease import LeasedWork
 from adapters.chat.markup import CITATIONS_MARK, split_text, telegram_citations, to_telegram_html
+from adapters.chat.telegram_profile import describe_bot
+from adapters.http_body import DEFAULT_MAX_BODY_BYTES, BodyRejected, read_body
 from core.conversation import (
     Feedback,
     FinalReply,
@@ -77,7 +81,8 @@ from core.conversation import (
     TextDelta,
     Thinking,
 )
-from core.errors import ConfigError
+from core.errors import ConfigError, StoreError
+from core.ports import StateStore
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -93,7 +98,38 @@ ALLOWED_UPDATES = ["message", "callback_query"]
 _TEXT_LIMIT = 4096  # characters of a message, counted after HTML parsing
 _PIECE = 3800  # Markdown per message, leaving room for the sources list
 _CALLBACK_DATA_LIMIT = 64  # bytes
-_REMEMBERED_MESSAGES = 20_000  # reply-chain roots kept in memory
+_REMEMBERED_MESSAGES = 20_000  # reply-chain roots kept in memory when there is no StateStore
+_ROOT_TTL = 30 * 24 * 3600.0  # seconds a reply-chain root is remembered in the StateStore
+_OFFSET_TTL = 24 * 3600.0  # Telegram keeps unconfirmed updates for 24 hours
+
+
+class ReplyRoots:
+    """(chat, message id) -> the conversation it belongs to: lets a reply to the bot's answer
+    (or to any message of a chain) find its thread in groups where Telegram gives no
+    message_thread_id. In the StateStore, so that every replica agrees (the dedupe keys of a
+    redelivered update depend on its thread); in memory only for a lone adapter without one."""
+
+    def __init__(self, state: StateStore | None) -> None:
+        self._state = state
+        self._memory: OrderedDict[tuple[int, int], str] = OrderedDict()
+
+    @staticmethod
+    def _key(chat_id: int, message_id: int) -> str:
+        return f"telegram:{{{chat_id}}}:root:{message_id}"
+
+    async def get(self, chat_id: int, message_id: int) -> str | None:
+        if self._state is not None:
+            return await self._state.get(self._key(chat_id, message_id))
+        return self._memory.get((chat_id, message_id))
+
+    async def put(self, chat_id: int, message_id: int, thread: str) -> None:
+        if self._state is not None:
+            await self._state.set(self._key(chat_id, message_id), thread, ttl=_ROOT_TTL)
+            return
+        self._memory[(chat_id, message_id)] = thread
+        self._memory.move_to_end((chat_id, message_id))
+        while len(self._memory) > _REMEMBERED_MESSAGES:
+            self._memory.popitem(last=False)
 
 
 class TelegramAdapter:
@@ -112,11 +148,18 @@ class TelegramAdapter:
         concurrent_updates: int = 64,
         max_retries: int = 3,
         poll_timeout: int = 25,
+        drafts: bool = True,
+        draft_interval: float = 0.5,
+        state: StateStore | None = None,
+        lease_ttl: float = 5.0,
+        lease_retry: float = 1.0,
+        max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     ) -> None:
         if not bot_token:
             raise ConfigError("telegram.bot_token is required (from @BotFather)")
         if mode not in ("polling", "webhook"):
             raise ConfigError(f"telegram.mode must be 'polling' or 'webhook', not {mode!r}")
+        webhook_secret = webhook_secret.strip()
         if mode == "webhook" and not webhook_secret:
             raise ConfigError(
                 "telegram.webhook_secret is required in webhook mode: without it anyone who "
@@ -127,19 +170,36 @@ class TelegramAdapter:
         self._feedback = feedback
         self._mode = mode
         self._webhook_secret = webhook_secret
+        self._max_body_bytes = max_body_bytes
         self._webhook_url = webhook_url
         self._edit_interval = edit_interval
         self._typing_interval = typing_interval
         self._max_retries = max_retries
         self._poll_timeout = poll_timeout
+        self._drafts = drafts
+        self._draft_interval = draft_interval
         self._poller: asyncio.Task[None] | None = None
+        # Two pollers of one token conflict (409): with a shared StateStore only the replica
+        # holding this lease polls; the key names the bot, so bots may share one Redis.
+        self.polling_lease: LeasedWork | None = None
+        self._state = state
+        bot_id = bot_token.split(":", 1)[0]
+        # Where the last poller got to: a replica taking over starts there, rather than at
+        # whatever Telegram still holds unconfirmed (which the assistant would only dedupe).
+        self._offset_key = f"telegram:{{{bot_id}}}:offset"
+        if state is not None and mode == "polling":
+            self.polling_lease = LeasedWork(
+                state,
+                f"telegram:{{{bot_id}}}:poller",
+                self._poll,
+                ttl=lease_ttl,
+                retry_every=lease_retry,
+            )
         # Updates are handled side by side (PTB's own queue, serialising by default, is not
         # used); this bounds how many at once.
         self._handling = asyncio.Semaphore(concurrent_updates)
         self._failed_updates: dict[int, BaseException] = {}
-        # (chat id, message id) -> thread: lets a reply to the bot's answer find its conversation
-        # in groups where Telegram gives no message_thread_id.
-        self._threads: OrderedDict[tuple[int, int], str] = OrderedDict()
+        self.reply_roots = ReplyRoots(state)
         api = api_url.rstrip("/")
         builder = (
             Application.builder()
@@ -170,15 +230,23 @@ class TelegramAdapter:
     # --- lifecycle --------------------------------------------------------------------------
 
     def routes(self) -> list[BaseRoute]:
+        """The webhook, in webhook mode only: a polling bot has no URL anyone can post to."""
+        if self._mode != "webhook":
+            return []
         return [Route(WEBHOOK_PATH, self._webhook, methods=["POST"])]
 
     async def start(self) -> None:
-        """Initialise (getMe), then poll or register the webhook; Slack may share the loop."""
+        """Initialise (getMe), describe the bot (commands, description: en and zh), then poll
+        or register the webhook; Slack may share the loop."""
         await self.application.initialize()
         await self.application.start()
+        await describe_bot(self.bot)
         if self._mode == "polling":
             await self.bot.delete_webhook()  # getUpdates is refused while a webhook is set
-            self._poller = asyncio.create_task(self._poll(), name="telegram-polling")
+            if self.polling_lease is not None:
+                self.polling_lease.start()
+            else:
+                self._poller = asyncio.create_task(self._poll(), name="telegram-polling")
         elif self._webhook_url:
             await self.bot.set_webhook(
                 self._webhook_url,
@@ -188,6 +256,8 @@ class TelegramAdapter:
 
     async def stop(self) -> None:
         """Stop taking updates. Delivery keeps working, so answers in flight can still drain."""
+        if self.polling_lease is not None:
+            await self.polling_lease.stop()  # released: a standby replica polls from now on
         if self._poller is not None:
             self._poller.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -203,12 +273,19 @@ class TelegramAdapter:
 
     async def _webhook(self, request: Request) -> Response:
         given = request.headers.get(SECRET_HEADER, "")
-        if not hmac.compare_digest(given.encode(), self._webhook_secret.encode()):
+        # An empty secret never verifies (two empty strings compare equal).
+        if not self._webhook_secret or not hmac.compare_digest(
+            given.encode(), self._webhook_secret.encode()
+        ):
             return Response("bad secret token", status_code=403)
         try:
-            data = await request.json()
+            data = json.loads(await read_body(request, self._max_body_bytes))
+            if not isinstance(data, dict) or "update_id" not in data:
+                return Response("not an update", status_code=400)
             update = Update.de_json(data, self.bot)
-        except (ValueError, KeyError, TypeError):
+        except BodyRejected as rejected:
+            return rejected.response()
+        except (ValueError, KeyError, TypeError, AttributeError, RecursionError):
             return Response("not an update", status_code=400)
         if not await self._submit_update(update):
             # Not acked: Telegram sends the update again, and the assistant dedupes on its id.
@@ -218,6 +295,9 @@ class TelegramAdapter:
     async def _poll(self) -> None:
         """Long polling that acknowledges (advances the offset) only what was submitted."""
         offset: int | None = None
+        if self._state is not None:
+            stored = await self._state.get(self._offset_key)
+            offset = int(stored) if stored else None
         failures = 0
         while True:
             try:
@@ -239,6 +319,8 @@ class TelegramAdapter:
             failed = next((u for u, ok in zip(updates, done, strict=True) if not ok), None)
             if failed is None:
                 offset, failures = updates[-1].update_id + 1, 0
+                if self._state is not None:
+                    await self._state.set(self._offset_key, str(offset), ttl=_OFFSET_TTL)
             else:
                 offset = failed.update_id
                 failures += 1
@@ -257,7 +339,7 @@ class TelegramAdapter:
     # --- receiving ----------------------------------------------------------------------------
 
     async def _on_text(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
-        message = self._to_message(update, command=None)
+        message = await self._to_message(update, command=None)
         if message is not None:
             await self._submit(message)
 
@@ -268,7 +350,7 @@ class TelegramAdapter:
         command = head.lstrip("/").split("@")[0].lower()
         args = rest[0] if rest else ""
         text = args if command in ASK_COMMANDS else f"/{command} {args}".strip()
-        message = self._to_message(update, command=text)
+        message = await self._to_message(update, command=text)
         if message is not None:
             await self._submit(message)
 
@@ -286,7 +368,7 @@ class TelegramAdapter:
         )
         await query.answer("🙏")
 
-    def _to_message(self, update: Update, *, command: str | None) -> Message | None:
+    async def _to_message(self, update: Update, *, command: str | None) -> Message | None:
         incoming = update.message
         if incoming is None or incoming.from_user is None or incoming.from_user.is_bot:
             return None
@@ -304,7 +386,7 @@ class TelegramAdapter:
             and replied.from_user.id == self.bot.id
             and not (incoming.is_topic_message and replied.message_id == incoming.message_thread_id)
         )
-        thread = self._thread_of(incoming)
+        thread = await self._thread_of(incoming)
         user = incoming.from_user
         extra: dict[str, Any] = {"chat_type": chat.type}
         if incoming.is_topic_message and incoming.message_thread_id is not None:
@@ -338,24 +420,18 @@ class TelegramAdapter:
                 return True
         return False
 
-    def _thread_of(self, incoming: TelegramMessage) -> str:
+    async def _thread_of(self, incoming: TelegramMessage) -> str:
         """The forum topic or supergroup reply thread; else the reply chain's first message."""
         chat_id = incoming.chat.id
         if incoming.message_thread_id is not None:
             thread = str(incoming.message_thread_id)
         elif incoming.reply_to_message is not None:
             parent = incoming.reply_to_message.message_id
-            thread = self._threads.get((chat_id, parent), str(parent))
+            thread = await self.reply_roots.get(chat_id, parent) or str(parent)
         else:
             thread = str(incoming.message_id)
-        self._remember(chat_id, incoming.message_id, thread)
+        await self.reply_roots.put(chat_id, incoming.message_id, thread)
         return thread
-
-    def _remember(self, chat_id: int, message_id: int, thread: str) -> None:
-        self._threads[(chat_id, message_id)] = thread
-        self._threads.move_to_end((chat_id, message_id))
-        while len(self._threads) > _REMEMBERED_MESSAGES:
-            self._threads.popitem(last=False)
 
     # --- replying -----------------------------------------------------------------------------
 
@@ -459,6 +535,17 @@ class _TelegramReply:
             interval=adapter._edit_interval,
             max_retries=adapter._max_retries,
         )
+        # In a private chat the answer grows as a draft (sendMessageDraft, an animated preview
+        # that is no message yet); the final text then goes out once, by sendMessage.
+        self._draft: StreamingMessage | None = None
+        if adapter._drafts and message.direct and self._chat_id > 0:
+            self._draft_id = self._reply_to or 1
+            self._draft = StreamingMessage(
+                self._show_draft,
+                self._show_draft,
+                interval=adapter._draft_interval,
+                max_retries=adapter._max_retries,
+            )
 
     async def show(self, event: ReplyEvent) -> None:
         if isinstance(event, Thinking):
@@ -467,10 +554,12 @@ class _TelegramReply:
         elif isinstance(event, TextDelta):
             self._answer = event.text if event.replace else self._answer + event.text
             shown = self._answer if len(self._answer) <= _PIECE else self._answer[:_PIECE] + " …"
-            self._stream.update(to_telegram_html(shown))
+            (self._draft or self._stream).update(to_telegram_html(shown))
         elif isinstance(event, FinalReply):
+            await self._end_draft()
             await self._final(event)
         elif isinstance(event, Refusal):
+            await self._end_draft()
             await self.stop_typing()
             if event.text:
                 self._final_markup = None
@@ -509,7 +598,10 @@ class _TelegramReply:
         except RetryAfter as exc:
             raise _retry_later(exc) from None
         self._sent_id = sent.message_id
-        self._adapter._remember(self._chat_id, sent.message_id, self._thread)
+        try:
+            await self._adapter.reply_roots.put(self._chat_id, sent.message_id, self._thread)
+        except StoreError as exc:  # the answer is out; only replies to it lose their thread
+            log.warning("telegram: could not remember the reply's thread: %s", exc)
 
     async def _send_piece(
         self, text: str, reply_to: int | None, markup: InlineKeyboardMarkup | None
@@ -572,4 +664,32 @@ class _TelegramReply:
 
     async def abandon(self) -> None:
         await self.stop_typing()
+        await self._end_draft()
         await self._stream.aclose()
+
+    async def _end_draft(self) -> None:
+        # A draft is a 30-second preview that is never persisted: nothing to take back.
+        if self._draft is not None:
+            await self._draft.aclose()
+            self._draft = None
+
+    async def _show_draft(self, text: str, final: bool) -> None:
+        await self.stop_typing()
+        draft_id = self._draft_id
+
+        async def draft(body: str, parse_mode: str | None) -> bool:
+            return await self._bot.send_message_draft(
+                self._chat_id,
+                draft_id,
+                body,
+                message_thread_id=self._topic,
+                parse_mode=parse_mode,
+            )
+
+        try:
+            await _html_or_plain(draft, text)
+        except RetryAfter as exc:
+            raise _retry_later(exc) from None
+        except TelegramError as exc:
+            # Only a preview: the answer still goes out whole by sendMessage at the end.
+            log.info("telegram: no draft preview (%s)", exc)

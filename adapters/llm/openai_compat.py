@@ -28,6 +28,7 @@ from adapters._retry import (
 )
 from adapters.llm.response_cache import CachedReply, ResponseCache, cache_key
 from core.errors import LLMBadResponse, LLMError, LLMTimeout
+from core.model_output import UnreadableReply, json_values, parse_json_reply, strip_reasoning
 from core.models import Completion, Prompt, TokenUsage
 from core.ports import ModelT
 
@@ -36,7 +37,6 @@ log = logging.getLogger(__name__)
 
 _CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u3000-\u303f\uff00-\uffef]")
 _LATIN_WORD = re.compile(r"[A-Za-z]+")
-_FENCE = re.compile(r"```(?:json|JSON)?\s*\n?(.*?)```", re.DOTALL)
 
 
 class _InvalidReply(ValueError):
@@ -189,7 +189,8 @@ class OpenAICompatibleLLM:
             repair = prompts.render(
                 "json_repair", prompt_language(prompt), error=str(error), schema=schema_text
             )
-            retry_prompt = prompt.continued(reply.text, repair)
+            # The model sees what it answered, not its reasoning again (often most of the reply).
+            retry_prompt = prompt.continued(strip_reasoning(reply.text) or reply.text, repair)
             second = await self._complete(retry_prompt, temperature, limit, json_mode=True)
             try:
                 result, value = _parse_reply(second.text, schema)
@@ -386,40 +387,23 @@ def prompt_language(prompt: Prompt) -> str:
 
 
 def extract_json_object(text: str) -> Any:
-    """The first JSON object in a reply, tolerating ```json fences and prose around it."""
-    stripped = text.strip()
-    candidates = [stripped, *(m.strip() for m in _FENCE.findall(text))]
-    for candidate in candidates:
-        try:
-            value = json.loads(candidate)
-        except json.JSONDecodeError:
-            continue
+    """The first JSON object in a reply, outside its reasoning, tolerating fences and prose."""
+    visible = strip_reasoning(text)
+    for value in json_values(visible):
         if isinstance(value, dict):
             return value
-    decoder = json.JSONDecoder()
-    for match in re.finditer(r"\{", text):
-        try:
-            value, _ = decoder.raw_decode(text, match.start())
-        except json.JSONDecodeError:
-            continue
-        if isinstance(value, dict):
-            return value
-    if not stripped:
-        raise _InvalidReply("the reply was empty")
-    raise _InvalidReply("the reply contains no JSON object")
+    raise _InvalidReply(
+        "the reply was empty" if not visible else "the reply contains no JSON object"
+    )
 
 
 def _parse_reply(text: str, schema: type[ModelT]) -> tuple[ModelT, Any]:
-    """The validated model and the JSON value it came from (what the cache keeps)."""
-    value = extract_json_object(text)
+    """The validated model and the JSON value it came from (what the cache keeps): the last
+    object outside reasoning that fits, after local repairs (core.model_output)."""
     try:
-        return schema.model_validate(value), value
-    except ValidationError as error:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc']) or '(root)'}: {e['msg']}"
-            for e in error.errors()[:10]
-        )
-        raise _InvalidReply(f"the JSON does not match the schema ({problems})") from error
+        return parse_json_reply(text, schema)
+    except UnreadableReply as error:
+        raise _InvalidReply(str(error)) from error
 
 
 __all__ = ["OpenAICompatibleLLM", "extract_json_object", "prompt_language"]

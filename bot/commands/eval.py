@@ -39,6 +39,7 @@ from core.eval.runs import (
     summarise_choice,
     summarise_retrieval,
 )
+from core.model_output import clean_text_reply
 from core.text import count_tokens, detect_language
 
 if TYPE_CHECKING:
@@ -219,7 +220,7 @@ async def _retrieval(
             )
             assert llm is not None
             completion = await llm.chat(prompt, temperature=0.0, max_tokens=64)
-            return completion.text.strip()
+            return clean_text_reply(completion.text)
 
         answers = llm is not None and options.get("answers", True)
         with _progress(f"{name}: questions", len(items)) as advance:

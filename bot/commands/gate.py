@@ -13,6 +13,7 @@ import numpy as np
 import typer
 
 from bot.cli_base import JsonOption, KbOption, app, command, err, kb_name, out, settings
+from core.errors import InputError
 from core.eval.datasets import read_messages
 from core.gate.gate import Gate
 
@@ -50,9 +51,24 @@ async def open_gate() -> AsyncIterator[Gate]:
 @gate_app.command("fit")
 @command
 async def fit(
-    good: GoodOption,
-    bad: BadOption,
+    good: Annotated[
+        Path | None,
+        typer.Option("--good", help="Answerable messages, one per line.", show_default=False),
+    ] = None,
+    bad: Annotated[
+        Path | None,
+        typer.Option("--bad", help="Messages to stay silent on, one per line.", show_default=False),
+    ] = None,
     kb: KbOption = None,
+    from_feedback: Annotated[
+        bool,
+        typer.Option(
+            "--from-feedback",
+            help="Also learn from the chat: admins' /tacit label marks and 👍/👎 on answers "
+            "(weaker). Prints cross-validated P/R/F1 before and after, and keeps the stored "
+            "fit if the new one scores worse on held-back chat examples.",
+        ),
+    ] = False,
     precision: Annotated[
         float | None,
         typer.Option(
@@ -68,10 +84,23 @@ async def fit(
     as_json: JsonOption = False,
 ) -> None:
     """Fit the gate on labelled messages and store the fit with the knowledge base."""
-    good_messages, bad_messages = read_messages(good), read_messages(bad)
+    if (good is None) != (bad is None):
+        raise InputError("give both --good and --bad, or neither (with --from-feedback)")
+    if good is None and not from_feedback:
+        raise InputError(
+            "nothing to fit on", hint="give --good FILE --bad FILE, or --from-feedback"
+        )
+    good_messages = read_messages(good) if good is not None else []
+    bad_messages = read_messages(bad) if bad is not None else []
     name = kb_name(kb, settings())
+    if from_feedback:
+        await _fit_from_feedback(name, good_messages, bad_messages, folds, as_json)
+        return
+    from bot.gate_labels import save_file_examples
+
     async with open_gate() as gate:
         result = await gate.fit(name, good_messages, bad_messages, precision=precision, folds=folds)
+        await save_file_examples(gate.state, name, good_messages, bad_messages)
     report = {
         "kb": name,
         "good": len(good_messages),
@@ -97,6 +126,32 @@ async def fit(
         f"  out-of-fold: precision {report['precision']:.3f}, recall {report['recall']:.3f}, "
         f"F1 {report['f1']:.3f}"
     )
+
+
+async def _fit_from_feedback(
+    kb: str, good: list[str], bad: list[str], folds: int, as_json: bool
+) -> None:
+    from bot.gate_labels import GateLabels, file_examples, refit, save_file_examples
+
+    async with open_gate() as gate:
+        if good or bad:
+            await save_file_examples(gate.state, kb, good, bad)
+        else:  # the examples of the last `tacit gate fit --good --bad`
+            good, bad = await file_examples(gate.state, kb)
+        report = await refit(
+            gate=gate, labels=GateLabels(gate.state), kb=kb, good=good, bad=bad, folds=folds
+        )
+    if as_json:
+        print(json.dumps(report.as_dict(), ensure_ascii=False))
+        return
+    out.print(f"{report.examples} example(s) for '{kb}', {report.from_chat} labelled in the chat")
+    for when, metrics in (("before (files only)", report.before), ("after", report.after)):
+        if metrics:
+            out.print(
+                f"  {when}: {folds}-fold cross-validated precision {metrics['precision']:.3f}, "
+                f"recall {metrics['recall']:.3f}, F1 {metrics['f1']:.3f}"
+            )
+    out.print(report.reason)
 
 
 @gate_app.command("eval")

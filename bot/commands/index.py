@@ -18,6 +18,7 @@ from rich.progress import (
 
 from bot.cli_base import JsonOption, KbOption, app, command, err, kb_name, out, settings
 from core.errors import InputError
+from core.index.loaders import printable
 from core.index.pipeline import IndexReport
 
 ExtractorChoice = Literal["llm", "nlp", "none"]
@@ -103,7 +104,10 @@ def print_index_report(report: IndexReport) -> None:
     if report.invalid_rows:
         out.print(f"  {report.invalid_rows} malformed extraction row(s) dropped")
     for failure in report.failed:
-        out.print(f"  failed: {failure.source}: {failure.reason}")
+        # A file name is hostile input: no Rich markup ("[/x].md" would raise), no terminal
+        # control characters, no line breaks of its own.
+        line = f"  failed: {printable(failure.source)}: {printable(failure.reason)}"
+        out.print(line, markup=False, highlight=False, soft_wrap=True)
     if report.totals is not None:
         t = report.totals
         communities = "" if report.communities is None else f", {report.communities} communities"

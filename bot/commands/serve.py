@@ -19,10 +19,11 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from bot.admission import Admission
 from bot.cli_base import JsonOption, app, command, err, settings
 from bot.queue import Deliver, Worker, default_consumer_name
 from bot.runtime import Runtime, open_runtime
-from bot.server import HttpResults, build_app
+from bot.server import HttpResults, build_app, with_http_admins
 from bot.settings import Settings
 from bot.wiring import build_chat_adapters
 from core.errors import ConfigError
@@ -35,7 +36,21 @@ logger = logging.getLogger("tacit.serve")
 
 def platform_adapters(config: Settings, runtime: Runtime) -> dict[str, ChatAdapter]:
     """The chat platforms that have a bot token configured."""
-    return build_chat_adapters(config, runtime.ingest.submit, runtime.assistant.record_feedback)
+    from bot.chat_surfaces import HomeFacts, SuggestedPrompts
+
+    return build_chat_adapters(
+        config,
+        runtime.ingest.submit,
+        runtime.assistant.record_feedback,
+        runtime.store,
+        # Slack's AI-app split view offers the channel's most asked questions.
+        suggest_prompts=SuggestedPrompts(runtime.state, runtime.services.graph),
+        # Slack's App Home: the KBs, how to ask, and for admins their channels' numbers. (No
+        # console link: no setting names the server's public URL yet.)
+        home_facts=HomeFacts(
+            runtime.state, runtime.services.graph, config.conversation, default_kb=config.kb
+        ),
+    )
 
 
 class Service:
@@ -49,6 +64,8 @@ class Service:
         deliverers: dict[str, Deliver] = {"http": results.deliver, "cli": results.deliver}
         deliverers.update({name: a.deliver for name, a in self.platforms.items()})
         server = config.server
+        # One budget of answers for the process: /v1/ask and the queue workers share it.
+        self.admission = Admission(server.max_concurrent_asks, server.max_queued_asks)
         self.worker = Worker(
             runtime.queue,
             runtime.assistant,
@@ -58,9 +75,14 @@ class Service:
             reclaim_idle=server.reclaim_idle,
             max_deliveries=server.max_deliveries,
             metrics=runtime.metrics,
+            admission=self.admission,
         )
         self.left_pending = 0
         routes = [route for a in self.platforms.values() for route in a.routes()]
+        if config.console.enabled:  # the web console at /console (bot/console/)
+            from bot.console import build_console, console_mount
+
+            routes.append(console_mount(build_console(runtime)))
         self.app = build_app(
             assistant=runtime.assistant,
             state=runtime.store,
@@ -68,14 +90,18 @@ class Service:
             ingest=runtime.ingest,
             queue=runtime.queue,
             api_token=server.api_token.get_secret_value(),
+            tokens=server.tokens,
+            max_body_bytes=server.max_body_bytes,
             routes=routes,
             lifespan=self.lifespan,
+            admission=self.admission,
         )
 
     @contextlib.asynccontextmanager
     async def lifespan(self, _app: Any) -> AsyncIterator[None]:
         await self.runtime.store.ping()  # fail fast (StoreUnavailable) before listening
         worker = asyncio.create_task(self.worker.run(), name="tacit-worker")
+        refits = start_refits(self.runtime)  # [gate] refit_every (bot/gate_labels.py)
         started: list[ChatAdapter] = []
         try:
             for name, adapter in self.platforms.items():
@@ -89,11 +115,35 @@ class Service:
                 with contextlib.suppress(Exception):
                     await adapter.stop()
             self.left_pending = await self.worker.stop(self.config.server.drain_timeout)
-            await asyncio.gather(worker, return_exceptions=True)
+            if refits is not None:
+                refits.cancel()
+            await asyncio.gather(worker, *([refits] if refits else []), return_exceptions=True)
             # Only now, with nothing left to deliver, close the platforms' clients.
             for adapter in self.platforms.values():
                 with contextlib.suppress(Exception):
                     await adapter.aclose()
+
+
+def start_refits(runtime: Any) -> asyncio.Task[None] | None:
+    """The scheduled gate refit of `[gate] refit_every`, or None when it is off."""
+    from bot.gate_labels import refit_on_schedule
+    from core.gate.gate import Gate
+
+    every = runtime.settings.gate.refit_every
+    gate = runtime.assistant.gate
+    if every <= 0 or not isinstance(gate, Gate):
+        return None
+    conversation = runtime.settings.conversation
+
+    def kbs() -> list[str]:
+        named = [runtime.settings.kb, *conversation.kb_sources]
+        named += [c.kb for c in conversation.channels.values() if c.kb]
+        return [kb for kb in named if kb]
+
+    return asyncio.create_task(
+        refit_on_schedule(gate=gate, labels=runtime.assistant.labels, kbs=kbs, every=every),
+        name="tacit-gate-refit",
+    )
 
 
 def _server(config: Any) -> Any:
@@ -138,6 +188,8 @@ async def serve(
     bind_port = config.server.port if port is None else port
     if not (0 <= bind_port <= 65535):
         raise ConfigError(f"--port must be between 0 and 65535, not {bind_port}")
+    # Admin tokens' users administer over HTTP; nobody else there does (bot.server).
+    config = with_http_admins(config)
     async with open_runtime(config) as runtime:
         service = Service(config, runtime)
         server = _server(

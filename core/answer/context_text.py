@@ -1,18 +1,38 @@
 """A retrieved context as prompt material: numbered, citable sources and knowledge-graph facts.
 
-Chunks are the citable sources (a citation must lead back to a document); entities and
-relations are the graph's summary of them, shown beside the sources but never cited.
+Chunks are numbered first ([1]…[n]), then the graph's facts continue the numbering ([n+1]…):
+an answer may cite a fact as it cites a chunk, and the judge is shown exactly what was cited,
+so a claim taken from the graph is not mistaken for an unsupported one. A fact's citation
+leads back to the documents the fact was extracted from (its chunks' sources when they are in
+the context).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
+from core.answer.events import Citation
 from core.retrieve.context import RetrievedContext, ScoredChunk
 
 # A fact line longer than this is cut: the graph section orients, the sources carry the detail.
 MAX_FACT_CHARS = 400
+GRAPH_SOURCE = "knowledge graph"
+_CITATION_MARK = r"\[(\d{1,3})\]"
+# An answer with no citation marks is credited to the best few sources, not all of a 12k budget.
+UNCITED_SOURCES = 3  # a fact's source when none of its chunks is in the context
+
+
+@dataclass(frozen=True, slots=True)
+class Fact:
+    """One citable line of the graph: an entity or a relation, as the prompt shows it."""
+
+    n: int
+    name: str  # the entity's name, or "a — b" for a relation
+    text: str
+    chunk_ids: tuple[str, ...]
 
 
 def source_label(item: ScoredChunk) -> str:
@@ -28,42 +48,87 @@ def numbered_sources(context: RetrievedContext) -> list[dict[str, Any]]:
     ]
 
 
-def knowledge_lines(context: RetrievedContext) -> list[str]:
-    """One line per entity ("name (type): description") and relation ("a — b (keywords): …")."""
+def numbered_facts(context: RetrievedContext) -> list[Fact]:
+    """One fact per entity ("name (type): description") and relation ("a — b (keywords): …"),
+    numbered after the chunks."""
     names = {s.entity.key: s.entity.name for s in context.entities}
-    lines: list[str] = []
+    n = len(context.chunks)
+    facts: list[Fact] = []
     for scored in context.entities:
         entity = scored.entity
         kind = f" ({entity.type})" if entity.type and entity.type != "unknown" else ""
         described = "; ".join(entity.descriptions)
-        lines.append(_cut(f"{entity.name}{kind}: {described}" if described else entity.name + kind))
+        line = f"{entity.name}{kind}: {described}" if described else entity.name + kind
+        n += 1
+        facts.append(Fact(n, entity.name, _cut(line), entity.chunk_ids))
     for scored_relation in context.relations:
         relation = scored_relation.relation
         a = names.get(relation.source, relation.source)
         b = names.get(relation.target, relation.target)
         keywords = f" ({relation.keywords})" if relation.keywords else ""
         described = "; ".join(relation.descriptions)
-        lines.append(_cut(f"{a} — {b}{keywords}: {described}" if described else f"{a} — {b}"))
-    return lines
+        line = f"{a} — {b}{keywords}: {described}" if described else f"{a} — {b}"
+        n += 1
+        facts.append(Fact(n, f"{a} — {b}", _cut(line), relation.chunk_ids))
+    return facts
+
+
+def knowledge_lines(context: RetrievedContext) -> list[dict[str, Any]]:
+    """The facts as the answer prompt's `knowledge` variable: `{n, text}`."""
+    return [{"n": f.n, "text": f.text} for f in numbered_facts(context)]
+
+
+def fact_source(fact: Fact, context: RetrievedContext) -> str:
+    """The documents a fact came from, as far as the context knows them."""
+    by_id = {item.chunk.id: item.chunk.source for item in context.chunks}
+    found = list(dict.fromkeys(by_id[c] for c in fact.chunk_ids if c in by_id))
+    return ", ".join(found) if found else GRAPH_SOURCE
 
 
 def render_context(context: RetrievedContext) -> str:
-    """The whole context as plain text, for the checks and the judge."""
-    parts = [f"[{s['n']}] ({s['label']})\n{s['text']}" for s in numbered_sources(context)]
-    facts = knowledge_lines(context)
+    """The whole context as plain text, for the checks and the sub-answers."""
+    return render_cited(context, None)
+
+
+def render_cited(context: RetrievedContext, numbers: Sequence[int] | None) -> str:
+    """The sources and facts with these numbers (all when None), under their own numbers:
+    what the judge reads — an answer is faithful to what it cites, and re-sending the whole
+    budget costs thousands of tokens per round."""
+    keep = None if numbers is None else set(numbers)
+    parts = [
+        f"[{s['n']}] ({s['label']})\n{s['text']}"
+        for s in numbered_sources(context)
+        if keep is None or s["n"] in keep
+    ]
+    facts = [f for f in numbered_facts(context) if keep is None or f.n in keep]
     if facts:
-        parts.append("Knowledge graph:\n" + "\n".join(f"- {line}" for line in facts))
+        parts.append("Knowledge graph:\n" + "\n".join(f"[{f.n}] {f.text}" for f in facts))
     return "\n\n".join(parts)
-
-
-def render_cited(context: RetrievedContext, numbers: Sequence[int]) -> str:
-    """Only the sources with these numbers, under their original numbers (what the judge reads:
-    an answer is faithful to what it cites, and re-sending the whole budget costs thousands of
-    tokens per round)."""
-    sources = numbered_sources(context)
-    kept = [s for s in sources if s["n"] in set(numbers)]
-    return "\n\n".join(f"[{s['n']}] ({s['label']})\n{s['text']}" for s in kept)
 
 
 def _cut(text: str) -> str:
     return text if len(text) <= MAX_FACT_CHARS else text[: MAX_FACT_CHARS - 1] + "…"
+
+
+def valid_marks(text: str, context: RetrievedContext) -> list[int]:
+    limit = len(context.chunks) + len(context.entities) + len(context.relations)
+    return sorted({int(m) for m in re.findall(_CITATION_MARK, text) if 1 <= int(m) <= limit})
+
+
+def cited(text: str, context: RetrievedContext) -> tuple[Citation, ...]:
+    """Citations for the source and fact numbers the text refers to (the top three sources if
+    it cites none). A fact's citation names the documents it was extracted from."""
+    chunks = context.chunks
+    numbers = valid_marks(text, context)
+    if not numbers:
+        numbers = list(range(1, min(len(chunks), UNCITED_SOURCES) + 1))
+    facts = {f.n: f for f in numbered_facts(context)}
+    found: list[Citation] = []
+    for n in numbers:
+        if n <= len(chunks):
+            chunk = chunks[n - 1].chunk
+            found.append(Citation(n, chunk.source, chunk.heading, chunk.text))
+        elif n in facts:
+            fact = facts[n]
+            found.append(Citation(n, fact_source(fact, context), fact.name, fact.text))
+    return tuple(found)

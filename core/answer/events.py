@@ -53,7 +53,11 @@ class Answer:
 
 @dataclass(frozen=True, slots=True)
 class Status:
+    """What the chat shows while a stage runs; `stage` names it ("checking", "planning",
+    "answering", "widening", "fallback": core.answer.wording.STAGE_STATUS)."""
+
     text: str
+    stage: str = ""
 
 
 @dataclass(frozen=True, slots=True)

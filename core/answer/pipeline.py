@@ -7,40 +7,63 @@ explicit "the knowledge base does not cover this":
 - a plan that is invalid, fails a step, times out or is not supported by its context (the
   pre-check) gives way to dual-level retrieval;
 - with no LLM, dual-level retrieval runs on NLP keywords and the answer is extractive;
-- a judge that fails accepts the answer it has (there is one, and it is grounded in sources).
+- a judge that fails accepts the answer it has (there is one, and it is grounded in sources);
+- an answer in which the model says the sources do not hold the answer is a refusal
+  (core.answer.not_covered), never published and never widened.
+
+Latency (issue 14): the dual-level keywords and retrieval start while the plan is written, so
+a plan that fails or is not supported costs no extra round trip; a plan that is one lookup
+answers straight from that lookup's context (no sub-answer, no pre-check); the pre-check reads
+the compact context the sub-answers read, not the union of everything retrieved.
 
 Feedback rounds stream too: the user watches the first answer arrive; if the judge finds it
-unfaithful or incomplete, a Retract event withdraws it and the answer from the widened context
-streams in its place. The best-judged round is the one that stands.
+unfaithful or incomplete, the context is widened (within the budgets: core.answer.widening)
+and a Retract withdraws the first answer when the next one starts. The best-judged round
+stands; a round that was not judged (judge or LLM failure) never replaces a judged one.
 """
 
 from __future__ import annotations
 
 import asyncio
-import re
+import copy
+import json
 from collections.abc import AsyncIterator, Awaitable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal, TypeVar
 
 import prompts
+from core.answer.background import Background, RecordingSource
 from core.answer.context_text import (
+    cited,
     knowledge_lines,
     numbered_sources,
     render_cited,
     render_context,
+    valid_marks,
 )
-from core.answer.events import Answer, AnswerEvent, Citation, Delta, Final, Retract, Status
+from core.answer.events import Answer, AnswerEvent, Delta, Final, Retract, Status
 from core.answer.extractive import best_sentences, compose
 from core.answer.metered_llm import MeteredLLM
+from core.answer.not_covered import NOT_COVERED_MARKER, StreamHold
 from core.answer.trace import StageRecord, Trace
-from core.answer.wording import CUT_SHORT, MAX_QUESTION_CHARS, NOT_COVERED
+from core.answer.widening import Seen, cited_keys, fit, recut
+from core.answer.wording import (
+    CUT_SHORT,
+    MAX_QUESTION_CHARS,
+    NOT_COVERED,
+    STAGE_STATUS,
+    SUB_ANSWERS,
+    Stage,
+)
 from core.errors import InputError, LLMError
+from core.gate.coverage import CoverageRule
+from core.model_output import is_refusal, without_reasoning
 from core.models import ChatMessage
 from core.ports import LLM, Embedder
 from core.reason.executor import PlanOutcome, execute_plan
 from core.reason.followup import standalone_question
 from core.reason.judge import FeedbackPolicy, JudgeScores, judge
-from core.reason.plan import PlanError, make_plan
+from core.reason.plan import OutputStep, Plan, PlanError, RetrieveStep, is_variable, make_plan
 from core.reason.verify import postcheck, precheck
 from core.retrieve.context import Keywords, RetrievedContext
 from core.retrieve.dense import Evidence
@@ -50,9 +73,6 @@ from core.text import Language, detect_language
 T = TypeVar("T")
 Stages = Literal["multi", "logic_form", "dual_level"]
 Check = Literal["pre", "post", "none"]
-_CITATION_MARK = r"\[(\d{1,3})\]"
-# An answer with no citation marks is credited to the best few sources, not all of a 12k budget.
-UNCITED_SOURCES = 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,10 +84,12 @@ class PipelineOptions:
     stage_timeout: float = 60.0  # seconds per stage before it degrades to the next
     follow_ups: bool = True  # rewrite a follow-up into a standalone question
     min_score: float = 0.25  # below this best chunk similarity the KB does not cover it
+    coverage: CoverageRule | None = None  # the gate's coverage rule; replaces min_score when set
     evidence_sentences: int = 3  # extractive answers
     extractive_chunks: int = 5  # chunks an extractive answer picks its sentences from
     temperature: float = 0.0
     max_tokens: int | None = None
+    short_reply_max_tokens: int = 1024  # verdicts and rewrites: room for a reasoning model
 
 
 @dataclass(slots=True)
@@ -75,10 +97,20 @@ class _Round:
     text: str
     context: RetrievedContext
     scores: JudgeScores | None = None
+    extractive: bool = False  # the LLM failed before any text: the evidence stands in
 
     @property
-    def quality(self) -> float:
-        return 1.0 if self.scores is None else self.scores.quality
+    def judged(self) -> bool:
+        return self.scores is not None
+
+
+@dataclass(slots=True)
+class _Streamed:
+    """What one answer call produced."""
+
+    text: str = ""
+    not_covered: bool = False  # the model said the sources do not hold the answer
+    failed: bool = False  # the LLM failed before any text (nothing shown)
 
 
 class MultiStageAnswerer:
@@ -105,8 +137,11 @@ class MultiStageAnswerer:
         if len(question) > MAX_QUESTION_CHARS:
             raise InputError(f"the question is longer than {MAX_QUESTION_CHARS} characters")
         run = _Run(self, kb, question)
-        async for event in run.events(history):
-            yield event
+        try:
+            async for event in run.events(history):
+                yield event
+        finally:
+            await run.cancel_speculation()
 
 
 class _Run:
@@ -116,15 +151,10 @@ class _Run:
         self.options = owner.options
         self.embedder = owner.embedder
         self.llm = MeteredLLM(owner.llm) if owner.llm is not None else None
-        shared = owner.retriever
         # The same retriever, its keyword calls counted on this question's meter.
-        self.retriever = Retriever(
-            embedder=shared.embedder,
-            vectors=shared.vectors,
-            graph=shared.graph,
-            llm=self.llm if shared.llm is not None else None,
-            options=shared.options,
-        )
+        self.retriever = copy.copy(owner.retriever)
+        if owner.retriever.llm is not None:
+            self.retriever.llm = self.llm
         self.kb = kb
         self.question = question  # as asked
         self.query = question  # as retrieved for (standalone, after a follow-up rewrite)
@@ -133,13 +163,20 @@ class _Run:
         self.scores: tuple[float, ...] = ()
         self.fell_back = False  # the LLM failed before answering: the text is extractive
         self.keywords: Keywords | None = None  # the dual-level keywords, once extracted
+        # The first dual-level retrieval (shared by a background answer and a later one), and
+        # the dual-level answer written in the background while the plan is (see _multi).
+        self._first: asyncio.Task[RetrievedContext | None] | None = None
+        self._background: Background | None = None
+
+    def _status(self, stage: Stage, **values: object) -> Status:
+        return Status(STAGE_STATUS[stage][self.language].format(**values), stage)
 
     # --- the stages in order ---------------------------------------------------------------
 
     async def events(self, history: Sequence[ChatMessage]) -> AsyncIterator[AnswerEvent]:
+        yield self._status("checking")
         if history and self.options.follow_ups:
             await self._rewrite_follow_up(history)
-        yield Status("searching the knowledge base")
         if not await self._covered():
             yield self._refusal(self.trace.stages[-1].detail.get("reason", "not covered"))
             return
@@ -148,25 +185,85 @@ class _Run:
                 yield event
             return
 
-        if self.options.stages in ("multi", "logic_form"):
+        if self.options.stages == "multi":
+            async for event in self._multi():
+                yield event
+            return
+        if self.options.stages == "logic_form":
             answered = False
             async for event in self._logic_form():
                 if isinstance(event, Final):
                     answered = True
                 yield event
-            if answered:
-                return
-            if self.options.stages == "logic_form":
+            if not answered:
                 yield self._refusal("the logic form found no supported answer")
-                return
+            return
         async for event in self._dual_level():
             yield event
+
+    async def _multi(self) -> AsyncIterator[AnswerEvent]:
+        """Both stages, the dual-level one started while the plan is written.
+
+        The dual-level keywords, retrieval and answer run in the background from the start
+        (nothing of them is shown yet). A plan that fails, or that is one lookup — a lookup of
+        the question's own terms, which is what the dual-level retrieval already did with the
+        keywords of the whole question — adopts that answer: no second retrieval, no
+        sub-answer, no pre-check, and its first token is there about when the plan is. A plan
+        of several steps stops it and runs; if it gives way, dual-level answers again from the
+        context already retrieved.
+        """
+        yield self._status("planning")
+        background = Background(self._dual_level())
+        self._background = background
+        plan = await self._plan()
+        if plan is None or _single_lookup(plan) is not None:
+            self.trace.plan = {
+                **(self.trace.plan or {}),
+                "answered_by": "dual-level, started while the plan was written",
+            }
+            async for event in background.drain():
+                if isinstance(event, Final):  # its trace was taken before the plan was done
+                    event = Final(replace(event.answer, trace=self._finished_trace()))
+                yield event
+            return
+        await background.cancel()
+        answered = False
+        async for event in self._logic_form_steps(plan):
+            if isinstance(event, Final):
+                answered = True
+            yield event
+        if not answered:
+            async for event in self._dual_level():
+                yield event
+
+    async def cancel_speculation(self) -> None:
+        """Stop a speculative retrieval nobody will read (the plan answered, or the caller
+        stopped listening: a refusal, a closed stream)."""
+        background, self._background = self._background, None
+        if background is not None:
+            await background.cancel()
+        task, self._first = self._first, None
+        if task is None:
+            return
+        if not task.done():
+            task.cancel()
+        try:
+            await task
+        except (asyncio.CancelledError, Exception):  # its result, or its failure, is not wanted
+            return
 
     async def _rewrite_follow_up(self, history: Sequence[ChatMessage]) -> None:
         turns = [(m.role, m.content) for m in history]
         with self.trace.stage("follow_up") as record:
             rewritten = await self._within(
-                standalone_question(self.llm, self.question, turns, self.language), record
+                standalone_question(
+                    self.llm,
+                    self.question,
+                    turns,
+                    self.language,
+                    max_tokens=self.options.short_reply_max_tokens,
+                ),
+                record,
             )
             if rewritten and rewritten.strip():
                 self.query = rewritten.strip()
@@ -176,6 +273,12 @@ class _Run:
     async def _covered(self) -> bool:
         """Refuse cheaply, before any LLM call, when nothing in the KB is close to the question."""
         with self.trace.stage("coverage") as record:
+            if self.options.coverage is not None:  # one rule for gate and answerer (issue 15)
+                verdict = await self.options.coverage.check(self.kb, self.query)
+                self.scores = (verdict.signals["dense_max"],)
+                record.detail.update(verdict.detail())
+                record.outcome = "ok" if verdict.covered else "rejected"
+                return verdict.covered
             best = await self.retriever.dense_chunks(self.kb, self.query, top_k=1)
             score = best[0].score if best else None
             self.scores = (score,) if score is not None else ()
@@ -195,19 +298,39 @@ class _Run:
     async def _logic_form(self) -> AsyncIterator[AnswerEvent]:
         """Plan → execute → pre-check → answer (→ post-check). Yields nothing when it gives way."""
         assert self.llm is not None
-        yield Status("planning")
-        outcome = await self._plan_and_execute()
-        if outcome is None:
+        yield self._status("planning")
+        plan = await self._plan()
+        if plan is None:
             return
-        context = outcome.context
-        if context.is_empty():  # a plan of deductions only: nothing to ground an answer in
+        lookup = _single_lookup(plan)
+        if lookup is not None:
+            async for event in self._answer_lookup(lookup):
+                yield event
             return
-        context_text = render_context(context)
+        async for event in self._logic_form_steps(plan):
+            yield event
+
+    async def _logic_form_steps(self, plan: Plan) -> AsyncIterator[AnswerEvent]:
+        """Execute a plan of several steps → pre-check → answer. Nothing when it gives way."""
+        assert self.llm is not None
+        source = RecordingSource(self.retriever)
+        outcome = await self._execute(plan, source)
+        if outcome is None or outcome.context.is_empty():
+            return  # failed, or a plan of deductions only: nothing to ground an answer in
+        context = self._fit(outcome.context)
         steps = [{"question": q, "answer": a} for q, a in outcome.history]
         if self.options.check == "pre":
             with self.trace.stage("pre_check") as record:
+                checked = render_context(source.read)
+                record.detail["context_chars"] = len(checked)
                 verdict = await self._within(
-                    precheck(self.llm, self.query, _with_steps(context_text, steps), self.language),
+                    precheck(
+                        self.llm,
+                        self.query,
+                        self._with_steps(checked, steps),
+                        self.language,
+                        max_tokens=self.options.short_reply_max_tokens,
+                    ),
                     record,
                 )
                 if verdict is None or not verdict.passed:
@@ -216,15 +339,55 @@ class _Run:
                         record.detail["verdict"] = verdict.raw[:200]
                     return
                 record.outcome = "passed"
-        yield Status("writing the answer")
-        streamed: list[str] = []
-        async for event in self._stream_answer(context, steps, streamed):
+        async for event in self._answer_logic_form(context, steps):
             yield event
-        text = "".join(streamed).strip()
+
+    async def _answer_lookup(self, step: RetrieveStep) -> AsyncIterator[AnswerEvent]:
+        """A plan that is one lookup: its retrieval is the context, answered at once."""
+        low: list[str] = []
+        high: list[str] = []
+        for role, part in zip(("subject", "predicate", "object"), step.args.parts(), strict=True):
+            if part is None or is_variable(part) or not part.strip():
+                continue
+            (high if role == "predicate" else low).append(part.strip())
+        query = " ".join([*low, *high]) or step.question.strip() or self.query
+        keywords = Keywords(high=tuple(high), low=tuple(low), source="llm") if low or high else None
+        with self.trace.stage("lookup", query=query) as record:
+            context = await self._within(
+                self.retriever.retrieve(self.kb, query, keywords=keywords), record
+            )
+            if context is not None:
+                record.detail.update(chunks=len(context.chunks), entities=len(context.entities))
+        if context is None or not context.chunks:
+            return
+        async for event in self._answer_logic_form(context, []):
+            yield event
+
+    async def _answer_logic_form(
+        self, context: RetrievedContext, steps: list[dict[str, str]]
+    ) -> AsyncIterator[AnswerEvent]:
+        assert self.llm is not None
+        yield self._status("answering")
+        out = _Streamed()
+        async for event in self._stream_answer(context, steps, out, fallback=False):
+            yield event
+        if out.not_covered or out.failed:
+            if out.text:  # shown before it turned out unusable
+                yield Retract("the logic form's answer was unusable")
+            return  # dual-level retrieval tries its wider context
+        text = out.text
         if self.options.check == "post":
             with self.trace.stage("post_check") as record:
                 verdict = await self._within(
-                    postcheck(self.llm, self.query, context_text, text, self.language), record
+                    postcheck(
+                        self.llm,
+                        self.query,
+                        render_context(context),
+                        text,
+                        self.language,
+                        max_tokens=self.options.short_reply_max_tokens,
+                    ),
+                    record,
                 )
                 if verdict is not None and not verdict.passed:
                     record.outcome = "rejected"
@@ -237,26 +400,36 @@ class _Run:
         self.trace.retrieved = context.as_trace()
         yield self._final(text, context, "generated", "answered (logic form)")
 
-    async def _plan_and_execute(self) -> PlanOutcome | None:
+    async def _plan(self) -> Plan | None:
         assert self.llm is not None
         with self.trace.stage("logic_form") as record:
             try:
                 async with asyncio.timeout(self.options.stage_timeout):
                     plan = await make_plan(self.llm, self.query, self.language)
-                self.trace.plan = {"steps": plan.model_dump(mode="json")["steps"]}
-                # The executor bounds itself, so a slow step still leaves its partial trace.
-                outcome = await execute_plan(
-                    plan,
-                    kb=self.kb,
-                    source=self.retriever,
-                    llm=self.llm,
-                    language=self.language,
-                    timeout=self.options.stage_timeout,
-                )
             except TimeoutError:
                 record.outcome = "timeout"
                 return None
             except (PlanError, LLMError) as exc:
+                record.outcome = "failed"
+                record.detail["error"] = str(exc)[:300]
+                return None
+            self.trace.plan = {"steps": plan.model_dump(mode="json")["steps"]}
+            return plan
+
+    async def _execute(self, plan: Plan, source: RecordingSource) -> PlanOutcome | None:
+        assert self.llm is not None
+        with self.trace.stage("plan_steps") as record:
+            try:
+                # The executor bounds itself, so a slow step still leaves its partial trace.
+                outcome = await execute_plan(
+                    plan,
+                    kb=self.kb,
+                    source=source,
+                    llm=self.llm,
+                    language=self.language,
+                    timeout=self.options.stage_timeout,
+                )
+            except LLMError as exc:
                 record.outcome = "failed"
                 record.detail["error"] = str(exc)[:300]
                 return None
@@ -270,54 +443,102 @@ class _Run:
     async def _dual_level(self) -> AsyncIterator[AnswerEvent]:
         """Dual-level retrieval → answer → judge; widen and answer again while it falls short."""
         assert self.llm is not None
-        context = await self._retrieve(widen=0)
+        context = await self._first_context()
         if context is None or not context.chunks:
             yield self._refusal("retrieval found no evidence")
             return
         policy = FeedbackPolicy(
             threshold=self.options.feedback_threshold, max_rounds=self.options.feedback_rounds
         )
-        rounds: list[_Round] = []
-        while True:
-            if rounds:
-                yield Retract("widening the context for a better answer")
-                yield Status(f"widening the context (round {len(rounds) + 1})")
-            else:
-                yield Status("writing the answer")
-            streamed: list[str] = []
-            async for event in self._stream_answer(context, [], streamed):
-                yield event
-            current = _Round("".join(streamed).strip(), context)
-            rounds.append(current)
-            if self.options.feedback_rounds <= 1 or not current.text or self.fell_back:
+        seen = Seen()
+        seen.add(context)
+        yield self._status("answering")
+        first = _Streamed()
+        async for event in self._stream_answer(context, [], first, fallback=True):
+            yield event
+        if first.not_covered:
+            yield self._refusal("the model found that the sources do not answer the question")
+            return
+        rounds = [_Round(first.text, context, extractive=first.failed)]
+        shown = rounds[0]  # the round whose text the user sees now
+        widen = 0
+        while not shown.extractive and self.options.feedback_rounds > 1 and shown.text:
+            current = rounds[-1]
+            if current is shown:  # only a round that was shown gets judged
+                current.scores = await self._judge(current)
+                self.trace.rounds.append(_round_trace(len(rounds), current))
+            judged = [r.scores for r in rounds if r.scores is not None]
+            if current.scores is None or not judged:
                 break
-            current.scores = await self._judge(current)
-            self.trace.rounds.append(_round_trace(len(rounds), current))
-            if current.scores is None:
+            if policy.next_action(judged) != "widen":
                 break
-            action = policy.next_action([r.scores for r in rounds if r.scores is not None])
-            if action != "widen":
-                break
-            wider = await self._retrieve(widen=len(rounds))
+            wider = await self._wider(current, seen, widen, policy.max_rounds - len(rounds))
             if wider is None:
                 break
-            context = context.merged(wider)
-        best = max(rounds, key=lambda r: r.quality)  # first of equals: the earliest
-        if best is not rounds[-1]:
+            widen, context = wider
+            seen.add(context)
+            yield self._status("widening", round=len(rounds) + 1)
+            out = _Streamed()
+            async for event in self._stream_answer(
+                context, [], out, fallback=False, retract="widening the context for a better answer"
+            ):
+                yield event
+            if out.failed or out.not_covered:
+                rounds.append(_Round("", context))
+                if out.text:  # it was shown before it failed: show the judged round again
+                    yield Retract("the widened round failed")
+                    yield Delta(shown.text)
+                break
+            shown = _Round(out.text, context)
+            rounds.append(shown)
+        best = _best_round(rounds)
+        if best is not shown:
             yield Retract("an earlier round was judged better")
             yield Delta(best.text)
         if self.options.check == "post":
             with self.trace.stage("post_check") as record:
                 verdict = await self._within(
                     postcheck(
-                        self.llm, self.query, render_context(best.context), best.text, self.language
+                        self.llm,
+                        self.query,
+                        render_context(best.context),
+                        best.text,
+                        self.language,
+                        max_tokens=self.options.short_reply_max_tokens,
                     ),
                     record,
                 )
                 if verdict is not None:
                     record.outcome = "passed" if verdict.passed else "rejected"
         self.trace.retrieved = best.context.as_trace()
+        self.fell_back = best.extractive
         yield self._final(best.text, best.context, "generated", "answered (dual-level)")
+
+    async def _wider(
+        self, current: _Round, seen: Seen, widen: int, rounds_left: int
+    ) -> tuple[int, RetrievedContext] | None:
+        """The next round's context: wider retrievals until one finds something new (at most
+        the rounds left), re-cut to the budgets. None: nothing new to answer from."""
+        options = self.retriever.options
+        evidence = cited_keys(current.context, [c.n for c in cited(current.text, current.context)])
+        for _ in range(max(0, rounds_left)):
+            widen += 1
+            wider = await self._retrieve(widen=widen)
+            if wider is None:
+                return None
+            new = seen.novelty(wider)
+            self.trace.stages[-1].detail["new_items"] = new
+            if new == 0:
+                self.trace.stages[-1].outcome = "skipped"
+                continue
+            return widen, recut(
+                current.context,
+                wider,
+                cited=evidence,
+                node_edge_budget=options.node_edge_budget,
+                chunk_budget=options.chunk_budget,
+            )
+        return None
 
     async def _extractive(self) -> AsyncIterator[AnswerEvent]:
         """No LLM: dual-level retrieval on NLP keywords, then the best evidence sentences."""
@@ -339,12 +560,44 @@ class _Run:
 
     # --- helpers -------------------------------------------------------------------------------
 
+    async def _first_context(self) -> RetrievedContext | None:
+        """The dual-level context: the speculative retrieval's when it was started."""
+        if self._first is None:
+            self._first = asyncio.create_task(self._retrieve(widen=0))
+        # Shielded: a background answer that is stopped must not stop the retrieval with it.
+        return await asyncio.shield(self._first)
+
+    def _fit(self, context: RetrievedContext) -> RetrievedContext:
+        options = self.retriever.options
+        return fit(
+            context, node_edge_budget=options.node_edge_budget, chunk_budget=options.chunk_budget
+        )
+
+    def _with_steps(self, context_text: str, steps: list[dict[str, str]]) -> str:
+        if not steps:
+            return context_text
+        lines = "\n".join(f"- {s['question']} → {s['answer']}" for s in steps)
+        return f"{context_text}\n\n{SUB_ANSWERS[self.language]}\n{lines}"
+
     async def _retrieve(self, *, widen: int) -> RetrievedContext | None:
         name = "dual_level" if widen == 0 else f"widen_{widen}"
+        retriever = self.retriever
+        if widen > 0:
+            # A wider round looks past what fit the budgets before (the best-ranked items come
+            # back first and would fill them again); recut() then fits the round's context into
+            # the budgets, new items before old ones.
+            retriever = copy.copy(self.retriever)
+            o = retriever.options
+            retriever.options = replace(
+                o,
+                chunk_top_k=o.chunk_top_k * (1 + widen),
+                chunk_budget=o.chunk_budget * (1 + widen),
+                node_edge_budget=o.node_edge_budget * (1 + widen),
+            )
         with self.trace.stage(name) as record:
             # A feedback round reuses the first round's keywords: widening costs no LLM call.
             context = await self._within(
-                self.retriever.retrieve(self.kb, self.query, keywords=self.keywords, widen=widen),
+                retriever.retrieve(self.kb, self.query, keywords=self.keywords, widen=widen),
                 record,
             )
             if context is not None:
@@ -376,10 +629,21 @@ class _Run:
             return scores
 
     async def _stream_answer(
-        self, context: RetrievedContext, steps: list[dict[str, str]], parts: list[str]
+        self,
+        context: RetrievedContext,
+        steps: list[dict[str, str]],
+        out: _Streamed,
+        *,
+        fallback: bool,
+        retract: str | None = None,
     ) -> AsyncIterator[AnswerEvent]:
-        """Stream the LLM's answer from `context` into `parts`; an LLM failure before any text
-        falls back to the extractive answer, one after it ends the text with a note."""
+        """Stream the LLM's answer from `context` into `out`.
+
+        The beginning is held until it is clearly no "not covered" reply (StreamHold). A reply
+        that fails before any text, is empty, declines the task or cites nothing of the context
+        is unusable: with `fallback` the extractive answer replaces it, else `out.failed` says
+        so. `retract` is sent before the first text shown (a widening round replacing the one
+        on screen)."""
         assert self.llm is not None
         prompt = prompts.render(
             "answer",
@@ -387,28 +651,60 @@ class _Run:
             sources=numbered_sources(context),
             knowledge=knowledge_lines(context),
             steps=steps,
-            question=self.query,
+            question=json.dumps(self.query, ensure_ascii=False),
+            not_covered=NOT_COVERED_MARKER,
         )
+        hold = StreamHold()
+        shown: list[str] = []
         with self.trace.stage("answer") as record:
             try:
-                async for delta in self.llm.stream(
+                streamed = self.llm.stream(
                     prompt, temperature=self.options.temperature, max_tokens=self.options.max_tokens
-                ):
-                    parts.append(delta)
-                    yield Delta(delta)
+                )
+                async for delta in without_reasoning(streamed):
+                    text = hold.feed(delta)
+                    if text:
+                        if retract is not None and not shown:
+                            yield Retract(retract)
+                        shown.append(text)
+                        yield Delta(text)
             except LLMError as exc:
                 record.outcome = "failed"
                 record.detail["error"] = str(exc)[:300]
-                if not parts:
-                    yield Status(f"the language model failed ({exc}); answering from the evidence")
-                    text = await self._evidence_text(context)
-                    parts.append(text)
-                    self.fell_back = True
-                    yield Delta(text)
+                if shown:
+                    note = "\n\n" + CUT_SHORT[self.language]
+                    shown.append(note)
+                    yield Delta(note)
+                    out.text = "".join(shown).strip()
                     return
-                note = "\n\n" + CUT_SHORT[self.language]
-                parts.append(note)
-                yield Delta(note)
+                problem: str | None = "failed"
+            else:
+                rest = hold.finish()
+                if rest is None:
+                    record.outcome = "not_covered"
+                    out.not_covered = True
+                    return
+                if rest:
+                    if retract is not None and not shown:
+                        yield Retract(retract)
+                    shown.append(rest)
+                    yield Delta(rest)
+                out.text = "".join(shown).strip()
+                problem = _unusable(out.text, context)
+                if problem is None:
+                    return
+                record.outcome = "unusable"
+                record.detail["problem"] = problem
+        out.failed = True
+        if not fallback:
+            out.text = "".join(shown)  # shown before it turned out unusable: the caller retracts
+            return
+        yield self._status("fallback")
+        text = await self._evidence_text(context)
+        if shown:
+            yield Retract(f"the model's answer was unusable ({problem})")
+        out.text = text
+        yield Delta(text)
 
     async def _evidence_text(self, context: RetrievedContext) -> str:
         """The extractive answer: the best sentences of the first chunks, each cited by the
@@ -473,26 +769,31 @@ class _Run:
         return self.trace.as_dict()
 
 
-def cited(text: str, context: RetrievedContext) -> tuple[Citation, ...]:
-    """Citations for the source numbers the text refers to (the top three if it cites none)."""
-    chunks = context.chunks
-    marks = {int(m) for m in re.findall(_CITATION_MARK, text)}
-    numbers = sorted(n for n in marks if 1 <= n <= len(chunks))
-    if not numbers:
-        numbers = list(range(1, min(len(chunks), UNCITED_SOURCES) + 1))
-    return tuple(
-        Citation(
-            n, chunks[n - 1].chunk.source, chunks[n - 1].chunk.heading, chunks[n - 1].chunk.text
-        )
-        for n in numbers
-    )
+def _single_lookup(plan: Plan) -> RetrieveStep | None:
+    """The plan's only retrieve step, when the rest of it just outputs that step's result."""
+    retrieves = [s for s in plan.steps if isinstance(s, RetrieveStep)]
+    others = [s for s in plan.steps if not isinstance(s, RetrieveStep | OutputStep)]
+    return retrieves[0] if len(retrieves) == 1 and not others else None
 
 
-def _with_steps(context_text: str, steps: list[dict[str, str]]) -> str:
-    if not steps:
-        return context_text
-    lines = "\n".join(f"- {s['question']} → {s['answer']}" for s in steps)
-    return f"{context_text}\n\nSub-answers:\n{lines}"
+def _unusable(text: str, context: RetrievedContext) -> str | None:
+    """Why a complete answer cannot be published (None: it can)."""
+    if not text.strip():
+        return "empty"
+    if is_refusal(text):  # after "not covered" was ruled out: the model declined the task
+        return "the model declined"
+    if not valid_marks(text, context):
+        return "it cites none of the sources"
+    return None
+
+
+def _best_round(rounds: Sequence[_Round]) -> _Round:
+    """The best-judged round (the earliest of equals); a round that was not judged stands only
+    when none was (the first)."""
+    judged = [r for r in rounds if r.scores is not None and r.text]
+    if not judged:
+        return rounds[0]
+    return max(judged, key=lambda r: r.scores.quality if r.scores is not None else -1.0)
 
 
 def _round_trace(number: int, current: _Round) -> dict[str, object]:

@@ -1,7 +1,10 @@
 """Fixed user-facing sentences (not prompts): what Tacit says when it will not, or cannot fully,
-answer — and the limit on what it will read as a question."""
+answer, what the chat shows while it works (one line per stage), and the limit on what it will
+read as a question."""
 
 from __future__ import annotations
+
+from typing import Literal
 
 MAX_QUESTION_CHARS = 4000
 
@@ -12,4 +15,22 @@ NOT_COVERED = {
 CUT_SHORT = {
     "en": "(The answer was cut short: the language model stopped responding.)",
     "zh": "（回答不完整：语言模型中途失去响应。）",
+}
+# Labels of the sub-answers section the pre-check reads after the context.
+SUB_ANSWERS = {"en": "Sub-answers:", "zh": "子问题的答案："}
+
+Stage = Literal["checking", "planning", "answering", "widening", "fallback"]
+# What the chat shows while a stage runs ("Thinking…" with the stage's name).
+STAGE_STATUS: dict[Stage, dict[str, str]] = {
+    "checking": {"en": "checking the knowledge base…", "zh": "正在检查知识库…"},
+    "planning": {"en": "planning…", "zh": "正在规划解答步骤…"},
+    "answering": {"en": "writing the answer…", "zh": "正在撰写回答…"},
+    "widening": {
+        "en": "looking further in the knowledge base (round {round})…",
+        "zh": "正在知识库中进一步查找（第 {round} 轮）…",
+    },
+    "fallback": {
+        "en": "the language model failed; answering from the evidence…",
+        "zh": "语言模型出错，改为直接引用资料回答…",
+    },
 }

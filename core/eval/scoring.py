@@ -10,6 +10,8 @@ import string
 from collections import Counter
 from collections.abc import Iterable, Sequence
 
+from core.model_output import strip_reasoning
+
 # --- single-choice answers ---------------------------------------------------------------------
 
 DEFAULT_LETTERS = "ABCD"
@@ -58,7 +60,8 @@ def parse_choice(reply: str, question: str = "") -> str | None:
     text the reply repeats.
     """
     letters = option_letters(question)
-    text = _MARKUP.sub("", reply).strip()
+    # A reasoning model weighs every option inside <think> ("A? no, B…"): only the reply counts.
+    text = _MARKUP.sub("", strip_reasoning(reply)).strip()
     if not text:
         return None
     for announce in _ANNOUNCE:

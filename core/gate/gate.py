@@ -1,9 +1,16 @@
 """The intent-and-refusal gate: for each message, answer, stay silent, or politely decline.
 
 Stages run cheapest first and each may decide: filters (empty, too short, bots, commands), the
-banned-topic list, the LLM's intent slot (when an LLM is configured), the fitted refusal score,
-and the LLM's safety check. A refused message gets a short decline when the bot was addressed
-(a mention, a DM, a reply to it, `tacit ask`) and silence when it was only overheard.
+banned-topic list, then — concurrently — the refusal score (coverage, the fitted scorer) and the
+LLM's screening (intent slot and safety in ONE call, prompt "gate_classify", when an LLM is
+configured). A refused message gets a short decline when the bot was addressed (a mention, a
+DM, a reply to it, `tacit ask`) and silence when it was only overheard.
+
+screen() and classify() split the same decision for a caller that starts answering while the
+LLM screens (bot.assistant): screen() runs every stage but the LLM's, classify() confirms or
+overturns its "answer". A screening reply that cannot be read counts as a safe question
+(HuixiangDou: a missed question costs more than a scored piece of chatter), so a model that
+misbehaves on every call leaves the gate as it is without one.
 
 Nothing a message says can turn a stage off: the LLM prompts hand the message over as a JSON
 string to classify, and the other stages only measure it.
@@ -11,10 +18,11 @@ string to classify, and the other stages only measure it.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -24,6 +32,7 @@ from pydantic import BaseModel
 import prompts
 from core.conversation import Message
 from core.errors import InputError, LLMBadResponse, LLMError, StoreError, StoreUnavailable
+from core.gate.coverage import CoverageOptions, CoverageRule
 from core.gate.decision import (
     DECLINE_NOT_A_QUESTION,
     DECLINE_NOT_COVERED,
@@ -52,7 +61,9 @@ class GateOptions:
     banned_topics: tuple[str, ...] = ()
     llm_intent: bool = True
     llm_safety: bool = True
-    unfitted_min_score: float = 0.25  # a KB without a fit: best chunk similarity threshold
+    # Whether the KB covers what a message asks (core.gate.coverage): the whole decision
+    # without a fit, and a veto on KB-word stuffing with one.
+    coverage: CoverageOptions = field(default_factory=CoverageOptions)
 
 
 class IntentReply(BaseModel):
@@ -62,6 +73,20 @@ class IntentReply(BaseModel):
 class SafetyReply(BaseModel):
     safe: bool = True
     topic: str = ""
+
+
+class GateReply(IntentReply, SafetyReply):
+    """The LLM's screening of a message: its intent and whether it is safe, in one reply."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Screening:
+    intent: Intent = "question"
+    unsafe: str | None = None  # the unsafe topic
+    note: str = ""  # why the reply was not taken as given
+
+
+_Coverage = tuple[dict[str, float], bool, str]  # scores, covered, reason
 
 
 @dataclass
@@ -80,6 +105,7 @@ class Gate:
         llm: LLM | None = None,
         options: GateOptions | None = None,
         cache: VectorCache | None = None,
+        coverage: CoverageRule | None = None,
     ) -> None:
         self.embedder = embedder
         self.vectors = vectors
@@ -90,6 +116,11 @@ class Gate:
         self.state = state
         self.llm = llm
         self.options = options or GateOptions()
+        # The one coverage rule; the answerer shares it (bot.wiring), so a message the gate
+        # has judged is not judged again.
+        self.coverage = coverage or CoverageRule(
+            embedder=embedder, snapshots=self.cache, options=self.options.coverage
+        )
         self._fits: dict[str, _CachedFit] = {}
 
     # --- deciding ---------------------------------------------------------------------------
@@ -99,18 +130,55 @@ class Gate:
     ) -> GateDecision:
         """The decision for one message. A Message says itself whether it was addressed
         (a mention, a reply to the bot, a DM); `addressed` is for plain text."""
+        prepared = self._prepare(message, addressed)
+        if isinstance(prepared, GateDecision):
+            return prepared
+        text, language, addressed = prepared
+        coverage, screening = await asyncio.gather(
+            self._refusal(kb, text), self._screening(text, language)
+        )
+        return self._verdict(language, addressed, coverage, screening)
+
+    async def screen(
+        self, kb: str, message: Message | str, *, addressed: bool = False
+    ) -> GateDecision:
+        """Every stage but the LLM's screening (filters, banned topics, coverage): cheap. An
+        "answer" from here is provisional until classify() confirms it."""
+        prepared = self._prepare(message, addressed)
+        if isinstance(prepared, GateDecision):
+            return prepared
+        text, language, addressed = prepared
+        return self._verdict(language, addressed, await self._refusal(kb, text), _Screening())
+
+    async def classify(
+        self, message: Message | str, screened: GateDecision, *, addressed: bool = False
+    ) -> GateDecision:
+        """`screened` (an "answer" from screen()) confirmed or overturned by the LLM's intent
+        and safety screening — the one LLM call of the gate."""
+        prepared = self._prepare(message, addressed)
+        if isinstance(prepared, GateDecision) or screened.refused:
+            return screened
+        text, language, addressed = prepared
+        screening = await self._screening(text, language)
+        return self._verdict(
+            language, addressed, (screened.scores, True, screened.reason), screening
+        )
+
+    def _prepare(
+        self, message: Message | str, addressed: bool
+    ) -> GateDecision | tuple[str, Language, bool]:
+        """The message's text, language and whether it was addressed, or the decision of the
+        filters and the banned-topic list when they already refuse it."""
         if isinstance(message, Message):
             text, from_bot = message.text, message.from_bot
             addressed = message.addressed or message.direct
         else:
             text, from_bot = message, False
         language = detect_language(text)
-
         filtered = self._filter(text, from_bot=from_bot, addressed=addressed, language=language)
         if filtered is not None:
             return filtered
         text = text.strip()[: self.options.max_chars]
-
         banned = self._banned_topic(text)
         if banned is not None:
             return _refuse(
@@ -120,8 +188,14 @@ class Gate:
                 addressed,
                 DECLINE_UNSAFE,
             )
+        return text, language, addressed
 
-        intent, intent_note = await self._intent(text, language)
+    def _verdict(
+        self, language: Language, addressed: bool, coverage: _Coverage, screening: _Screening
+    ) -> GateDecision:
+        """Intent first (chatter is declined as chatter), then coverage, then safety."""
+        scores, covered, reason = coverage
+        intent = screening.intent
         if intent != "question":
             return _refuse(
                 "intent",
@@ -130,11 +204,10 @@ class Gate:
                 addressed,
                 DECLINE_NOT_A_QUESTION,
                 intent=intent,
+                scores=scores,
             )
-
-        scores, covered, reason = await self._refusal(kb, text)
-        if intent_note:
-            reason = f"{reason}; {intent_note}"
+        if screening.note:
+            reason = f"{reason}; {screening.note}"
         if not covered:
             return _refuse(
                 "refusal",
@@ -145,20 +218,16 @@ class Gate:
                 intent=intent,
                 scores=scores,
             )
-
-        unsafe, safety_note = await self._llm_safety(text, language)
-        if unsafe is not None:
+        if screening.unsafe is not None:
             return _refuse(
                 "safety",
-                f"judged unsafe: {unsafe}",
+                f"judged unsafe: {screening.unsafe}",
                 language,
                 addressed,
                 DECLINE_UNSAFE,
                 intent=intent,
                 scores=scores,
             )
-        if safety_note:
-            reason = f"{reason}; {safety_note}"
         return GateDecision(
             "answer",
             "safety" if self._safety_enabled else "refusal",
@@ -204,70 +273,60 @@ class Gate:
                 return topic
         return None
 
-    async def _intent(self, text: str, language: Language) -> tuple[Intent, str]:
-        """The LLM's intent slot; any failure to get one counts as "question" (HuixiangDou):
-        a missed question costs more than a scored piece of chatter, which later stages catch."""
-        if self.llm is None or not self.options.llm_intent:
-            return "question", ""
-        prompt = prompts.render("gate_intent", language, message=_as_data(text))
-        try:
-            reply = await self.llm.chat_json(prompt, IntentReply)
-        except LLMBadResponse:
-            return "question", "intent reply unreadable, taken as a question"
-        except LLMError as exc:
-            return "question", f"intent check failed ({exc}), taken as a question"
-        intent = reply.intent.strip().lower()
-        for known in INTENTS:
-            if intent == known:
-                return known, ""
-        return "question", f"unknown intent {reply.intent!r}, taken as a question"
-
     @property
     def _safety_enabled(self) -> bool:
         return self.llm is not None and self.options.llm_safety
 
-    async def _llm_safety(self, text: str, language: Language) -> tuple[str | None, str]:
-        """(the unsafe topic or None, a note). A failed check lets the message through: the
-        banned-topic list has already run, and the answer comes from the team's documents."""
-        if self.llm is None or not self.options.llm_safety:
-            return None, ""
+    async def _screening(self, text: str, language: Language) -> _Screening:
+        """The LLM's intent slot and safety verdict, from one call. Any failure to get them —
+        the endpoint fails, the reply is unreadable, a draft inside <think> (never read) —
+        counts as a safe question: the banned-topic list has already run, later stages
+        catch chatter, and the answer comes from the team's documents."""
+        if self.llm is None or not (self.options.llm_intent or self.options.llm_safety):
+            return _Screening()
         prompt = prompts.render(
-            "gate_safety",
+            "gate_classify",
             language,
             message=_as_data(text),
-            banned_topics=", ".join(self.options.banned_topics) or "-",
+            banned_topics=[t.strip() for t in self.options.banned_topics if t.strip()],
         )
         try:
-            reply = await self.llm.chat_json(prompt, SafetyReply)
+            reply = await self.llm.chat_json(prompt, GateReply)
+        except LLMBadResponse:
+            return _Screening(note="screening reply unreadable: taken as a question, safe")
         except LLMError as exc:
-            return None, f"safety check failed ({exc}), allowed"
-        if reply.safe:
-            return None, ""
-        return reply.topic.strip() or "unspecified", ""
+            return _Screening(
+                note=f"intent and safety check failed ({exc}): taken as a question, safe"
+            )
+        intent: Intent = "question"
+        note = ""
+        if self.options.llm_intent:
+            said = reply.intent.strip().lower()
+            known = [i for i in INTENTS if i == said]
+            if known:
+                intent = known[0]
+            else:
+                note = f"unknown intent {reply.intent!r}, taken as a question"
+        unsafe = None
+        if self.options.llm_safety and not reply.safe:
+            unsafe = reply.topic.strip() or "unspecified"
+        return _Screening(intent, unsafe, note)
 
     async def _refusal(self, kb: str, text: str) -> tuple[dict[str, float], bool, str]:
         fit, missing = await self._usable_fit(kb)
         embedding = await self.embedder.embed([text])
+        coverage = await self.coverage.check(kb, text, embedding=embedding[0])
         if fit is None:
-            rows = await kb_features(kb, [text], embedding, vectors=self.cache, use_graph=False)
-            best = float(rows[0, 0])
-            cut = self.options.unfitted_min_score
-            scores = {"chunk_max": best, "threshold": cut}
-            verdict = "covers" if best >= cut else "does not cover"
-            return (
-                scores,
-                best >= cut,
-                (
-                    f"the knowledge base {verdict} it: best chunk similarity {best:.2f} vs "
-                    f"{cut:.2f} ({missing})"
-                ),
-            )
+            return dict(coverage.signals), coverage.covered, f"{coverage.reason} ({missing})"
         self._check_compatible(kb, fit)
         features = await self._features(kb, [text], embedding, fit)
         probability = float(fit.probabilities(features)[0])
         scores = dict(zip(fit.features, (float(x) for x in features[0]), strict=True))
         scores.update(probability=probability, threshold=fit.threshold)
         covered = probability >= fit.threshold
+        if covered and coverage.off_request:
+            # KB words around an off-topic request: the fit saw the words, not what is asked
+            return scores, False, f"not answerable: {coverage.reason}"
         verdict = "answerable" if covered else "not answerable"
         return (
             scores,
@@ -286,8 +345,13 @@ class Gate:
         embeddings: npt.NDArray[np.floating[Any]],
         fit: GateFit,
     ) -> Matrix:
-        kb_rows = await kb_features(
-            kb, texts, embeddings, vectors=self.cache, use_graph=fit.use_graph
+        kb_rows = np.hstack(
+            [
+                await kb_features(
+                    kb, texts, embeddings, vectors=self.cache, use_graph=fit.use_graph
+                ),
+                await self.coverage.signal_rows(kb, texts, embeddings),
+            ]
         )
         cues = np.asarray([text_cues(t) for t in texts], dtype=np.float64)
         return np.hstack(
@@ -342,7 +406,12 @@ class Gate:
         )
         use_graph = await has_graph_vectors(self.vectors, kb)
         embeddings = np.asarray(await self.embedder.embed(texts), dtype=np.float32)
-        kb_rows = await kb_features(kb, texts, embeddings, vectors=self.cache, use_graph=use_graph)
+        kb_rows = np.hstack(
+            [
+                await kb_features(kb, texts, embeddings, vectors=self.cache, use_graph=use_graph),
+                await self.coverage.signal_rows(kb, texts, embeddings),
+            ]
+        )
         return texts, labels, embeddings, kb_rows, use_graph
 
     async def fit(
@@ -355,10 +424,26 @@ class Gate:
         folds: int = 5,
     ) -> GateFit:
         """Fit on the labelled messages and store the fit with the KB."""
+        fit = await self.trial_fit(kb, good, bad, precision=precision, folds=folds)
+        await save_fit(self.state, kb, fit)
+        self._fits.pop(kb, None)
+        return fit
+
+    async def trial_fit(
+        self,
+        kb: str,
+        good: Sequence[str],
+        bad: Sequence[str],
+        *,
+        precision: float | None = None,
+        folds: int = 5,
+    ) -> GateFit:
+        """A fit on the labelled messages, not stored (to compare before storing it)."""
         from core.gate.fitting import fit_gate  # scikit-learn is needed only to fit
 
         texts, labels, embeddings, kb_rows, use_graph = await self.labelled(kb, good, bad)
-        fit = fit_gate(
+        return await asyncio.to_thread(
+            fit_gate,
             texts,
             labels,
             embeddings,
@@ -368,9 +453,6 @@ class Gate:
             precision=precision,
             folds=folds,
         )
-        await save_fit(self.state, kb, fit)
-        self._fits.pop(kb, None)
-        return fit
 
     async def score_stored(
         self, kb: str, texts: Sequence[str]
@@ -382,10 +464,16 @@ class Gate:
                 f"knowledge base {kb!r} has no fitted gate",
                 hint=f"fit one: tacit gate fit --kb {kb} --good FILE --bad FILE",
             )
+        return fit, await self.score_with(kb, fit, texts)
+
+    async def score_with(
+        self, kb: str, fit: GateFit, texts: Sequence[str]
+    ) -> npt.NDArray[np.float64]:
+        """P(answerable) of each message under `fit` (stored or not)."""
         self._check_compatible(kb, fit)
         embeddings = np.asarray(await self.embedder.embed(list(texts)), dtype=np.float32)
         features = await self._features(kb, texts, embeddings, fit)
-        return fit, fit.probabilities(features)
+        return fit.probabilities(features)
 
 
 def _as_data(text: str) -> str:

@@ -17,15 +17,20 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from core.gate.coverage import SIGNALS
 from core.gate.features import CUE_NAMES, char_ngrams
 
-FIT_VERSION = 2  # 2: lexical (character n-gram) neighbour features
+FIT_VERSION = 3  # 2: lexical (character n-gram) neighbour features; 3: coverage signals
 KNN_K = 10  # neighbours averaged per class; 10 beat 1, 3 and 5 in cross-validation
 # Temperature of the soft nearest-neighbour score: at 0.05 the few closest examples dominate
 # while every example still counts; it added about half a point of F1 to the top-k means.
 KERNEL_TAU = 0.05
 KB_FEATURES: tuple[str, ...] = ("chunk_max", "chunk_mean", "chunk_term_overlap")
 GRAPH_FEATURES: tuple[str, ...] = ("entity_max", "relation_max")
+# The coverage rule's signals (core.gate.coverage) as features: the request's specific terms
+# found in the KB, together in one passage, … (+0.9 F1 points, mean of 3 CV seeds on the
+# refusal set: 0.8006 → 0.8100).
+COVERAGE_FEATURES: tuple[str, ...] = SIGNALS
 EXAMPLE_FEATURES: tuple[str, ...] = ("good_max", "bad_max", "good_mean", "bad_mean", "good_kernel")
 # The same nearest-example view through character n-grams (TF-IDF cosine) instead of the
 # embedder: +0.7 to +1.2 F1 points held out on the refusal set (issue 5).
@@ -36,7 +41,14 @@ Matrix = npt.NDArray[np.float64]
 
 def feature_names(use_graph: bool) -> tuple[str, ...]:
     graph = GRAPH_FEATURES if use_graph else ()
-    return (*KB_FEATURES, *graph, *EXAMPLE_FEATURES, *LEXICAL_FEATURES, *CUE_NAMES)
+    return (
+        *KB_FEATURES,
+        *graph,
+        *COVERAGE_FEATURES,
+        *EXAMPLE_FEATURES,
+        *LEXICAL_FEATURES,
+        *CUE_NAMES,
+    )
 
 
 def example_features(

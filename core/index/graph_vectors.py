@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from core.errors import LLMError
 from core.index.embedding import RunEmbedder
+from core.model_output import clean_text_reply, is_refusal
 from core.models import Collection, DeletionReport, Entity, Relation, VectorRecord, normalise_name
 from core.ports import LLM, Embedder, GraphStore, VectorStore
 from core.text import count_tokens, detect_language
@@ -184,7 +185,9 @@ class GraphVectorSync:
                 completion = await self.llm.chat(prompt, temperature=0.0)
         except LLMError:
             return None  # the cut descriptions still make a usable vector
-        return completion.text.strip() or None
+        # A reasoning model's <think> block, or a refusal, must not become the entity's text.
+        summary = clean_text_reply(completion.text)
+        return None if is_refusal(summary) else summary
 
 
 def relation_text(relation: Relation, names: dict[str, str]) -> str:

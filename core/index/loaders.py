@@ -5,19 +5,28 @@ into Markdown-style headings (so every format keeps its heading path); PDF as te
 page; JSON and JSONL corpora as one document per record, found through a field mapping.
 
 Every document has a stable source id: a path relative to the parent of the indexed folder
-("docs/runbook.md"), or for a corpus record "<file source>#<record id>".
+("docs/runbook.md"), or for a corpus record "<file source>#<record id>". A file name that is not
+UTF-8 shows its odd bytes as `\\xNN` escapes, so every id is plain text that any store accepts.
+
+Hostile trees are expected (issue 13): discovery never follows a symlink out of the indexed
+folder, never opens a FIFO or a device, and reports a path it cannot read (too long, no
+permission, a broken symlink, a symlink loop) as one skipped file instead of stopping. A JSONL
+corpus is read line by line, so memory is bounded by one record, not by the file.
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import io
 import json
+import os
 import re
+import stat
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 MARKDOWN_SUFFIXES = frozenset({".md", ".markdown"})
 TEXT_SUFFIXES = frozenset({".txt", ".text"})
@@ -38,6 +47,12 @@ SUPPORTED_SUFFIXES = (
 MAX_FILE_BYTES = 50 * 1024 * 1024
 # A corpus is one file holding many documents: it may be larger than any single document.
 MAX_CORPUS_BYTES = 1024 * 1024 * 1024
+# One JSONL line: a longer one is skipped unread (it would be held whole to be parsed).
+MAX_RECORD_BYTES = MAX_FILE_BYTES
+OUTSIDE_TREE = "symlink to outside the indexed folder (not followed)"
+# What a Word document (a zip) may expand to: a few MB of zip can declare gigabytes of XML.
+MAX_DOCX_EXPANDED_BYTES = 4 * MAX_FILE_BYTES
+_SNIFF_BYTES = 8192  # the start of a file that is checked for binary content
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,35 +100,179 @@ class LoadError(Exception):
     """This one file cannot be indexed; the message says why in a few words."""
 
 
-def discover(paths: Sequence[Path]) -> Iterator[tuple[Path, str]]:
-    """Every file under `paths` with its stable source id.
+def safe_text(name: str) -> str:
+    """A file name as text every store and terminal accepts: bytes that are not UTF-8 (kept by
+    Python as lone surrogates, which cannot be encoded) become `\\xNN`."""
+    return os.fsencode(name).decode("utf-8", "backslashreplace")
+
+
+def printable(text: str) -> str:
+    """The text with every control or unprintable character shown as an escape (\\n, \\x1b):
+    for showing a hostile file name in a terminal or a chat message."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode() for c in text)
+
+
+def discover(
+    paths: Sequence[Path], skipped: list[SkippedFile] | None = None
+) -> Iterator[tuple[Path, str]]:
+    """Every regular file under `paths` with its stable source id.
 
     The source id is the path relative to the parent of the named path, so indexing `docs/`
-    from anywhere gives `docs/runbook.md`. Hidden files and folders are passed over.
+    from anywhere gives `docs/runbook.md`. Hidden files and folders are passed over. What
+    cannot be indexed (a symlink out of the folder, a FIFO, a path too long, no permission...)
+    is appended to `skipped` with its reason; discovery itself never raises for it.
     """
+    problems = skipped if skipped is not None else []
     for root in paths:
-        if root.is_dir():
-            for path in sorted(root.rglob("*")):
-                relative = path.relative_to(root)
-                if any(part.startswith(".") for part in relative.parts):
-                    continue
-                if path.is_file():
-                    yield path, (Path(root.resolve().name) / relative).as_posix()
-        else:
-            yield root, root.name
+        yield from _discover_root(root, problems)
 
 
 def source_prefix(root: Path) -> str:
     """What every source id found under `root` starts with (for pruning what is gone)."""
-    return Path(root.resolve().name).as_posix() + "/" if root.is_dir() else root.name
+    if root.is_dir():
+        return safe_text(root.resolve().name) + "/"
+    return safe_text(root.name)
+
+
+def _discover_root(root: Path, problems: list[SkippedFile]) -> Iterator[tuple[Path, str]]:
+    try:
+        root_stat = root.stat()  # a named path is followed wherever it points: it was asked for
+        real_root = root.resolve(strict=True)
+    except (OSError, RuntimeError) as exc:
+        problems.append(SkippedFile(safe_text(root.name), _os_reason(exc)))
+        return
+    if not stat.S_ISDIR(root_stat.st_mode):
+        reason = _not_regular(root_stat.st_mode)
+        if reason is None:
+            yield root, safe_text(root.name)
+        else:
+            problems.append(SkippedFile(safe_text(root.name), reason))
+        return
+    top = safe_text(real_root.name)
+
+    def source(relative: Path) -> str:
+        return safe_text((Path(top) / relative).as_posix())
+
+    def unreadable_folder(exc: OSError) -> None:
+        where = Path(os.fsdecode(exc.filename)) if exc.filename is not None else root
+        try:
+            relative = where.relative_to(root)
+        except ValueError:
+            relative = Path(where.name)
+        problems.append(SkippedFile(source(relative), _os_reason(exc)))
+
+    found: list[tuple[Path, str]] = []
+    # os.walk neither follows symlinked folders (they are listed, not entered) nor raises:
+    # a folder it cannot list goes to onerror, so one bad folder never ends discovery.
+    for folder, subfolders, files in os.walk(root, onerror=unreadable_folder):
+        base = Path(folder)
+        relative_base = base.relative_to(root)
+        entered: list[str] = []
+        for name in subfolders:
+            if name.startswith("."):
+                continue
+            if os.path.islink(base / name):
+                inside = _target_inside(base / name, real_root)
+                reason = OUTSIDE_TREE if not inside else "symlink to a folder (not followed)"
+                problems.append(SkippedFile(source(relative_base / name), reason))
+                continue
+            entered.append(name)
+        subfolders[:] = sorted(entered)
+        for name in files:
+            if name.startswith("."):
+                continue
+            problem = _file_problem(base / name, real_root)
+            if problem is None:
+                found.append((base / name, source(relative_base / name)))
+            else:
+                problems.append(SkippedFile(source(relative_base / name), problem))
+    found.sort(key=lambda item: os.fsencode(item[0]))
+    yield from found
+
+
+def _target_inside(link: Path, real_root: Path) -> bool:
+    try:
+        return link.resolve(strict=True).is_relative_to(real_root)
+    except (OSError, RuntimeError):
+        return False
+
+
+def _file_problem(path: Path, real_root: Path) -> str | None:
+    """Why the file at `path` cannot be indexed, or None. Never opens it (a FIFO would block)."""
+    try:
+        info = os.lstat(path)
+        if stat.S_ISLNK(info.st_mode):
+            # Only a link that stays inside the indexed folder is followed: a link to
+            # /etc/passwd must not end up in the knowledge base.
+            target = path.resolve(strict=True)
+            if not target.is_relative_to(real_root):
+                return OUTSIDE_TREE
+            info = os.stat(path)
+    except RuntimeError:  # pathlib's word for a symlink loop
+        return "symlink loop"
+    except FileNotFoundError:
+        return "broken symlink" if os.path.islink(path) else "no such file"
+    except OSError as exc:
+        return _os_reason(exc)
+    return _not_regular(info.st_mode)
+
+
+def _not_regular(mode: int) -> str | None:
+    if stat.S_ISREG(mode):
+        return None
+    if stat.S_ISDIR(mode):
+        return "is a directory"
+    if stat.S_ISFIFO(mode):
+        return "a named pipe (FIFO), not a file"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device, not a file"
+    if stat.S_ISSOCK(mode):
+        return "a socket, not a file"
+    return "not a regular file"
+
+
+def _os_reason(exc: BaseException) -> str:
+    if isinstance(exc, RuntimeError):
+        return "symlink loop"
+    code = getattr(exc, "errno", None)
+    reasons = {
+        errno.ENAMETOOLONG: "path too long",
+        errno.EACCES: "permission denied",
+        errno.EPERM: "permission denied",
+        errno.ELOOP: "symlink loop",
+        errno.ENOENT: "no such file",
+        errno.ENOTDIR: "no such file",
+    }
+    if code in reasons:
+        return reasons[code]
+    return f"cannot read: {getattr(exc, 'strerror', None) or exc}"
 
 
 def load_file(path: Path, source: str, fields: CorpusFields | None = None) -> LoadResult:
     """The documents of one file; raise LoadError when none of it can be read."""
+    result = LoadResult()
+    for item in iter_file(path, source, fields):
+        if isinstance(item, SkippedFile):
+            result.failed.append(item)
+        else:
+            result.documents.append(item)
+    return result
+
+
+def iter_file(
+    path: Path, source: str, fields: CorpusFields | None = None
+) -> Iterator[LoadedDocument | SkippedFile]:
+    """The documents of one file, and its records that cannot be read, one at a time (a JSONL
+    corpus is never held whole). Raises LoadError when none of it can be read."""
     suffix = path.suffix.lower()
-    if suffix in CORPUS_SUFFIXES:
-        return _load_corpus(path, source, fields or CorpusFields())
-    return LoadResult(documents=[load(path, source)])
+    if suffix == ".jsonl":
+        yield from _iter_jsonl(path, source, fields or CorpusFields())
+    elif suffix in CORPUS_SUFFIXES:
+        yield from _iter_json(path, source, fields or CorpusFields())
+    else:
+        yield load(path, source)
 
 
 def load(path: Path, source: str) -> LoadedDocument:
@@ -122,21 +281,22 @@ def load(path: Path, source: str) -> LoadedDocument:
     if suffix not in SUPPORTED_SUFFIXES or suffix in CORPUS_SUFFIXES:
         raise LoadError(f"unsupported file type {suffix or '(none)'}")
     raw = _read_bytes(path, MAX_FILE_BYTES)
+    stem = safe_text(path.stem)
     if suffix in PDF_SUFFIXES:
         text, title = _pdf_text(raw)
-        return _document(source, title or path.stem, text, markdown=False)
+        return _document(source, title or stem, text, markdown=False)
     if suffix in DOCX_SUFFIXES:
         text, title = _docx_text(raw)
-        return _document(source, title or _markdown_title(text) or path.stem, text, markdown=True)
+        return _document(source, title or _markdown_title(text) or stem, text, markdown=True)
     text = _decode(raw)
     if suffix in HTML_SUFFIXES:
         text, title = _html_text(text)
-        return _document(source, title or _markdown_title(text) or path.stem, text, markdown=True)
+        return _document(source, title or _markdown_title(text) or stem, text, markdown=True)
     if suffix in RST_SUFFIXES:
         text = rst_to_markdown_headings(text)
     markdown = suffix in MARKDOWN_SUFFIXES or suffix in RST_SUFFIXES
     title = _markdown_title(text) if markdown else None
-    return _document(source, title or path.stem, text, markdown=markdown)
+    return _document(source, title or stem, text, markdown=markdown)
 
 
 def _document(source: str, title: str, text: str, *, markdown: bool) -> LoadedDocument:
@@ -145,24 +305,46 @@ def _document(source: str, title: str, text: str, *, markdown: bool) -> LoadedDo
     return LoadedDocument(source, title.strip() or source, text, markdown)
 
 
-def _read_bytes(path: Path, limit: int) -> bytes:
+def _open_regular(path: Path, limit: int) -> IO[bytes]:
+    """The file opened for reading, if it is a regular file of at most `limit` bytes.
+
+    Opened non-blocking and checked on the open descriptor: opening a FIFO for reading would
+    otherwise wait for a writer forever, and a check by name could be raced by a swap.
+    """
     try:
-        size = path.stat().st_size
-        if size > limit:
-            raise LoadError(f"file too large ({size // (1024 * 1024)} MiB)")
-        return path.read_bytes()
-    except FileNotFoundError:
-        raise LoadError("no such file") from None
-    except PermissionError:
-        raise LoadError("permission denied") from None
-    except IsADirectoryError:
-        raise LoadError("is a directory") from None
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as exc:
-        raise LoadError(f"cannot read: {exc.strerror or exc}") from None
+        raise LoadError(_os_reason(exc)) from None
+    try:
+        info = os.fstat(fd)
+        reason = _not_regular(info.st_mode)
+        if reason is not None:
+            raise LoadError(reason)
+        if info.st_size > limit:
+            raise LoadError(f"file too large ({info.st_size // (1024 * 1024)} MiB)")
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _read_bytes(path: Path, limit: int) -> bytes:
+    with _open_regular(path, limit) as file:
+        try:
+            # read(n) sets n bytes aside up front: ask for what the file holds (+1 to see
+            # growth), not for the limit.
+            size = os.fstat(file.fileno()).st_size
+            raw = file.read(size + 1)
+        except OSError as exc:
+            raise LoadError(_os_reason(exc)) from None
+    if len(raw) > size:
+        raise LoadError("the file changed while it was read (indexed on the next run)")
+    return raw
 
 
 def _decode(raw: bytes) -> str:
-    if b"\x00" in raw[:8192]:
+    if b"\x00" in raw[:_SNIFF_BYTES]:
         raise LoadError("binary content")
     try:
         return raw.decode("utf-8-sig")
@@ -267,6 +449,11 @@ def _docx_text(raw: bytes) -> tuple[str, str | None]:
     import docx
 
     try:
+        with zipfile.ZipFile(io.BytesIO(raw)) as archive:
+            # Declared sizes bound what zipfile will inflate, so checking them is enough.
+            expanded = sum(member.file_size for member in archive.infolist())
+        if expanded > MAX_DOCX_EXPANDED_BYTES:
+            raise LoadError(f"Word document expands to {expanded // (1024 * 1024)} MiB")
         document = docx.Document(io.BytesIO(raw))
     except (zipfile.BadZipFile, KeyError, ValueError) as exc:
         raise LoadError(f"broken Word document ({type(exc).__name__})") from None
@@ -292,65 +479,122 @@ def _docx_text(raw: bytes) -> tuple[str, str | None]:
 # --- JSON / JSONL corpora --------------------------------------------------------------------
 
 
-def _load_corpus(path: Path, source: str, fields: CorpusFields) -> LoadResult:
+def _iter_json(
+    path: Path, source: str, fields: CorpusFields
+) -> Iterator[LoadedDocument | SkippedFile]:
     text = _decode(_read_bytes(path, MAX_CORPUS_BYTES))
-    records: list[tuple[str, Any]] = []  # (where, record)
-    if path.suffix.lower() == ".jsonl":
-        for number, line in enumerate(text.splitlines(), start=1):
-            if not line.strip():
-                continue
-            try:
-                records.append((f"line {number}", json.loads(line)))
-            except json.JSONDecodeError:
-                records.append((f"line {number}", _INVALID))
-    else:
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise LoadError(f"invalid JSON at line {exc.lineno}") from None
+    except RecursionError:
+        raise LoadError("JSON nested too deeply") from None
+    if isinstance(data, dict):
+        # {"data": [...]} and similar wrappers: the one list value is the corpus.
+        lists = [v for v in data.values() if isinstance(v, list)]
+        data = lists[0] if len(lists) == 1 else [data]
+    if not isinstance(data, list):
+        raise LoadError("a JSON corpus must be a list of records")
+    records = ((f"record {i + 1}", record) for i, record in enumerate(data))
+    yield from _documents_of(records, source, fields)
+
+
+def _iter_jsonl(
+    path: Path, source: str, fields: CorpusFields
+) -> Iterator[LoadedDocument | SkippedFile]:
+    with _open_regular(path, MAX_CORPUS_BYTES) as file:
+        if b"\x00" in file.read(_SNIFF_BYTES):
+            raise LoadError("binary content")
+        file.seek(0)
+        yield from _documents_of(_jsonl_records(file), source, fields)
+
+
+def _jsonl_records(file: IO[bytes]) -> Iterator[tuple[str, Any]]:
+    """(where, record) per non-blank line; a line that cannot be a record gives a _Bad."""
+    number = 0
+    while True:
+        line = file.readline(MAX_RECORD_BYTES + 1)
+        if not line:
+            return
+        number += 1
+        where = f"line {number}"
+        if len(line) > MAX_RECORD_BYTES and not line.endswith(b"\n"):
+            _skip_line(file)
+            yield where, _Bad(f"record too large (over {MAX_RECORD_BYTES // (1024 * 1024)} MiB)")
+            continue
+        if number == 1:
+            line = line.removeprefix(b"\xef\xbb\xbf")  # a UTF-8 byte order mark
+        if not line.strip():
+            continue
         try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise LoadError(f"invalid JSON at line {exc.lineno}") from None
-        if isinstance(data, dict):
-            # {"data": [...]} and similar wrappers: the one list value is the corpus.
-            lists = [v for v in data.values() if isinstance(v, list)]
-            data = lists[0] if len(lists) == 1 else [data]
-        if not isinstance(data, list):
-            raise LoadError("a JSON corpus must be a list of records")
-        records = [(f"record {i + 1}", record) for i, record in enumerate(data)]
-    if not records:
-        raise LoadError("empty file")
+            yield where, json.loads(line.decode("utf-8"))
+        except UnicodeDecodeError:
+            yield where, _Bad("not UTF-8 text")
+        except json.JSONDecodeError:
+            yield where, _Bad("not a JSON object")
+        except RecursionError:
+            yield where, _Bad("JSON nested too deeply")
 
-    result = LoadResult()
+
+def _skip_line(file: IO[bytes]) -> None:
+    """Read past the rest of an over-long line without holding it."""
+    while True:
+        piece = file.readline(64 * 1024)
+        if not piece or piece.endswith(b"\n"):
+            return
+
+
+class _Bad:
+    """A corpus record that could not be read, with the reason."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+
+def _documents_of(
+    records: Iterator[tuple[str, Any]], source: str, fields: CorpusFields
+) -> Iterator[LoadedDocument | SkippedFile]:
     seen: set[str] = set()
+    found = False
+    reasons: set[str] = set()
     for position, (where, record) in enumerate(records):
-        if not isinstance(record, dict):
-            result.failed.append(SkippedFile(f"{source}#{where}", "not a JSON object"))
-            continue
-        body = _field(record, fields.text)
-        if not isinstance(body, str) or not body.strip():
-            result.failed.append(SkippedFile(f"{source}#{where}", "no text field"))
-            continue
-        record_id = _field(record, fields.id)
-        key = str(record_id) if record_id not in (None, "") else str(position)
-        if key in seen:
-            result.failed.append(SkippedFile(f"{source}#{key}", f"repeated id ({where})"))
-            continue
-        seen.add(key)
-        title = _field(record, fields.title)
-        if title in (None, ""):
-            document = LoadedDocument(f"{source}#{key}", key, body, markdown=False)
+        try:
+            item = _record_document(record, position, where, source, fields, seen)
+        except RecursionError:  # str() of a deeply nested id or title
+            item = SkippedFile(f"{source}#{where}", "JSON nested too deeply")
+        if isinstance(item, SkippedFile):
+            reasons.add(item.reason.split(" (", 1)[0])
         else:
-            # The title becomes the heading path of every chunk: a passage about "Cork" must
-            # say so even when its text only says "the city".
-            heading = " ".join(str(title).split())
-            text = f"# {heading}\n\n{body}"
-            document = LoadedDocument(f"{source}#{key}", heading, text, markdown=True)
-        result.documents.append(document)
-    if not result.documents:
-        reasons = {f.reason for f in result.failed}
+            found = True
+        yield item
+    if not found:
+        if not reasons:
+            raise LoadError("empty file")
         raise LoadError(f"no readable record ({', '.join(sorted(reasons))})")
-    return result
 
 
-_INVALID = object()  # a JSONL line that is not JSON (reported as "not a JSON object")
+def _record_document(
+    record: Any, position: int, where: str, source: str, fields: CorpusFields, seen: set[str]
+) -> LoadedDocument | SkippedFile:
+    if isinstance(record, _Bad):
+        return SkippedFile(f"{source}#{where}", record.reason)
+    if not isinstance(record, dict):
+        return SkippedFile(f"{source}#{where}", "not a JSON object")
+    body = _field(record, fields.text)
+    if not isinstance(body, str) or not body.strip():
+        return SkippedFile(f"{source}#{where}", "no text field")
+    record_id = _field(record, fields.id)
+    key = str(record_id) if record_id not in (None, "") else str(position)
+    if key in seen:
+        return SkippedFile(f"{source}#{key}", f"repeated id ({where})")
+    seen.add(key)
+    title = _field(record, fields.title)
+    if title in (None, ""):
+        return LoadedDocument(f"{source}#{key}", key, body, markdown=False)
+    # The title becomes the heading path of every chunk: a passage about "Cork" must say so
+    # even when its text only says "the city".
+    heading = " ".join(str(title).split())
+    return LoadedDocument(f"{source}#{key}", heading, f"# {heading}\n\n{body}", markdown=True)
 
 
 def _field(record: dict[str, Any], names: tuple[str, ...]) -> Any:

@@ -31,12 +31,13 @@ from core.index.embedding import RunEmbedder
 from core.index.extract import Extraction, Extractor
 from core.index.graph_vectors import GraphVectorSync, PendingVectors
 from core.index.loaders import (
+    OUTSIDE_TREE,
     CorpusFields,
     LoadedDocument,
     LoadError,
     SkippedFile,
     discover,
-    load_file,
+    iter_file,
     source_prefix,
 )
 from core.index.split import RecursiveSplitter, split_document
@@ -139,7 +140,9 @@ class IndexReport:
 
 def chunk_id(source: str, ordinal: int, text: str) -> str:
     """Stable across runs, so re-indexing an unchanged chunk overwrites rather than adds."""
-    digest = hashlib.sha256(f"{source}\x00{ordinal}\x00{text}".encode()).hexdigest()
+    # surrogatepass: an id is made for any text, even a name that slipped through undecoded.
+    key = f"{source}\x00{ordinal}\x00{text}".encode("utf-8", "surrogatepass")
+    digest = hashlib.sha256(key).hexdigest()
     return digest[:32]
 
 
@@ -206,41 +209,65 @@ class Indexer:
         usage_before = self.llm.usage.as_dict() if self.llm is not None else None
         await self.vectors.ensure(self.embedder.dim)
 
-        files = list(discover(list(paths)))
+        not_found: list[SkippedFile] = []
+        files = list(discover(list(paths), not_found))
         documents = await self.graph.get_documents(kb)
         known = {d.source: d.content_hash for d in documents}
         # A document extracted another way (say chunks only, now nlp) is done again.
         extracted_by = {d.source: d.metadata.get("extractor", "none") for d in documents}
         seen: set[str] = set()
         unreadable: set[str] = set()
+        report.failed.extend(not_found)
+        # A file refused for where it points is gone from the KB; one that could not be read
+        # this time (permissions, a path too long...) keeps its earlier version.
+        unreadable.update(f.source for f in not_found if f.reason != OUTSIDE_TREE)
         progress.start(len(files))
         batch: list[_Pending] = []
         batch_chunks = 0
         for path, file_source in files:
-            try:
-                loaded = load_file(path, file_source, self.options.corpus_fields)
-            except LoadError as exc:
-                report.failed.append(SkippedFile(file_source, str(exc)))
-                unreadable.add(file_source)  # a file that broke keeps its earlier version
-                progress.advance(file_source, "failed")
-                continue
-            report.failed.extend(loaded.failed)
             changed = 0
-            for document in loaded.documents:
-                seen.add(document.source)
-                previous = known.get(document.source)
-                same_extractor = extracted_by.get(document.source) == report.extractor
-                if previous and previous == document.content_hash and same_extractor:
-                    report.documents_skipped += 1
-                    continue
-                pending = self._split(document)
+            failed = False
+            # Records a corpus could not read are held until it yields a document: a corpus
+            # with none is reported once, as a file ("no readable record (...)").
+            held: list[SkippedFile] | None = []
+            items = iter_file(path, file_source, self.options.corpus_fields)
+            while True:
+                # One file never stops the run: whatever reading or splitting it raises is
+                # reported against it. Batches are stored outside this guard, so a store that
+                # fails still stops the run (that is no fault of the file).
+                try:
+                    item = next(items, None)
+                    if item is None:
+                        break
+                    if isinstance(item, SkippedFile):
+                        (report.failed if held is None else held).append(item)
+                        continue
+                    if held is not None:
+                        report.failed.extend(held)
+                        held = None
+                    seen.add(item.source)
+                    previous = known.get(item.source)
+                    same_extractor = extracted_by.get(item.source) == report.extractor
+                    if previous and previous == item.content_hash and same_extractor:
+                        report.documents_skipped += 1
+                        continue
+                    pending = self._split(item)
+                except LoadError as exc:
+                    failed = self._file_failed(report, file_source, str(exc), unreadable)
+                    break
+                except Exception as exc:  # RecursionError, UnicodeError, OSError, a bug
+                    report.failed.extend(held or [])
+                    reason = f"{type(exc).__name__}: {exc}"[:300]
+                    failed = self._file_failed(report, file_source, reason, unreadable)
+                    break
                 batch.append(pending)
                 batch_chunks += len(pending.chunks)
                 changed += 1
                 if batch_chunks >= self.options.batch_chunks:
                     await self._index_batch(kb, batch, report)
                     batch, batch_chunks = [], 0
-            progress.advance(file_source, "indexed" if changed else "unchanged")
+            status = "failed" if failed else "indexed" if changed else "unchanged"
+            progress.advance(file_source, status)
         if batch:
             await self._index_batch(kb, batch, report)
 
@@ -260,6 +287,12 @@ class Indexer:
             report.tokens = after["total_tokens"] - usage_before["total_tokens"]
         report.seconds = time.perf_counter() - started
         return report
+
+    @staticmethod
+    def _file_failed(report: IndexReport, source: str, reason: str, unreadable: set[str]) -> bool:
+        report.failed.append(SkippedFile(source, reason))
+        unreadable.add(source)  # a file that broke keeps its earlier version
+        return True
 
     async def remove(self, kb: str, sources: Sequence[str]) -> IndexReport:
         """Remove documents (and what only they supported) by source id."""

@@ -86,64 +86,70 @@ class RecursiveSplitter:
         separators = ZH_SEPARATORS if language == "zh" else EN_SEPARATORS
         # Chinese chunks do not overlap: its sentences end in punctuation we split on anyway.
         overlap = self.overlap if language == "en" else 0
-        pieces = self._pieces(text, separators)
+        pieces = self._pieces(text, self.count(text), separators)
         return [c for c in self._merge(pieces, overlap) if c.strip()]
 
-    def _pieces(self, text: str, separators: tuple[str, ...]) -> list[str]:
+    # Each piece's tokens are counted once, where it is cut, and carried along as
+    # (piece, tokens): the merge and the overlap reuse the count (counting each piece two to four
+    # times was most of the splitter's time on a large KB).
+    def _pieces(self, text: str, tokens: int, separators: tuple[str, ...]) -> list[tuple[str, int]]:
         """Pieces that each fit, cut at the coarsest separator that makes them fit."""
-        if self.count(text) <= self.chunk_size:
-            return [text]
+        if tokens <= self.chunk_size:
+            return [(text, tokens)]
         separator, finer = separators[0], separators[1:]
         if separator == "":
             return self._cut_characters(text)
         parts = text.split(separator)
+        if len(parts) == 1:  # no such separator here: the next one, with the same count
+            return self._pieces(text, tokens, finer)
         # Keep each separator attached to the piece before it, so joining restores the text.
         parts = [p + separator for p in parts[:-1]] + [parts[-1]]
-        result: list[str] = []
+        result: list[tuple[str, int]] = []
         for part in parts:
-            if not part:
-                continue
-            result.extend(
-                self._pieces(part, finer) if self.count(part) > self.chunk_size else [part]
-            )
+            if part:
+                result.extend(self._pieces(part, self.count(part), finer))
         return result
 
-    def _cut_characters(self, text: str) -> list[str]:
-        out, start = [], 0
+    def _cut_characters(self, text: str) -> list[tuple[str, int]]:
+        out: list[tuple[str, int]] = []
+        start = 0
         while start < len(text):
             end = min(len(text), start + self.chunk_size)
-            while end > start + 1 and self.count(text[start:end]) > self.chunk_size:
+            tokens = self.count(text[start:end])
+            while end > start + 1 and tokens > self.chunk_size:
                 end = start + max(1, (end - start) * 3 // 4)
-            out.append(text[start:end])
+                tokens = self.count(text[start:end])
+            out.append((text[start:end], tokens))
             start = end
         return out
 
-    def _merge(self, pieces: list[str], overlap: int) -> list[str]:
+    def _merge(self, pieces: list[tuple[str, int]], overlap: int) -> list[str]:
         chunks: list[str] = []
-        current: list[str] = []
+        current: list[tuple[str, int]] = []
         current_tokens = 0
-        for piece in pieces:
-            tokens = self.count(piece)
+        for piece, tokens in pieces:
             if current and current_tokens + tokens > self.chunk_size:
-                chunks.append("".join(current))
+                chunks.append("".join(p for p, _ in current))
                 current, current_tokens = self._overlap_tail(current, overlap)
                 # The tail is a courtesy: drop it rather than overflow the chunk.
                 if current_tokens + tokens > self.chunk_size:
                     current, current_tokens = [], 0
-            current.append(piece)
+            current.append((piece, tokens))
             current_tokens += tokens
         if current:
-            chunks.append("".join(current))
+            chunks.append("".join(p for p, _ in current))
         return chunks
 
-    def _overlap_tail(self, pieces: list[str], overlap: int) -> tuple[list[str], int]:
-        tail: list[str] = []
+    @staticmethod
+    def _overlap_tail(
+        pieces: list[tuple[str, int]], overlap: int
+    ) -> tuple[list[tuple[str, int]], int]:
+        tail: list[tuple[str, int]] = []
         tokens = 0
-        for piece in reversed(pieces):
-            piece_tokens = self.count(piece)
+        for piece, piece_tokens in reversed(pieces):
             if tokens + piece_tokens > overlap:
                 break
-            tail.insert(0, piece)
+            tail.insert(0, (piece, piece_tokens))
             tokens += piece_tokens
         return tail, tokens
 

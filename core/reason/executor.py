@@ -1,14 +1,17 @@
-"""Run a logic-form plan (HuixiangDou2 Algorithm 2): each step in order, its sub-question and
-sub-answer appended to the history, which is the context the answer is written from.
+"""Run a logic-form plan (HuixiangDou2 Algorithm 2): each step's sub-question and sub-answer
+go into the history, which is the context the answer is written from. A step starts as soon as
+the steps it depends on are done (plan.step_dependencies), so independent lookups run at the
+same time; "#k" in a later step stands for what step k found (StepResult.stands_for).
 
 - retrieve: the pattern becomes a query (references replaced by the earlier step's items) and
   dual-level keywords (subject/object → low level, predicate → high level, so the retriever need
   not ask the LLM for keywords again); the ContextSource retrieves; the LLM reads that context
   and answers the sub-question as JSON: a text answer plus the items it found (prompt
   "sub_answer"). Nothing retrieved, or a context that does not answer, fails the plan.
-- filter, sort, count, sum, compare: computed in Python over earlier items (operators.py).
+- filter, sort, count, sum, average, compare, ratio, percent: computed in Python over earlier
+  items (operators.py).
 - deduce: the LLM answers the sub-question from everything gathered so far.
-- output: names the step whose result answers the question.
+- output: names the step(s) whose results answer the question.
 
 Any failure — an empty step, a model that breaks its JSON, a step over the time left, an
 operator with nothing to work on — ends the plan with ok=False and says why: the pipeline then
@@ -34,28 +37,40 @@ from core.reason.operators import (
     Item,
     StepFailed,
     StepResult,
+    average_items,
     compare_values,
     count_items,
     filter_items,
+    percent_values,
+    ratio_values,
     sort_items,
     sum_items,
 )
 from core.reason.plan import (
     REFERENCE,
+    AverageStep,
     CompareStep,
     CountStep,
     DeduceStep,
     FilterStep,
     OutputStep,
+    PercentStep,
     Plan,
+    RatioStep,
     RetrieveStep,
     SortStep,
     Step,
     SumStep,
     is_variable,
     reference_of,
+    step_dependencies,
 )
-from core.reason.quantities import Quantity, parse_quantity
+from core.reason.quantities import (
+    Quantity,
+    format_number,
+    parse_literal_quantity,
+    parse_quantity,
+)
 from core.retrieve.context import Keywords, RetrievedContext, ScoredChunk
 from core.text import Language
 
@@ -97,9 +112,11 @@ class SubAnswer(BaseModel):
     @field_validator("items", mode="before")
     @classmethod
     def _items(cls, value: Any) -> Any:
-        # Models list bare names ("A", "B") as often as objects.
+        # Models list bare names ("A", "B") as often as objects, and some map names to values.
         if value is None:
             return []
+        if isinstance(value, dict):  # {"lumen_ledger": "5432"}: names mapped to values
+            return [{"name": k, "value": v} for k, v in value.items()]
         if isinstance(value, list):
             return [v if isinstance(v, dict) else {"name": v} for v in value]
         return value
@@ -139,6 +156,16 @@ async def execute_plan(
     return await _Run(kb=kb, source=source, llm=llm, language=language).execute(plan, timeout)
 
 
+class _Stop(Exception):
+    """A step failed; the plan stops (carries the failure as the outcome reports it)."""
+
+    def __init__(self, position: int, failure: str, unexpected: Exception | None = None) -> None:
+        super().__init__(failure)
+        self.position = position
+        self.failure = failure
+        self.unexpected = unexpected  # not a step failure: raised to the caller as it was
+
+
 @dataclass
 class _Run:
     kb: str
@@ -146,74 +173,146 @@ class _Run:
     llm: LLM
     language: Language
     results: dict[int, StepResult] = field(default_factory=dict)
-    history: list[tuple[str, str]] = field(default_factory=list)
-    context: RetrievedContext = field(default_factory=RetrievedContext)
-    # what the sub-answers read: each retrieve step's best part (see STEP_CHUNKS)
-    read: RetrievedContext = field(default_factory=RetrievedContext)
-    steps: list[dict[str, Any]] = field(default_factory=list)
+    questions: dict[int, str] = field(default_factory=dict)  # each run step's sub-question
+    found: dict[int, RetrievedContext] = field(default_factory=dict)  # per retrieve step
+    narrow: dict[int, RetrievedContext] = field(default_factory=dict)  # what its answer read
+    records: dict[int, dict[str, Any]] = field(default_factory=dict)
     llm_calls: int = 0
+    plan: Plan | None = None
+    depends: dict[int, frozenset[int]] = field(default_factory=dict)  # transitive
 
     async def execute(self, plan: Plan, timeout: float | None) -> PlanOutcome:  # noqa: ASYNC109
-        loop = asyncio.get_running_loop()
+        """Every step starts as soon as the steps it depends on are done: independent
+        lookups ("who owns it, and on which port?") run at the same time."""
         started = time.perf_counter()
-        deadline = None if timeout is None else loop.time() + timeout
-        answer: str | None = None
+        self.plan = plan
         for step in plan.steps:
-            record: dict[str, Any] = {"id": step.id, "op": step.op, "question": step.question}
-            self.steps.append(record)
-            step_started = time.perf_counter()
-            try:
-                remaining = None if deadline is None else deadline - loop.time()
-                if remaining is not None and remaining <= 0:
-                    raise TimeoutError
-                async with asyncio.timeout(remaining):
-                    result = await self._step(step, record)
-            except TimeoutError:
-                record["outcome"] = "timeout"
-                return self._outcome(f"step {step.id} ({step.op}) timed out", None, started)
-            except (StepFailed, LLMError) as exc:
-                record["outcome"] = "failed"
-                record["error"] = str(exc)[:300]
-                why = "the LLM failed: " if isinstance(exc, LLMError) else ""
-                return self._outcome(f"step {step.id} ({step.op}): {why}{exc}", None, started)
-            finally:
-                record["ms"] = round((time.perf_counter() - step_started) * 1000, 1)
-            record["outcome"] = "ok"
-            record["result"] = result.as_trace()
-            self.results[step.id] = result
-            if isinstance(step, OutputStep):
-                answer = result.text
-            else:
-                self.history.append((self._sub_question(step), result.text))
-        return self._outcome(None, answer, started)
+            direct = step_dependencies(plan, step)
+            self.depends[step.id] = direct.union(*(self.depends[d] for d in direct))
+        done = {step.id: asyncio.Event() for step in plan.steps}
+        answer: str | None = None
+        failure: str | None = None
+        try:
+            async with asyncio.timeout(timeout):
+                failure = await self._run_all(plan, done)
+        except TimeoutError:
+            waiting = [s for s in plan.steps if "outcome" not in self.records.get(s.id, {})]
+            for step in waiting:
+                if step.id in self.records:
+                    self.records[step.id]["outcome"] = "timeout"
+            running = [s for s in waiting if s.id in self.records]
+            late = (running or waiting or plan.steps)[0]
+            failure = f"step {late.id} ({late.op}) timed out"
+        if failure is None:
+            last = plan.steps[-1]
+            assert isinstance(last, OutputStep)
+            answer = self.results[last.id].text
+        return self._outcome(failure, answer, started)
+
+    async def _run_all(self, plan: Plan, done: dict[int, asyncio.Event]) -> str | None:
+        """Run every step; the failure of the first failing one (in plan order), or None."""
+        failures: list[_Stop] = []
+        try:
+            async with asyncio.TaskGroup() as group:
+                for position, step in enumerate(plan.steps):
+                    group.create_task(self._run_step(position, step, done))
+        except* _Stop as stopped:
+            failures = [e for e in stopped.exceptions if isinstance(e, _Stop)]
+            for record in self.records.values():
+                record.setdefault("outcome", "cancelled")
+        if not failures:
+            return None
+        first = min(failures, key=lambda e: e.position)
+        if first.unexpected is not None:
+            raise first.unexpected  # a store down, a bug: the caller's to handle, not a group
+        return first.failure
+
+    async def _run_step(self, position: int, step: Step, done: dict[int, asyncio.Event]) -> None:
+        for dependency in step_dependencies(self._plan, step):
+            await done[dependency].wait()
+        record: dict[str, Any] = {"id": step.id, "op": step.op, "question": step.question}
+        self.records[step.id] = record
+        step_started = time.perf_counter()
+        try:
+            result = await self._step(step, record)
+        except (StepFailed, LLMError) as exc:
+            record["outcome"] = "failed"
+            record["error"] = str(exc)[:300]
+            why = "the LLM failed: " if isinstance(exc, LLMError) else ""
+            raise _Stop(position, f"step {step.id} ({step.op}): {why}{exc}") from exc
+        except Exception as exc:
+            record["outcome"] = "error"
+            raise _Stop(position, f"step {step.id} ({step.op}): {exc}", exc) from exc
+        finally:
+            record["ms"] = round((time.perf_counter() - step_started) * 1000, 1)
+        record["outcome"] = "ok"
+        record["result"] = result.as_trace()
+        self.results[step.id] = result
+        done[step.id].set()
+
+    @property
+    def _plan(self) -> Plan:
+        assert self.plan is not None
+        return self.plan
+
+    def _in_order(self, ids: frozenset[int] | None = None) -> list[Step]:
+        """The plan's steps that ran (of `ids`, when given), in plan order."""
+        return [
+            s for s in self._plan.steps if s.id in self.results and (ids is None or s.id in ids)
+        ]
+
+    def _history(self, ids: frozenset[int] | None = None) -> list[tuple[str, str]]:
+        return [
+            (self.questions[s.id], self.results[s.id].text)
+            for s in self._in_order(ids)
+            if not isinstance(s, OutputStep)
+        ]
+
+    def _merged(
+        self, parts: dict[int, RetrievedContext], ids: frozenset[int] | None
+    ) -> RetrievedContext:
+        merged = RetrievedContext()
+        for step in self._plan.steps:
+            if step.id in parts and (ids is None or step.id in ids):
+                merged = merged.merged(parts[step.id])
+        return merged
 
     def _outcome(self, failure: str | None, answer: str | None, started: float) -> PlanOutcome:
+        steps = [self.records[s.id] for s in self._plan.steps if s.id in self.records]
         trace = {
             "ok": failure is None,
             "failure": failure,
-            "steps": self.steps,
+            "steps": steps,
             "llm_calls": self.llm_calls,
             "ms": round((time.perf_counter() - started) * 1000, 1),
         }
         return PlanOutcome(
             ok=failure is None,
             failure=failure,
-            history=tuple(self.history),
-            context=self.context,
+            history=tuple(self._history()),
+            context=self._merged(self.found, None),
             answer=answer,
             trace=trace,
         )
 
     async def _step(self, step: Step, record: dict[str, Any]) -> StepResult:
+        self.questions[step.id] = self._sub_question(step)
         if isinstance(step, RetrieveStep):
             return await self._retrieve(step, record)
         if isinstance(step, DeduceStep):
-            if self.read.is_empty() and not self.history:
+            earlier = self.depends[step.id]
+            read = self._merged(self.narrow, earlier)
+            history = self._history(earlier)
+            if read.is_empty() and not history:
                 raise StepFailed("nothing has been gathered to deduce from")
-            return await self._ask(self._sub_question(step), self.read)
+            return await self._ask(self.questions[step.id], read, history)
         if isinstance(step, FilterStep):
             args = step.args
-            return filter_items(self._result(args.of), args.field, args.condition, args.value)
+            value = args.value
+            if isinstance(value, str) and reference_of(value) is not None:
+                threshold = self._operand(value)
+                value = format_number(threshold.value, threshold.unit)
+            return filter_items(self._result(args.of), args.field, args.condition, value)
         if isinstance(step, SortStep):
             return sort_items(
                 self._result(step.args.of), step.args.by, step.args.order, step.args.limit
@@ -222,13 +321,23 @@ class _Run:
             return count_items([self._result(r) for r in step.args.of])
         if isinstance(step, SumStep):
             return sum_items([self._result(r) for r in step.args.of])
-        if isinstance(step, CompareStep):
+        if isinstance(step, AverageStep):
+            return average_items([self._result(r) for r in step.args.of])
+        if isinstance(step, CompareStep | RatioStep | PercentStep):
             left = self._operand(step.args.left)
             right = self._operand(step.args.right)
             record["operands"] = [[left.value, left.unit], [right.value, right.unit]]
+            if isinstance(step, RatioStep):
+                return ratio_values(left, right)
+            if isinstance(step, PercentStep):
+                return percent_values(left, right)
             return compare_values(left, right, step.args.relation, self.language)
         assert isinstance(step, OutputStep)
-        return self._result(step.args.of)
+        results = [self._result(r) for r in step.args.of]
+        if len(results) == 1:
+            return results[0]
+        # A question in two parts: each part's result, in the order the plan names them.
+        return StepResult(text="; ".join(r.text for r in results))
 
     async def _retrieve(self, step: RetrieveStep, record: dict[str, Any]) -> StepResult:
         low: list[str] = []
@@ -242,12 +351,12 @@ class _Run:
                 earlier = self.results[ref]
                 if earlier.listed and not earlier.items:
                     raise StepFailed(f"#{ref} found nothing to look up")
-                texts = earlier.names() or [earlier.text]
+                texts = earlier.stands_for()
             else:
                 texts = [self._substitute(part.strip())]
             (high if role == "predicate" else low).extend(texts)
             pattern.append(", ".join(texts))
-        question = self._sub_question(step)
+        question = self.questions[step.id]
         query = " ".join(pattern) or question
         # The pattern already is the dual-level split, so the retriever needs no keyword call.
         keywords = Keywords(high=tuple(high), low=tuple(low), source="llm") if pattern else None
@@ -262,18 +371,21 @@ class _Run:
         if found.is_empty():
             raise StepFailed(f"nothing was retrieved for {query!r}")
         found = _found_by_plan(found)
-        self.context = self.context.merged(found)
+        self.found[step.id] = found
         narrow = _narrowed(found)
-        self.read = self.read.merged(narrow)
-        return await self._ask(question, narrow)
+        self.narrow[step.id] = narrow
+        # A lookup reads only the sub-answers it builds on, not every step's.
+        return await self._ask(question, narrow, self._history(self.depends[step.id]))
 
-    async def _ask(self, question: str, context: RetrievedContext) -> StepResult:
+    async def _ask(
+        self, question: str, context: RetrievedContext, history: Sequence[tuple[str, str]]
+    ) -> StepResult:
         prompt = prompts.render(
             "sub_answer",
             self.language,
             question=json.dumps(question, ensure_ascii=False),
             context=render_context(context),
-            steps=history_lines(self.history),
+            steps=history_lines(history),
         )
         self.llm_calls += 1
         reply = await self.llm.chat_json(prompt, SubAnswer)
@@ -286,7 +398,10 @@ class _Run:
         if not reply.found or not (text or items):
             raise StepFailed("the context does not answer this sub-question")
         return StepResult(
-            text=text or "; ".join(i.name for i in items), items=items, listed=bool(items)
+            text=text or "; ".join(i.name for i in items),
+            items=items,
+            listed=bool(items),
+            found=tuple(found_text(item, question) for item in items),
         )
 
     def _result(self, reference: str) -> StepResult:
@@ -303,20 +418,19 @@ class _Run:
             if value is None:
                 raise StepFailed(f"{operand} is not a single number")
             return value
-        quantity = parse_quantity(operand)
-        if quantity is None:
+        quantity = parse_literal_quantity(operand)
+        if quantity is None:  # validated plans never get here
             raise StepFailed(f"{operand!r} is not a number")
         return quantity
 
     def _substitute(self, text: str) -> str:
-        """ "#k" inside free text → step k's items (or answer), when k has run."""
+        """ "#k" inside free text → what step k found (values with units, or names)."""
 
         def replace(match: Any) -> str:
             step_id = int(match.group(1))
             if step_id not in self.results:
                 return str(match.group(0))
-            result = self.results[step_id]
-            return ", ".join(result.names()) or result.text
+            return ", ".join(self.results[step_id].stands_for())
 
         return REFERENCE.sub(replace, text)
 
@@ -324,6 +438,20 @@ class _Run:
         if step.question.strip():
             return self._substitute(step.question.strip())
         return _describe(step)
+
+
+def found_text(item: Item, question: str) -> str:
+    """What a sub-answer's item says was found: its value when that is a quantity ("5432",
+    "30 s") or when its name only echoes the sub-question's subject ({"name": "ledger
+    database", "value": "Mei Lin"} for "Who owns the ledger database?"); else its name."""
+    value = item.value.strip()
+    if not value:
+        return item.name
+    if parse_quantity(value) is not None:
+        return value
+    if item.name.casefold() in question.casefold():
+        return value
+    return item.name
 
 
 def _describe(step: Step) -> str:
@@ -335,10 +463,14 @@ def _describe(step: Step) -> str:
         return f"{a.of} where {a.field} {a.condition} {a.value}"
     if isinstance(step, SortStep):
         return f"{step.args.of} sorted by {step.args.by} ({step.args.order})"
-    if isinstance(step, CountStep | SumStep):
+    if isinstance(step, CountStep | SumStep | AverageStep | OutputStep):
         return f"{step.op} of {', '.join(step.args.of)}"
     if isinstance(step, CompareStep):
         return f"{step.args.left} {step.args.relation} {step.args.right}"
+    if isinstance(step, RatioStep):
+        return f"{step.args.left} / {step.args.right}"
+    if isinstance(step, PercentStep):
+        return f"{step.args.left} as a percentage of {step.args.right}"
     return step.op
 
 
@@ -364,4 +496,11 @@ def history_lines(history: Sequence[tuple[str, str]]) -> list[dict[str, str]]:
     return [{"question": q, "answer": a} for q, a in history]
 
 
-__all__ = ["ContextSource", "PlanOutcome", "SubAnswer", "execute_plan", "history_lines"]
+__all__ = [
+    "ContextSource",
+    "PlanOutcome",
+    "SubAnswer",
+    "execute_plan",
+    "found_text",
+    "history_lines",
+]

@@ -18,12 +18,15 @@ from collections.abc import Sequence
 import prompts
 from core.errors import LLMError
 from core.index.nlp_extract import chinese_terms, english_terms
+from core.model_output import clean_text_reply, is_refusal
 from core.ports import LLM
 from core.text import Language, detect_language
 
 MAX_TURNS = 6  # the thread's latest turns the rewrite sees
 MAX_TURN_CHARS = 600  # a long answer in the thread is cut: its start says what it was about
-REWRITE_MAX_TOKENS = 200
+# A rewrite is one sentence, but a reasoning model thinks first: room for its <think> block
+# (the callers pass the `llm.short_reply_max_tokens` setting).
+REWRITE_MAX_TOKENS = 1024
 KEY_TERMS = 4
 
 # "Short": a follow-up that leans on the thread is a few words, rarely a sentence.
@@ -50,12 +53,20 @@ _ZH_LEADS = (
     "此",
 )
 _ANSWER_LABEL = re.compile(
-    r"^(?:standalone question|question|rewritten|独立问题|问题|改写)\s*[:：]\s*", re.I
+    r"^(?:(?:the\s+)?(?:standalone|rewritten)\s+question|question|rewritten|rewrite|"
+    r"独立问题|改写后的问题|改写后|问题|改写)\s*[:：]\s*",
+    re.I,
 )
+_QUESTION_END = ("?", "？")
 
 
 async def standalone_question(
-    llm: LLM | None, question: str, history: Sequence[tuple[str, str]], language: Language
+    llm: LLM | None,
+    question: str,
+    history: Sequence[tuple[str, str]],
+    language: Language,
+    *,
+    max_tokens: int = REWRITE_MAX_TOKENS,
 ) -> str:
     """`question` rewritten to stand alone, given `history` as (role, text), oldest first."""
     turns = [(role, text.strip()) for role, text in history if text and text.strip()]
@@ -63,7 +74,7 @@ async def standalone_question(
         return question
     if llm is not None:
         try:
-            rewritten = await _rewrite(llm, question, turns[-MAX_TURNS:], language)
+            rewritten = await _rewrite(llm, question, turns[-MAX_TURNS:], language, max_tokens)
         except LLMError:
             rewritten = ""
         if rewritten:
@@ -72,7 +83,7 @@ async def standalone_question(
 
 
 async def _rewrite(
-    llm: LLM, question: str, turns: list[tuple[str, str]], language: Language
+    llm: LLM, question: str, turns: list[tuple[str, str]], language: Language, max_tokens: int
 ) -> str:
     prompt = prompts.render(
         "rewrite_followup",
@@ -80,10 +91,33 @@ async def _rewrite(
         turns=[{"role": role, "text": _cut(text)} for role, text in turns],
         question=json.dumps(question, ensure_ascii=False),
     )
-    reply = await llm.chat(prompt, max_tokens=REWRITE_MAX_TOKENS)
-    text = _ANSWER_LABEL.sub("", reply.text.strip()).strip().strip("\"'“”「」").strip()
+    reply = await llm.chat(prompt, max_tokens=max_tokens)
+    return read_rewrite(reply.text, question)
+
+
+def read_rewrite(reply: str, question: str) -> str:
+    """The standalone question in a rewrite reply, or "" when it holds none.
+
+    Past reasoning blocks and fences; the last labelled line ("Standalone question: …") or,
+    in a reply of several lines, the last one that is a question ("Sure! Here it is:\n…?").
+    A refusal ("I cannot help with that.") or an empty reply is no rewrite: the caller falls
+    back to the heuristic rather than retrieving for the refusal's words.
+    """
+    visible = clean_text_reply(reply)
+    if is_refusal(visible):
+        return ""
+    lines = [line.replace("**", "").strip() for line in visible.splitlines() if line.strip()]
+    labelled = [_ANSWER_LABEL.sub("", line) for line in lines if _ANSWER_LABEL.match(line)]
+    if labelled:
+        text = labelled[-1]
+    elif len(lines) > 1:
+        asked = [line for line in lines if line.rstrip("\"'“”「」").endswith(_QUESTION_END)]
+        text = asked[-1] if asked else visible
+    else:
+        text = visible
+    text = text.strip().strip("\"'“”「」`").strip()
     # A reply much longer than a question is an answer or an essay, not a rewrite.
-    if not text or len(text) > 4 * len(question) + 200:
+    if not text or is_refusal(text) or len(text) > 4 * len(question) + 200:
         return ""
     return text
 
@@ -119,4 +153,4 @@ def _cut(text: str) -> str:
     return text if len(text) <= MAX_TURN_CHARS else text[: MAX_TURN_CHARS - 1] + "…"
 
 
-__all__ = ["heuristic_standalone", "key_terms", "standalone_question"]
+__all__ = ["heuristic_standalone", "key_terms", "read_rewrite", "standalone_question"]

@@ -2,8 +2,8 @@
 
 judge(): one JSON call scoring an answer's faithfulness (its claims are supported by the
 context) and completeness (it covers what was asked), each in [0, 1]. Scores are read
-forgivingly — "0.8", "80%", 8 (out of 10) and 85 (out of 100) all mean what they say — and
-clamped to [0, 1].
+on the scale the prompt names (JUDGE_SCALE); "4/5", "8/10" and "80%" say their own scale; a
+bare number off the prompt's scale is invalid, so the adapter's repair turn asks again.
 
 A judge failure (the endpoint fails, or its JSON is unusable after the adapter's repair) raises
 LLMError. The caller accepts the answer it has: there is an answer, written from retrieved
@@ -18,8 +18,6 @@ stopping rule). The weaker score is the measure because acceptance needs both.
 from __future__ import annotations
 
 import json
-import math
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -27,40 +25,22 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, field_validator
 
 import prompts
+from core.model_output import read_score
 from core.ports import LLM
 from core.text import Language
 
 Action = Literal["accept", "widen", "stop"]
-_NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
+
+# The scale prompts/judge.*.j2 names ("<0..1>"): a bare score is read on it, so a model that
+# imagines 1–5 and writes 4 is asked again instead of being read as 0.4 of 10.
+# tests/test_reason_judge.py checks the templates still name this scale.
+JUDGE_SCALE = 1.0
 
 
-def clamp_score(value: Any) -> float:
-    """A judge's score as a number in [0, 1] (see the module docstring); ValueError if none."""
-    if isinstance(value, bool):
-        return 1.0 if value else 0.0
-    percent = False
-    if isinstance(value, str):
-        text = value.strip()
-        match = _NUMBER.search(text)
-        if match is None:
-            raise ValueError(f"no score in {value!r}")
-        percent = text[match.end() : match.end() + 1] == "%"
-        number = float(match.group(0))
-        if "/" in text[match.end() :]:  # "8/10"
-            denominator = _NUMBER.search(text[match.end() :])
-            if denominator and float(denominator.group(0)) > 0:
-                number /= float(denominator.group(0))
-    elif isinstance(value, int | float):
-        number = float(value)
-    else:
-        raise ValueError(f"no score in {value!r}")
-    if math.isnan(number):
-        raise ValueError("the score is not a number")
-    if percent or 10 < number <= 100:
-        number /= 100
-    elif 1 < number <= 10:
-        number /= 10
-    return min(1.0, max(0.0, number))
+def clamp_score(value: Any, scale: float = JUDGE_SCALE) -> float:
+    """A judge's score as a number in [0, 1] (core.model_output.read_score): "4/5", "80%" carry
+    their own scale, a bare number is read on the prompt's; ValueError when unreadable."""
+    return read_score(value, scale)
 
 
 class JudgeReply(BaseModel):

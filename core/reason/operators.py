@@ -1,4 +1,5 @@
-"""The logic form's computing operators, in plain Python: filter, sort, count, sum, compare.
+"""The logic form's computing operators, in plain Python: filter, sort, count, sum, average,
+compare, ratio, percent.
 
 The LLM only ever extracts values (a sub-answer's items); every number is parsed (with its
 unit: quantities.py) and every comparison made here, so "how much taller is A than B" is
@@ -57,6 +58,9 @@ class StepResult:
     # The items are a definitive list, even when empty (a filter that kept nothing); a
     # sub-answer without items only described what it found.
     listed: bool = False
+    # What "#k" stands for, per item, when that is not the item's name: a sub-answer's
+    # values where it found quantities ("30 s"), see executor.found_text.
+    found: tuple[str, ...] = ()
 
     def as_trace(self) -> dict[str, Any]:
         return {
@@ -68,6 +72,16 @@ class StepResult:
 
     def names(self) -> list[str]:
         return [i.name for i in self.items]
+
+    def stands_for(self) -> list[str]:
+        """What "#k" means in a later step's text: what this step found — numbers with their
+        units (a count, a sum, a sub-answer's values), else the names of the things it found,
+        else its text. Never a label the model gave a value ("first backoff delay")."""
+        if self.quantity is not None:
+            return [format_number(self.quantity.value, self.quantity.unit)]
+        if self.found:
+            return list(self.found)
+        return self.names() or [self.text]
 
     def scalar(self) -> Quantity | None:
         """The one quantity this result stands for, if it stands for exactly one."""
@@ -199,6 +213,34 @@ def sum_items(results: Sequence[StepResult]) -> StepResult:
     values, unit = _one_unit(quantities)
     total = sum(values)
     return StepResult(text=format_number(total, unit), quantity=Quantity(total, unit))
+
+
+def average_items(results: Sequence[StepResult]) -> StepResult:
+    """The mean of the items' numbers (as sum_items reads them), in one unit."""
+    total = sum_items(results)
+    assert total.quantity is not None
+    count = sum(len(r.items) if r.items else 1 for r in results)
+    mean = total.quantity.value / count
+    unit = total.quantity.unit
+    return StepResult(text=format_number(mean, unit), quantity=Quantity(mean, unit))
+
+
+def ratio_values(left: Quantity, right: Quantity) -> StepResult:
+    """left ÷ right, in one unit first (so 90 s ÷ 1 min is 1.5); a plain number."""
+    (a, b), _unit = _one_unit([left, right])
+    if b == 0:
+        raise StepFailed("cannot divide by zero")
+    ratio = a / b
+    return StepResult(text=format_number(ratio), quantity=Quantity(ratio))
+
+
+def percent_values(left: Quantity, right: Quantity) -> StepResult:
+    """left as a percentage of right."""
+    (a, b), _unit = _one_unit([left, right])
+    if b == 0:
+        raise StepFailed("cannot take a percentage of zero")
+    share = a / b * 100
+    return StepResult(text=format_number(share, "%"), quantity=Quantity(share, "%"))
 
 
 _VERDICT_WORDS = {"en": ("yes", "no"), "zh": ("是", "否")}

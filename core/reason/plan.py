@@ -10,9 +10,16 @@ fixed operator set, each step with an `id`, an `op`, its `args` and the sub-ques
 - sort      {"of": "#k", "by": "value"|"name", "order": "asc"|"desc", "limit": n?}
 - count     {"of": ["#k", …]}: how many items the results hold.
 - sum       {"of": ["#k", …]}: the total of their numbers.
+- average   {"of": ["#k", …]}: the mean of their numbers.
 - compare   {"left", "right", "relation"}: two earlier results (or literal numbers).
+- ratio     {"left", "right"}: left ÷ right.
+- percent   {"left", "right"}: left as a percentage of right.
 - deduce    {}: the LLM answers the step's sub-question from everything gathered so far.
-- output    {"of": "#k"}: which step's result answers the question; the last step.
+- output    {"of": "#k" or ["#j", "#k"]}: the result(s) that answer the question; the last step.
+
+"#k" stands for what step k found: the values (with units) where it found quantities, the names
+where it found things. It is the only way to write a reference: "#1.value", "{#1}", "step 1" and
+the like are rejected, as is an operand that is not "#k" or one number written in full ("3.5k").
 
 Validation happens inside the schema (a pydantic validator), so the LLM adapter's one JSON repair
 attempt sees the exact problem ("step 3 refers to #5, which is not an earlier step") and can fix
@@ -30,16 +37,32 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 import prompts
 from core.errors import LLMBadResponse, TacitError
 from core.ports import LLM
+from core.reason.quantities import parse_literal_quantity
 from core.text import Language
 
-Operator = Literal["retrieve", "filter", "count", "sum", "sort", "compare", "deduce", "output"]
+Operator = Literal[
+    "retrieve",
+    "filter",
+    "count",
+    "sum",
+    "average",
+    "sort",
+    "compare",
+    "ratio",
+    "percent",
+    "deduce",
+    "output",
+]
 OPERATORS: tuple[str, ...] = (
     "retrieve",
     "filter",
     "count",
     "sum",
+    "average",
     "sort",
     "compare",
+    "ratio",
+    "percent",
     "deduce",
     "output",
 )
@@ -47,12 +70,25 @@ Condition = Literal[">", ">=", "<", "<=", "=", "!=", "contains", "not_contains"]
 Relation = Literal[
     "greater", "less", "equal", "not_equal", "greater_or_equal", "less_or_equal", "difference"
 ]
+_STEP_KEYS = frozenset(("id", "op", "args", "question"))
 # A plan longer than this is the model rambling, not a decomposition.
 MAX_STEPS = 12
 
 REFERENCE = re.compile(r"#(\d+)")
 _WHOLE_REFERENCE = re.compile(r"^#(\d+)$")
 _VARIABLE = re.compile(r"^\?\w*$")
+# What models write for "step k's result" besides "#k": "#1.value", "#1[0]", "{#1}", "#{1}",
+# "{{1}}", "<#1>", "$1". Accepted, they were read as literal text or numbers (64 − "#2.value"
+# came out as −31); rejected, the adapter's repair turn gets them rewritten as "#k".
+_MISWRITTEN_REFERENCE = re.compile(
+    r"#\d+[.\[]\w*|\{\s*#?\s*\d+\s*\}|#\{\s*\d+\s*\}|\{\{[^}]*\}\}|<\s*#\s*\d+\s*>"
+)
+# In an operand, a step named in words is a reference too ("step 1", "result of step 2", "步骤1",
+# "$1"); in free text these may be literal ("step 1 of the runbook", "$5 an hour").
+_WORDED_REFERENCE = re.compile(
+    r"\b(?:step|result)\s*#?\s*\d+\b|步骤\s*\d+|第\s*\d+\s*步|^\$\d+$", re.I
+)
+_REFERENCE_HELP = "write a reference to an earlier step as '#k' alone (e.g. '#1')"
 
 
 def _aliases(table: dict[str, str]) -> dict[str, str]:
@@ -116,8 +152,36 @@ def _as_reference(value: Any) -> Any:
 
 def _check_reference(value: str) -> str:
     if reference_of(value) is None:
-        raise ValueError(f"{value!r} is not a reference to an earlier step (write it as '#k')")
+        raise ValueError(f"{value!r} is not a reference to an earlier step: {_REFERENCE_HELP}")
     return value
+
+
+def _check_free_text(value: str | None) -> str | None:
+    """Text that may hold "#k" (a pattern part, a sub-question) but no other spelling of it."""
+    if value is not None:
+        wrong = _MISWRITTEN_REFERENCE.search(value)
+        if wrong is not None:
+            raise ValueError(f"{wrong.group(0)!r} in {value!r}: {_REFERENCE_HELP}")
+    return value
+
+
+def _check_operand(value: str | float) -> str | float:
+    """An operand is "#k" or one number (with a known unit or a noun: "4 GB", "64 GPUs")."""
+    if isinstance(value, bool):
+        raise ValueError(f"{value!r} is not a number or a reference")
+    if isinstance(value, int | float):
+        return float(value)
+    text = value.strip()
+    if reference_of(text) is not None:
+        return text
+    if _MISWRITTEN_REFERENCE.search(text) or _WORDED_REFERENCE.search(text):
+        raise ValueError(f"{text!r} is not an operand: {_REFERENCE_HELP}")
+    if parse_literal_quantity(text) is None:
+        raise ValueError(
+            f"{text!r} is not an operand: give '#k' or one number written in full "
+            "(e.g. 3500, not 3.5k; a unit may follow: '4 GB')"
+        )
+    return text
 
 
 Reference = Annotated[str, Field(description="an earlier step's result, as '#k'")]
@@ -138,6 +202,11 @@ class RetrieveArgs(_Args):
         if isinstance(value, int | float) and not isinstance(value, bool):
             return str(value)
         return value
+
+    @field_validator("subject", "predicate", "object")
+    @classmethod
+    def _references(cls, value: str | None) -> str | None:
+        return _check_free_text(value)
 
     def parts(self) -> tuple[str | None, str | None, str | None]:
         return (self.subject, self.predicate, self.object)
@@ -170,6 +239,16 @@ class FilterArgs(_OneSourceArgs):
             return _CONDITION_ALIASES.get(key, key)
         return value
 
+    @model_validator(mode="after")
+    def _numeric_value(self) -> FilterArgs:
+        # A comparison needs a number (or "#k", a number found earlier); = and contains may
+        # match text.
+        if self.condition in (">", ">=", "<", "<="):
+            self.value = _check_operand(self.value)
+        elif isinstance(self.value, str):
+            _check_free_text(self.value)
+        return self
+
 
 class SortArgs(_OneSourceArgs):
     by: Literal["value", "name"] = "value"
@@ -178,7 +257,7 @@ class SortArgs(_OneSourceArgs):
 
 
 class AggregateArgs(_Args):
-    """count and sum: over one earlier result or several."""
+    """count, sum and average: over one earlier result or several."""
 
     of: list[Reference] = Field(min_length=1)
 
@@ -208,6 +287,11 @@ class CompareArgs(_Args):
             return value.strip()
         return value
 
+    @field_validator("left", "right")
+    @classmethod
+    def _operand_form(cls, value: str | float) -> str | float:
+        return _check_operand(value)
+
     @field_validator("relation", mode="before")
     @classmethod
     def _relation(cls, value: Any) -> Any:
@@ -217,12 +301,29 @@ class CompareArgs(_Args):
         return value
 
 
+class ArithmeticArgs(_Args):
+    """ratio (left ÷ right) and percent (left as a percentage of right)."""
+
+    left: str | float
+    right: str | float
+
+    @field_validator("left", "right", mode="before")
+    @classmethod
+    def _operand(cls, value: Any) -> Any:
+        return value.strip() if isinstance(value, str) else value
+
+    @field_validator("left", "right")
+    @classmethod
+    def _operand_form(cls, value: str | float) -> str | float:
+        return _check_operand(value)
+
+
 class DeduceArgs(_Args):
     pass
 
 
-class OutputArgs(_OneSourceArgs):
-    pass
+class OutputArgs(AggregateArgs):
+    """One result ("#3") or several (["#1", "#2"]: a question in two parts)."""
 
 
 class _Step(BaseModel):
@@ -235,6 +336,12 @@ class _Step(BaseModel):
     @classmethod
     def _question(cls, value: Any) -> Any:
         return "" if value is None else value
+
+    @field_validator("question")
+    @classmethod
+    def _question_references(cls, value: str) -> str:
+        _check_free_text(value)
+        return value
 
 
 class RetrieveStep(_Step):
@@ -262,9 +369,24 @@ class SumStep(_Step):
     args: AggregateArgs
 
 
+class AverageStep(_Step):
+    op: Literal["average"]
+    args: AggregateArgs
+
+
 class CompareStep(_Step):
     op: Literal["compare"]
     args: CompareArgs
+
+
+class RatioStep(_Step):
+    op: Literal["ratio"]
+    args: ArithmeticArgs
+
+
+class PercentStep(_Step):
+    op: Literal["percent"]
+    args: ArithmeticArgs
 
 
 class DeduceStep(_Step):
@@ -283,7 +405,10 @@ Step = Annotated[
     | SortStep
     | CountStep
     | SumStep
+    | AverageStep
     | CompareStep
+    | RatioStep
+    | PercentStep
     | DeduceStep
     | OutputStep,
     Field(discriminator="op"),
@@ -296,17 +421,36 @@ def step_references(step: Step) -> list[int]:
     if isinstance(step, RetrieveStep):
         refs = [reference_of(p) for p in step.args.parts()]
         return [r for r in refs if r is not None]
-    if isinstance(step, FilterStep | SortStep | OutputStep):
+    if isinstance(step, FilterStep):
+        value = reference_of(step.args.value) if isinstance(step.args.value, str) else None
+        return [_ref(step.args.of)] + ([value] if value is not None else [])
+    if isinstance(step, SortStep):
         return [_ref(step.args.of)]
-    if isinstance(step, CountStep | SumStep):
+    if isinstance(step, CountStep | SumStep | AverageStep | OutputStep):
         return [_ref(r) for r in step.args.of]
-    if isinstance(step, CompareStep):
+    if isinstance(step, CompareStep | RatioStep | PercentStep):
         refs = [
             reference_of(p) if isinstance(p, str) else None
             for p in (step.args.left, step.args.right)
         ]
         return [r for r in refs if r is not None]
     return []
+
+
+def step_dependencies(plan: Plan, step: Step) -> frozenset[int]:
+    """The earlier steps `step` must wait for: those its arguments use, those its texts name
+    ("#k" in a sub-question or a pattern part is replaced by step k's result), and, for
+    deduce — which reasons over everything gathered so far — every earlier step."""
+    earlier = [s.id for s in plan.steps[: plan.steps.index(step)]]
+    if isinstance(step, DeduceStep):
+        return frozenset(earlier)
+    named = set(step_references(step))
+    texts = [step.question]
+    if isinstance(step, RetrieveStep):
+        texts.extend(p for p in step.args.parts() if p)
+    for text in texts:
+        named.update(int(m.group(1)) for m in REFERENCE.finditer(text))
+    return frozenset(n for n in named if n in earlier)
 
 
 def _ref(value: str) -> int:
@@ -334,6 +478,11 @@ class Plan(BaseModel):
             return data
         steps: list[Any] = []
         for position, raw in enumerate(data["steps"], start=1):
+            if isinstance(raw, dict) and not raw.get("args"):
+                # Small models flatten the arguments into the step ({"op": "output", "of": "#2"}).
+                flat = {k: v for k, v in raw.items() if k not in _STEP_KEYS}
+                if flat:
+                    raw = {**{k: v for k, v in raw.items() if k in _STEP_KEYS}, "args": flat}
             if isinstance(raw, dict) and isinstance(raw.get("op"), str):
                 op = raw["op"].strip().lower()
                 if op not in OPERATORS:
@@ -416,6 +565,8 @@ __all__ = [
     "MAX_STEPS",
     "OPERATORS",
     "AggregateArgs",
+    "ArithmeticArgs",
+    "AverageStep",
     "CompareArgs",
     "CompareStep",
     "CountStep",
@@ -423,8 +574,10 @@ __all__ = [
     "FilterArgs",
     "FilterStep",
     "OutputStep",
+    "PercentStep",
     "Plan",
     "PlanError",
+    "RatioStep",
     "RetrieveArgs",
     "RetrieveStep",
     "SortArgs",
@@ -435,4 +588,5 @@ __all__ = [
     "make_plan",
     "parse_plan",
     "reference_of",
+    "step_dependencies",
 ]

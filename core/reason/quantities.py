@@ -133,6 +133,48 @@ def parse_quantity(text: str) -> Quantity | None:
     return found[0] if found else None
 
 
+# Multipliers written as words: "3.5 million" is not 3.5.
+_MAGNITUDE_WORDS = frozenset(
+    (
+        *("k", "m", "b", "bn", "mn", "mil", "thousand", "thousands", "million", "millions"),
+        *("billion", "billions", "trillion", "lakh", "crore"),
+    )
+)
+_LITERAL = re.compile(r"^([+-]?)(\d{1,3}(?:,\d{3})+|\d+)(\.\d+)?([万亿])?(\s*)(.*)$", re.DOTALL)
+
+
+def parse_literal_quantity(text: str) -> Quantity | None:
+    """A number a plan writes as an operand ("4", "4 GB", "8GB", "-2.5", "1.5万", "64 GPUs"),
+    or None when the text is not one number.
+
+    Deliberately strict: a suffix glued to the digits must be a known unit, so "3.5k", "2M"
+    or "1e3" are not numbers (read as 3.5, 2 and 1 they were silently wrong); a word after a
+    space is a unit when known, else a noun ("64 GPUs" is 64).
+    """
+    normal = unicodedata.normalize("NFKC", text).strip().replace("−", "-")
+    match = _LITERAL.match(normal)
+    if match is None:
+        return None
+    sign, digits, decimals, magnitude, space, rest = match.groups()
+    value = float(f"{sign}{digits.replace(',', '')}{decimals or ''}")
+    if magnitude:
+        value *= _CN_MAGNITUDES[magnitude]
+    rest = rest.strip()
+    if not rest:
+        return Quantity(value)
+    if not space:  # glued: "8GB", "30s", "5%" — never "2M" (mega? metres?) or "3.5k"
+        glued = rest in _UNITS or not rest.isascii() or rest.islower()
+        unit = _ALIASES.get(rest.casefold(), "") if glued else ""
+        return Quantity(value, unit) if unit else None
+    unit = _ALIASES.get(rest) or _ALIASES.get(rest.casefold(), "")
+    if unit:
+        return Quantity(value, unit)
+    word = rest.casefold()
+    if word in _MAGNITUDE_WORDS or not re.fullmatch(r"[^\W\d_]{2,}", rest):
+        return None
+    return Quantity(value)  # one word that is no unit: a noun ("64 GPUs")
+
+
 def parse_number(text: str) -> float | None:
     quantity = parse_quantity(text)
     return None if quantity is None else quantity.value
@@ -227,6 +269,7 @@ __all__ = [
     "chinese_number",
     "format_number",
     "in_one_unit",
+    "parse_literal_quantity",
     "parse_number",
     "parse_quantity",
 ]

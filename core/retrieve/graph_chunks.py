@@ -61,6 +61,15 @@ async def own_passages(
     }
 
 
+async def first_hop_mentions(
+    kb: str, graph: GraphStore, first_hop: Sequence[str], *, bridge_from: int, home_hits: int
+) -> dict[str, list[str]]:
+    """The entities the first `bridge_from` first-hop chunks mention: the bridges' start, read
+    as soon as the text ranking is known (it needs nothing from the graph levels)."""
+    hop = list(first_hop[:bridge_from]) if home_hits > 0 else []
+    return await graph.chunk_entities(kb, hop) if hop else {}
+
+
 async def graph_chunks(
     kb: str,
     graph: GraphStore,
@@ -77,6 +86,7 @@ async def graph_chunks(
     home_hits: int = 3,
     sources: Sequence[tuple[ScoredEntity, str]] = (),
     source_limit: int = 0,
+    first_mentions: Mapping[str, Sequence[str]] | None = None,
 ) -> GraphChunks:
     """The graph's ranked chunk list (see the module docstring).
 
@@ -87,7 +97,9 @@ async def graph_chunks(
     ranked by text (dense + BM25); the entities of the first `bridge_from` lead to theirs, and
     for `bridge_hops` > 1 the best of those pages bridge on again (each hop scoring half).
     sources: (entity, via) whose other chunks may be appended, at most `source_limit` of
-    them, ranked by `similarity`.
+    them, ranked by `similarity`. first_mentions: the entities of the first `bridge_from`
+    first-hop chunks when the caller read them already (first_hop_mentions, run beside the
+    graph levels), else read here.
     """
     scores: dict[str, float] = {}
     via: dict[str, tuple[str, ...]] = {}
@@ -105,7 +117,12 @@ async def graph_chunks(
     frontier = [(chunk_id, 1.0 / (2 + rank)) for rank, chunk_id in enumerate(hop)]
     seen = set(hop)
     for depth in range(max(bridge_hops, 1)):
-        mentioned = await graph.chunk_entities(kb, [c for c, _ in frontier]) if frontier else {}
+        if depth == 0 and first_mentions is not None:
+            mentioned: Mapping[str, Sequence[str]] = first_mentions
+        elif frontier:
+            mentioned = await graph.chunk_entities(kb, [c for c, _ in frontier])
+        else:
+            mentioned = {}
         bridge: dict[str, float] = {}
         for chunk_id, score in frontier:
             for key in mentioned.get(chunk_id, ()):

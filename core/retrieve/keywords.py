@@ -48,13 +48,29 @@ _NAME = re.compile(
 )
 
 
+# A quoted title or term: "Kiss and Tell", “…”, ‘…’ (not an apostrophe: no word character may
+# touch the outside of a quote), 《红楼梦》, 「…」, 『…』. Quotes name a thing whole, where the
+# capitalised-run rule would cut "Kiss and Tell" at its lowercase "and".
+_QUOTED = re.compile(
+    r"\"([^\"]{2,80})\"|“([^”]{2,80})”|(?<!\w)[‘']([^‘’']{2,80})[’'](?!\w)"
+    r"|《([^》]{1,40})》|「([^」]{1,40})」|『([^』]{1,40})』"
+)
+# An English possessive: "Shirley Temple's husband" names Shirley Temple. It becomes a comma,
+# which ends a name and a term there ("Shirley Temple", "husband").
+_POSSESSIVE = re.compile(r"(?<=\w)['’]s\b")
+
+
+_QUOTES = "\"'’‘“”"
+
+
 class KeywordsReply(BaseModel):
     high_level: list[str] = Field(default_factory=list)
     low_level: list[str] = Field(default_factory=list)
 
 
 def _clean(values: list[str], limit: int) -> tuple[str, ...]:
-    kept = [" ".join(v.split())[:MAX_KEYWORD_CHARS] for v in values if v and v.strip()]
+    kept = [" ".join(v.split()).strip(_QUOTES)[:MAX_KEYWORD_CHARS] for v in values]
+    kept = [v for v in kept if v]
     folded = unique_in_order(v.casefold() for v in kept)
     first = {v.casefold(): v for v in reversed(kept)}
     return tuple(first[f] for f in folded[:limit])
@@ -77,20 +93,34 @@ def question_names(text: str) -> list[str]:
     return names
 
 
+def quoted_terms(text: str) -> list[str]:
+    """What the question puts in quotation marks or title marks, in order."""
+    found = (next(g for g in m.groups() if g) for m in _QUOTED.finditer(text))
+    return [q.strip(" ,.?!") for q in found if q.strip(" ,.?!")]
+
+
 def nlp_keywords(question: str, *, limit: int = MAX_KEYWORDS) -> Keywords:
     """Keywords without a model (see the module docstring for the choice)."""
     text = question.strip()
     if not text:
         return Keywords(high=(), low=(), source="nlp")
+    quoted = quoted_terms(text)
     if detect_language(text) == "zh":
-        terms = chinese_terms(text, limit)
+        terms = [*quoted, *chinese_terms(text, limit)]
         extra: list[str] = []
     else:
-        terms = [*question_names(text), *english_terms(split_sentences(text), limit)]
+        cut = _POSSESSIVE.sub(",", text)
+        inside = {w.casefold() for q in quoted for w in q.split()}
+        found = [*question_names(cut), *english_terms(split_sentences(cut), limit)]
+        # A term the quotes already hold whole ("Kiss", "Tell" of "Kiss and Tell") is left out.
+        terms = [
+            *quoted,
+            *(t for t in found if not {w.casefold() for w in t.split()} <= inside),
+        ]
         covered = {w.casefold() for t in terms for w in t.split()}
         extra = [
             w
-            for w in _CONTENT_WORD.findall(text)
+            for w in _CONTENT_WORD.findall(cut)
             if len(w) >= 3
             and w.casefold() not in covered
             and w.casefold() not in ENGLISH_STOP_WORDS

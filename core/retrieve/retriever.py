@@ -31,7 +31,7 @@ from core.retrieve.context import (
 )
 from core.retrieve.dual_level import HOP_DECAY, NearestSearch, high_level, low_level
 from core.retrieve.fusion import Fusion, fuse
-from core.retrieve.graph_chunks import graph_chunks
+from core.retrieve.graph_chunks import first_hop_mentions, graph_chunks
 from core.retrieve.keywords import MAX_KEYWORDS, extract_keywords
 
 
@@ -67,7 +67,9 @@ class RetrievalOptions:
     name_score: float = 0.9  # a page titled by one of the question's names
     bridge_from: int = 3
     bridge_hops: int = 1
-    home_hits: int = 3
+    # 5 rather than 3: MuSiQue recall@5 0.574 -> 0.583, HotpotQA unchanged (0.865), the dev
+    # sets of docs/BENCHMARKS.md (issue 16); with BM25 in process the wider lookup is free.
+    home_hits: int = 5
     source_chunks: int = 0
     neighbour_limit: int = 60  # entities reached by walking, beyond the matched ones
     # Descriptions (with their chunk ids) read per entity and relation, the first stored: a hub
@@ -157,7 +159,25 @@ class Retriever:
         high_vectors = matrix[1 + len(low_queries) :]
         pool = max(o.chunk_top_k, o.candidate_pool)
 
-        low, high, dense, lexical = await asyncio.gather(
+        async def text_ranking() -> tuple[
+            list[VectorHit], list[VectorHit], list[str], dict[str, list[str]]
+        ]:
+            """Dense and BM25 chunks, fused, and the entities of the best of them: the
+            bridges' start, read while the graph levels run."""
+            dense, lexical = await asyncio.gather(
+                self.nearest.search("chunks", kb, question_vector, limit=pool),
+                self._lexical(kb, question, pool) if o.lexical else _no_hits(),
+            )
+            dense_hits = dense[0] if dense else []
+            lists = [_ranked(dense_hits), _ranked(lexical)]
+            first_hop = [c for c, _ in fuse(lists, text_weights, o.fusion)]
+            mentioned = await first_hop_mentions(
+                kb, self.graph, first_hop, bridge_from=o.bridge_from, home_hits=o.home_hits
+            )
+            return dense_hits, lexical, first_hop, mentioned
+
+        text_weights = [o.dense_weight, o.lexical_weight if o.lexical else 0.0]
+        low, high, (dense_hits, lexical, first_hop, mentioned) = await asyncio.gather(
             low_level(
                 kb,
                 graph=self.graph,
@@ -180,10 +200,8 @@ class Retriever:
                 threshold=o.relation_threshold,
                 mentions=o.mentions,
             ),
-            self.nearest.search("chunks", kb, question_vector, limit=pool),
-            self._lexical(kb, question, pool) if o.lexical else _no_hits(),
+            text_ranking(),
         )
-        dense_hits = dense[0] if dense else []
 
         entities = _best_entities([*low.entities, *high.entities])
         community: list[ScoredEntity] = []
@@ -193,8 +211,6 @@ class Retriever:
         relations = _best_relations([*low.relations, *high.relations])
 
         text_lists = [_ranked(dense_hits), _ranked(lexical)]
-        text_weights = [o.dense_weight, o.lexical_weight if o.lexical else 0.0]
-        first_hop = [c for c, _ in fuse(text_lists, text_weights, o.fusion)]
         sources = [(e, "entity") for e in [*low.entities, *high.entities]]
         if widen > 0:
             sources += [(n, "entity") for n in low.neighbours] + [
@@ -216,6 +232,7 @@ class Retriever:
             home_hits=o.home_hits,
             sources=sources,
             source_limit=o.source_chunks + (o.chunk_top_k * widen if widen > 0 else 0),
+            first_mentions=mentioned,
         )
         fused = fuse([*text_lists, found.ranked], [*text_weights, o.graph_weight], o.fusion)[
             : o.chunk_top_k

@@ -17,7 +17,8 @@ import redis.asyncio as aioredis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from adapters.state import RedisStateStore, mask_url
+from adapters.state import RedisStateStore
+from core.redact import redact_url
 
 SERVER_URL_ENV = "TACIT_TEST_REDIS_URL"
 DEFAULT_SERVER_URL = "redis://127.0.0.1:6379/15"
@@ -46,7 +47,7 @@ def server_url() -> str:
     problem = _server_check[url]
     if problem is not None:
         if configured:
-            pytest.fail(f"{SERVER_URL_ENV}={mask_url(url)} is unreachable: {problem}")
+            pytest.fail(f"{SERVER_URL_ENV}={redact_url(url)} is unreachable: {problem}")
         pytest.skip(f"no Redis server at {url} ({problem}); set {SERVER_URL_ENV} to test one")
     return url
 

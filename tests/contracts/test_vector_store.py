@@ -1,7 +1,10 @@
 """The VectorStore contract, run against Milvus Lite and (when one is named) a Milvus server.
 
-Three backends:
-- `lite`: Milvus Lite in this process, over a fresh data directory per test (the default home).
+Four backends:
+- `lite`: Milvus Lite in this process, over a fresh data directory per test (the default home),
+  with BM25 in this process (adapters/vector/bm25_index.py: lexical="memory", Lite's default).
+- `lite-milvus-bm25`: the same with Milvus Lite's own BM25 function (lexical="milvus"), as data
+  homes made before the in-process index have it.
 - `lite-grpc`: Milvus Lite's standalone gRPC server in a subprocess on 127.0.0.1, reached by an
   http:// URI, so the server code path (AUTOINDEX, no flushing, no directory lock) runs on every
   machine. It is not a real Milvus: VARCHAR lengths, analyzers and consistency may differ there.
@@ -26,7 +29,7 @@ import textwrap
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +40,6 @@ import adapters.vector.milvus_store as milvus_store
 from adapters.vector import MilvusVectorStore
 from adapters.vector.milvus_store import (
     TEXT_BYTES,
-    mask_uri,
     quote,
     record_pk,
     truncate_utf8,
@@ -89,9 +91,10 @@ class Backend:
     uri: str
     token: str
     prefix: str
+    options: dict[str, Any] = field(default_factory=dict)
 
     def open(self, **options: Any) -> MilvusVectorStore:
-        return MilvusVectorStore(self.uri, self.token, self.prefix, **options)
+        return MilvusVectorStore(self.uri, self.token, self.prefix, **(self.options | options))
 
 
 _server_check: dict[str, str | None] = {}
@@ -163,10 +166,13 @@ def lite_grpc_uri(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             server.wait()
 
 
-@pytest.fixture(params=["lite", "lite-grpc", "server"])
+@pytest.fixture(params=["lite", "lite-milvus-bm25", "lite-grpc", "server"])
 def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Backend:
     if request.param == "lite":
         return Backend("lite", str(tmp_path / "milvus.db"), "", "tacit_")
+    if request.param == "lite-milvus-bm25":
+        uri = str(tmp_path / "milvus.db")
+        return Backend(request.param, uri, "", "tacit_", {"lexical": "milvus"})
     if request.param == "lite-grpc":
         uri = request.getfixturevalue("lite_grpc_uri")
         return Backend("lite-grpc", uri, "", f"tacit_test_{uuid.uuid4().hex[:12]}_")
@@ -193,7 +199,7 @@ async def open_store(backend: Backend) -> AsyncIterator[Callable[..., MilvusVect
     yield factory
     for store in opened:
         await store.aclose()
-    if backend.name != "lite":  # a shared server: leave nothing behind
+    if backend.name in ("lite-grpc", "server"):  # a shared server: leave nothing behind
         cleanup = backend.open()
         await cleanup.drop()
         await cleanup.aclose()
@@ -570,7 +576,9 @@ async def test_drop_removes_every_kb(store: MilvusVectorStore) -> None:
 
 async def test_standard_analyzer_cannot_segment_chinese(tmp_path: Path) -> None:
     """Why jieba is the default: Lite's standard analyzer keeps a run of Han characters whole."""
-    store = MilvusVectorStore(str(tmp_path / "m.db"), analyzer={"tokenizer": "standard"})
+    store = MilvusVectorStore(
+        str(tmp_path / "m.db"), analyzer={"tokenizer": "standard"}, lexical="milvus"
+    )
     try:
         await store.ensure(DIM)
         await _lexical_fixture(store)
@@ -601,12 +609,6 @@ async def test_unreachable_server_is_unavailable() -> None:
     with pytest.raises(StoreUnavailable):
         await store.search("chunks", "kb", unit_vectors(1, 1))
     await store.aclose()
-
-
-def test_mask_uri_hides_credentials() -> None:
-    assert mask_uri("https://user:pw@host:19530/db") == "https://***@host:19530/db"
-    assert mask_uri("http://host:19530") == "http://host:19530"
-    assert mask_uri("/data/milvus.db") == "/data/milvus.db"
 
 
 async def test_closed_store_refuses_calls(tmp_path: Path) -> None:

@@ -8,9 +8,10 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
 from core.errors import LLMBadResponse, LLMError
+from core.model_output import UnreadableReply, parse_json_reply
 from core.models import Completion, Prompt, TokenUsage
 from core.ports import ModelT
 
@@ -25,6 +26,7 @@ class UnscriptedCall(AssertionError):
 class RecordedCall:
     kind: str  # "chat" | "stream" | "json"
     prompt: Prompt
+    max_tokens: int | None = None  # what the caller allowed (None: the adapter's default)
 
     @property
     def template(self) -> str:
@@ -64,8 +66,8 @@ class FakeLLM:
     def templates_called(self) -> list[str]:
         return [c.template for c in self.calls]
 
-    def _next(self, kind: str, prompt: Prompt) -> str:
-        self.calls.append(RecordedCall(kind, prompt))
+    def _next(self, kind: str, prompt: Prompt, max_tokens: int | None = None) -> str:
+        self.calls.append(RecordedCall(kind, prompt, max_tokens))
         queue = self._queues.get(prompt.template)
         if not queue:
             raise UnscriptedCall(f"unscripted {kind} call with template {prompt.template!r}")
@@ -82,12 +84,12 @@ class FakeLLM:
     async def chat(
         self, prompt: Prompt, *, temperature: float = 0.0, max_tokens: int | None = None
     ) -> Completion:
-        return Completion(text=self._next("chat", prompt))
+        return Completion(text=self._next("chat", prompt, max_tokens))
 
     async def stream(
         self, prompt: Prompt, *, temperature: float = 0.0, max_tokens: int | None = None
     ) -> AsyncIterator[str]:
-        text = self._next("stream", prompt)
+        text = self._next("stream", prompt, max_tokens)
         for start in range(0, len(text), 8):
             yield text[start : start + 8]
 
@@ -95,10 +97,13 @@ class FakeLLM:
         self, prompt: Prompt, schema: type[ModelT], *, temperature: float = 0.0
     ) -> ModelT:
         text = self._next("json", prompt)
+        # The same reading as the real adapter (core.model_output), so a scripted real-model
+        # quirk (a <think> draft, a fence, a trailing comma) is read as production reads it.
         try:
-            return schema.model_validate_json(text)
-        except ValidationError as exc:
+            result, _value = parse_json_reply(text, schema)
+        except UnreadableReply as exc:
             raise LLMBadResponse(f"fake reply does not match {schema.__name__}: {exc}") from exc
+        return result
 
     async def aclose(self) -> None:
         return None

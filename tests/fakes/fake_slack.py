@@ -1,9 +1,18 @@
 """A fake Slack Web API over real HTTP on 127.0.0.1, for driving slack-sdk and bolt unchanged.
 
 It answers auth.test (which bolt calls before the first event), chat.postMessage, chat.update,
-chat.delete, assistant.threads.setStatus and apps.connections.open (pointing at a
+chat.delete, assistant.threads.setStatus/setSuggestedPrompts/setTitle (kept in `suggested`
+and `titles`), and apps.connections.open (pointing at a
 `FakeSlackSocket`, Slack's Socket Mode end), keeps the messages it was sent (so a test can read a
-thread's final state), records every call, and fails on demand:
+thread's final state), records every call, and fails on demand.
+
+Native streaming as Slack documents it: chat.startStream (a reply in a thread; in a channel it
+needs recipient_team_id and recipient_user_id) opens a message whose markdown grows by
+chat.appendStream and ends with chat.stopStream (which may add blocks); `chunks` of type
+markdown_text or a `markdown_text` argument, at most 12,000 characters each (`msg_too_long`).
+A stopped stream refuses more (`message_not_in_streaming_state`). `streaming_error` makes every
+startStream fail as a workspace or plan without the feature does (e.g. `not_allowed_token_type`,
+`method_not_supported_for_channel_type`); rate limits are scripted like any method's:
 
     with FakeSlack() as slack:
         slack.script("chat.postMessage", Failure(429, retry_after=0))
@@ -58,12 +67,16 @@ class PostedMessage:
     blocks: list[dict[str, Any]] | None
     deleted: bool = False
     edits: int = 0
+    streaming: bool = False  # between chat.startStream and chat.stopStream
+    appends: int = 0  # chat.appendStream calls that added text
 
 
 class FakeSlack(LoopbackServer):
     name = "fake Slack Web API"
 
-    def __init__(self, *, status_supported: bool = True) -> None:
+    def __init__(
+        self, *, status_supported: bool = True, streaming_error: str | None = None
+    ) -> None:
         super().__init__(
             [
                 Route("/api/{method}", self._api, methods=["POST", "GET"]),
@@ -71,6 +84,10 @@ class FakeSlack(LoopbackServer):
             ]
         )
         self.status_supported = status_supported
+        self.streaming_error = streaming_error
+        self.suggested: dict[tuple[str, str], list[dict[str, str]]] = {}  # (channel, thread)
+        self.titles: dict[tuple[str, str], str] = {}
+        self.home_views: dict[str, dict[str, Any]] = {}  # user -> the published Home tab
         self.socket: FakeSlackSocket | None = None  # set to offer Socket Mode
         self.messages: dict[str, PostedMessage] = {}  # by ts
         self._scripts: dict[str, deque[Failure]] = {}
@@ -110,7 +127,8 @@ class FakeSlack(LoopbackServer):
 
     async def _api(self, request: Request) -> Response:
         method = request.path_params["method"]
-        params = await decode_params(request)
+        # slack_sdk sends some methods' arguments (chat.delete's) in the query string.
+        params = dict(request.query_params) | await decode_params(request)
         self.record(method, params, request)
         with self.lock:
             script = self._scripts.get(method)
@@ -176,10 +194,94 @@ class FakeSlack(LoopbackServer):
             message.deleted = True
         return {"ok": True, "channel": message.channel, "ts": message.ts}
 
+    def _chat_startStream(self, params: dict[str, Any]) -> dict[str, Any]:
+        if self.streaming_error is not None:
+            return {"ok": False, "error": self.streaming_error}
+        channel, thread_ts = params.get("channel"), params.get("thread_ts")
+        if not channel or not thread_ts:
+            return {"ok": False, "error": "invalid_arguments"}
+        if not str(channel).startswith("D") and not (
+            params.get("recipient_team_id") and params.get("recipient_user_id")
+        ):
+            return {"ok": False, "error": "invalid_arguments"}  # required outside a DM
+        text, error = _stream_text(params)
+        if error:
+            return {"ok": False, "error": error}
+        ts = f"{int(time.time())}.{next(self._ts):06d}"
+        message = PostedMessage(
+            channel=channel, ts=ts, thread_ts=thread_ts, text=text, blocks=None, streaming=True
+        )
+        with self.lock:
+            self.messages[ts] = message
+        return {"ok": True, "channel": channel, "ts": ts}
+
+    def _chat_appendStream(self, params: dict[str, Any]) -> dict[str, Any]:
+        with self.lock:
+            message = self.messages.get(params.get("ts", ""))
+            if message is None or message.deleted:
+                return {"ok": False, "error": "message_not_found"}
+            if not message.streaming:
+                return {"ok": False, "error": "message_not_in_streaming_state"}
+            text, error = _stream_text(params)
+            if error:
+                return {"ok": False, "error": error}
+            message.text += text
+            message.appends += 1
+        return {"ok": True, "channel": message.channel, "ts": message.ts}
+
+    def _chat_stopStream(self, params: dict[str, Any]) -> dict[str, Any]:
+        with self.lock:
+            message = self.messages.get(params.get("ts", ""))
+            if message is None or message.deleted:
+                return {"ok": False, "error": "message_not_found"}
+            if not message.streaming:
+                return {"ok": False, "error": "message_not_in_streaming_state"}
+            text, error = _stream_text(params)
+            if error:
+                return {"ok": False, "error": error}
+            message.text += text
+            message.streaming = False
+            if params.get("blocks"):
+                message.blocks = params["blocks"]
+        return {"ok": True, "channel": message.channel, "ts": message.ts, "message": {}}
+
     def _apps_connections_open(self, params: dict[str, Any]) -> dict[str, Any]:
         if self.socket is None:
             return {"ok": False, "error": "socket_mode_not_enabled"}
         return {"ok": True, "url": self.socket.url}
+
+    def _assistant_threads_setSuggestedPrompts(self, params: dict[str, Any]) -> dict[str, Any]:
+        if not self.status_supported:
+            return {"ok": False, "error": "unknown_method"}
+        prompts = params.get("prompts") or []
+        if not params.get("channel_id") or not params.get("thread_ts") or not prompts:
+            return {"ok": False, "error": "invalid_arguments"}
+        if len(prompts) > 4 or any(not p.get("title") or not p.get("message") for p in prompts):
+            return {"ok": False, "error": "invalid_arguments"}
+        with self.lock:
+            self.suggested[(params["channel_id"], params["thread_ts"])] = prompts
+        return {"ok": True}
+
+    def _views_publish(self, params: dict[str, Any]) -> dict[str, Any]:
+        view = params.get("view") or {}
+        if isinstance(view, str):
+            view = json.loads(view)
+        if not params.get("user_id") or view.get("type") != "home":
+            return {"ok": False, "error": "invalid_arguments"}
+        if len(view.get("blocks", [])) > 100:
+            return {"ok": False, "error": "invalid_blocks"}
+        with self.lock:
+            self.home_views[params["user_id"]] = view
+        return {"ok": True, "view": {"id": f"V{len(self.home_views)}", **view}}
+
+    def _assistant_threads_setTitle(self, params: dict[str, Any]) -> dict[str, Any]:
+        if not self.status_supported:
+            return {"ok": False, "error": "unknown_method"}
+        if not params.get("channel_id") or not params.get("thread_ts") or not params.get("title"):
+            return {"ok": False, "error": "invalid_arguments"}
+        with self.lock:
+            self.titles[(params["channel_id"], params["thread_ts"])] = params["title"]
+        return {"ok": True}
 
     def _assistant_threads_setStatus(self, params: dict[str, Any]) -> dict[str, Any]:
         if not self.status_supported:
@@ -187,6 +289,20 @@ class FakeSlack(LoopbackServer):
         if not params.get("channel_id") or not params.get("thread_ts"):
             return {"ok": False, "error": "invalid_arguments"}
         return {"ok": True}
+
+
+def _stream_text(params: dict[str, Any]) -> tuple[str, str | None]:
+    """The markdown a stream call adds (`markdown_text` or markdown_text chunks), or an error."""
+    pieces: list[str] = []
+    if params.get("markdown_text"):
+        pieces.append(str(params["markdown_text"]))
+    for chunk in params.get("chunks") or []:
+        if not isinstance(chunk, dict) or chunk.get("type") != "markdown_text":
+            return "", "invalid_chunks"
+        pieces.append(str(chunk.get("text", "")))
+    if any(len(piece) > 12_000 for piece in pieces):
+        return "", "msg_too_long"
+    return "".join(pieces), None
 
 
 class FakeSlackSocket:

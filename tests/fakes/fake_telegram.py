@@ -2,9 +2,12 @@
 
 It answers getMe (PTB's `initialize`), sendMessage, editMessageText, sendChatAction,
 deleteMessage, answerCallbackQuery, setWebhook, deleteWebhook and getUpdates (serving updates
-queued with `push_update`), keeps the messages the bot sent, records every call, and fails on
-demand — a 429 with `retry_after`, as Telegram's flood control sends it. HTML messages are
-checked roughly as Telegram does (known tags, properly nested):
+queued with `push_update`), sendMessageDraft (private chats only, as Telegram: a draft is an
+ephemeral preview, kept in `drafts`, never a message), setMyCommands, setMyDescription and
+setMyShortDescription (kept per language code in `profile`), keeps the messages the bot sent,
+records every call, and fails on demand — a 429 with `retry_after`, as Telegram's flood
+control sends it. HTML messages are checked roughly as Telegram does (known tags, properly
+nested):
 
     with FakeTelegram() as telegram:
         telegram.script("editMessageText", Failure(429, retry_after=1))
@@ -64,6 +67,8 @@ class FakeTelegram(LoopbackServer):
         self.sent: dict[tuple[int, int], SentMessage] = {}
         self._scripts: dict[str, deque[Failure]] = {}
         self._updates: list[dict[str, Any]] = []
+        self.drafts: dict[tuple[int, int], list[str]] = {}  # (chat, draft id) -> versions
+        self.profile: dict[tuple[str, str], Any] = {}  # (method, language code) -> value
         self._message_ids = itertools.count(10_000)
 
     def script(self, method: str, *failures: Failure) -> FakeTelegram:
@@ -169,6 +174,48 @@ class FakeTelegram(LoopbackServer):
     def _answerCallbackQuery(self, params: dict[str, Any]) -> Any:
         return True
 
+    def _sendMessageDraft(self, params: dict[str, Any]) -> Any:
+        chat_id = int(params["chat_id"])
+        draft_id = int(params.get("draft_id", 0) or 0)
+        if chat_id < 0:  # groups and channels have negative ids
+            return _error(400, "Bad Request: method is available only for private chats")
+        if draft_id == 0:
+            return _error(400, "Bad Request: draft_id must be non-zero")
+        text = str(params.get("text", ""))
+        if params.get("parse_mode") == "HTML" and (problem := _html_error(text)):
+            return _error(400, f"Bad Request: can't parse entities: {problem}")
+        if len(text) > 4096 + text.count("<") * 16:
+            return _error(400, "Bad Request: message is too long")
+        with self.lock:
+            self.drafts.setdefault((chat_id, draft_id), []).append(text)
+        return True
+
+    def _setMyCommands(self, params: dict[str, Any]) -> Any:
+        commands = params.get("commands") or []
+        if not commands or any(not c.get("command") or not c.get("description") for c in commands):
+            return _error(400, "Bad Request: invalid commands")
+        with self.lock:
+            self.profile[("commands", params.get("language_code", ""))] = commands
+        return True
+
+    def _setMyDescription(self, params: dict[str, Any]) -> Any:
+        if len(str(params.get("description", ""))) > 512:
+            return _error(400, "Bad Request: description is too long")
+        with self.lock:
+            self.profile[("description", params.get("language_code", ""))] = params.get(
+                "description", ""
+            )
+        return True
+
+    def _setMyShortDescription(self, params: dict[str, Any]) -> Any:
+        if len(str(params.get("short_description", ""))) > 120:
+            return _error(400, "Bad Request: short description is too long")
+        with self.lock:
+            self.profile[("short_description", params.get("language_code", ""))] = params.get(
+                "short_description", ""
+            )
+        return True
+
     def _setWebhook(self, params: dict[str, Any]) -> Any:
         return True
 
@@ -246,8 +293,9 @@ def _message_json(message: SentMessage) -> dict[str, Any]:
 
 _update_ids = itertools.count(500_000)
 
-GROUP = {"id": -1001234, "type": "supergroup", "title": "ops"}
-PRIVATE = {"id": 4242, "type": "private", "first_name": "Ana", "username": "ana"}
+GROUP_ID = -1001234
+GROUP: dict[str, Any] = {"id": GROUP_ID, "type": "supergroup", "title": "ops"}
+PRIVATE: dict[str, Any] = {"id": 4242, "type": "private", "first_name": "Ana", "username": "ana"}
 ANA = {"id": 4242, "is_bot": False, "first_name": "Ana", "username": "ana"}
 
 

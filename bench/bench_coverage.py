@@ -1,0 +1,92 @@
+"""The unfitted gate (no fit, no LLM) on the demo KB: covered questions answered, uncovered
+ones (off-topic, chatter, KB-word stuffing) refused.
+
+    python bench/bench_coverage.py --home /tmp/gate15/home [--index] [--details]
+
+The data set is tests/data/demo_coverage.jsonl ({"text", "covered", "lang", "kind"}), written
+before the coverage rule was tuned. --index indexes bot/demo_kb into the home first.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT / "tests" / "data" / "demo_coverage.jsonl"
+
+
+def read_set(path: Path = DATA) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text("utf-8").splitlines() if line.strip()]
+
+
+async def run(home: Path, *, index: bool, details: bool) -> dict[str, Any]:
+    from bot.demo import DEMO_KB, demo_kb_path
+    from bot.settings import load_settings
+    from bot.wiring import build_state, open_services
+
+    settings = load_settings(home=home, llm={"base_url": None})
+    rows = read_set()
+    async with open_services(settings) as services:
+        if index:
+            await services.indexer(DEMO_KB).index(DEMO_KB, [demo_kb_path()])
+        state = await build_state(settings)
+        try:
+            gate = services.gate(state)
+            # first use loads the embedder, jieba and the word-frequency lists
+            await gate.decide(
+                DEMO_KB, "How do I warm up the caches? 怎么预热缓存？", addressed=True
+            )
+            latencies: list[float] = []
+            wrong: list[str] = []
+            counts = {"covered": [0, 0], "uncovered": [0, 0], "stuffing": [0, 0]}
+            for row in rows:
+                started = time.perf_counter()
+                decision = await gate.decide(DEMO_KB, row["text"], addressed=True)
+                latencies.append((time.perf_counter() - started) * 1000)
+                group = (
+                    "covered"
+                    if row["covered"]
+                    else ("stuffing" if row.get("kind") == "stuffing" else "uncovered")
+                )
+                answered = not decision.refused
+                counts[group][0] += 1
+                counts[group][1] += int(answered)
+                if answered != row["covered"]:
+                    wrong.append(f"{'answered' if answered else 'refused '} {row['text']!r}")
+                if details:
+                    shown = {k: round(v, 3) for k, v in decision.scores.items()}
+                    print(f"{int(answered)} {int(row['covered'])} {row['text'][:60]!r} {shown}")
+        finally:
+            await state.aclose()
+    latencies.sort()
+    report = {
+        "covered_refused": f"{counts['covered'][0] - counts['covered'][1]}/{counts['covered'][0]}",
+        "uncovered_refused": (
+            f"{counts['uncovered'][0] - counts['uncovered'][1]}/{counts['uncovered'][0]}"
+        ),
+        "stuffing_refused": (
+            f"{counts['stuffing'][0] - counts['stuffing'][1]}/{counts['stuffing'][0]}"
+        ),
+        "p50_ms": round(latencies[len(latencies) // 2], 2),
+        "wrong": wrong,
+    }
+    return report
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--home", type=Path, required=True, help="a data home (reused)")
+    parser.add_argument("--index", action="store_true", help="index the demo KB first")
+    parser.add_argument("--details", action="store_true", help="print every decision")
+    args = parser.parse_args()
+    report = asyncio.run(run(args.home, index=args.index, details=args.details))
+    print(json.dumps(report, indent=2, ensure_ascii=False))
+
+
+if __name__ == "__main__":
+    main()

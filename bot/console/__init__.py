@@ -1,0 +1,81 @@
+"""The web console at /console of `tacit serve`: overview, decisions, knowledge and graph,
+playground, gate — server-rendered Jinja2 pages, htmx and cytoscape vendored beside them.
+
+Everything but the login page and the static files needs a session (bot/console/auth.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from bot.console import gate_page, knowledge, overview, pages, playground
+from bot.console.auth import ConsoleAuth, Session
+from bot.console.context import Console
+from bot.console.jobs import Jobs
+from bot.gate_labels import GateLabels
+
+if TYPE_CHECKING:
+    from bot.runtime import Runtime
+
+__all__ = ["Console", "build_console", "console_mount"]
+
+Page = Callable[[Console, Request, Session], Awaitable[Response]]
+
+
+def build_console(runtime: Runtime) -> Console:
+    gate: Any = runtime.assistant.gate
+    return Console(
+        settings=runtime.settings,
+        store=runtime.store,
+        state=runtime.state,
+        services=runtime.services,
+        gate=gate,
+        reindex=runtime.assistant.reindex,
+        auth=ConsoleAuth(runtime.store, runtime.settings.console),
+        labels=GateLabels(runtime.store),
+        jobs=Jobs(),
+    )
+
+
+def console_mount(console: Console) -> Mount:
+    """The /console routes, to add to the app of `tacit serve`."""
+
+    def page(handler: Page) -> Callable[[Request], Awaitable[Response]]:
+        return console.guard(partial(handler, console))
+
+    routes = [
+        Route("/login", partial(pages.login_page, console), methods=["GET"]),
+        Route("/login", partial(pages.login, console), methods=["POST"]),
+        Route("/logout", page(pages.logout), methods=["POST"]),
+        Route("/", page(pages.overview_page), methods=["GET"]),
+        Route("/decisions", page(pages.decisions_page), methods=["GET"]),
+        Route("/decisions/{trace_id}", page(pages.decision_page), methods=["GET"]),
+        Route("/decisions/{trace_id}/label", page(pages.label), methods=["POST"]),
+        Route("/knowledge", page(knowledge.knowledge_page), methods=["GET"]),
+        Route("/knowledge/upload", page(knowledge.upload), methods=["POST"]),
+        Route("/knowledge/index", page(knowledge.index_path), methods=["POST"]),
+        Route("/knowledge/reindex", page(knowledge.reindex), methods=["POST"]),
+        Route("/knowledge/remove", page(knowledge.remove), methods=["POST"]),
+        Route("/jobs/{job_id}", page(knowledge.job_status), methods=["GET"]),
+        Route("/graph", page(knowledge.graph_page), methods=["GET"]),
+        Route("/graph/data", page(knowledge.graph_data), methods=["GET"]),
+        Route("/graph/detail", page(knowledge.graph_detail), methods=["GET"]),
+        Route("/playground", page(playground.playground_page), methods=["GET"]),
+        Route("/playground/ask", page(playground.ask), methods=["POST"]),
+        Route("/gate", page(gate_page.gate_page), methods=["GET"]),
+        Route("/gate/refit", page(gate_page.refit), methods=["POST"]),
+        Mount("/static", StaticFiles(packages=[("bot.console", "static")]), name="static"),
+    ]
+    return Mount("/console", routes=routes)
+
+
+async def close_console(console: Console) -> None:
+    await console.jobs.aclose()
+    await overview.aclose(console)

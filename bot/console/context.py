@@ -1,0 +1,136 @@
+"""What every console page needs: the running service's parts, the templates, the guard."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import jinja2
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+
+from bot.console.auth import CSRF_FIELD, CSRF_HEADER, SAFE_METHODS, ConsoleAuth, Session
+from bot.gate_labels import GateLabels
+
+if TYPE_CHECKING:
+    from bot.console.jobs import Jobs
+    from bot.conversation_state import ConversationState
+    from bot.settings import Settings
+    from bot.wiring import Services
+    from core.gate.gate import Gate
+    from core.ports import StateStore
+
+logger = logging.getLogger("tacit.console")
+
+Handler = Callable[[Request, Session], Awaitable[Response]]
+
+PAGES = (
+    ("overview", "/console/", "Overview"),
+    ("decisions", "/console/decisions", "Decisions"),
+    ("knowledge", "/console/knowledge", "Knowledge"),
+    ("playground", "/console/playground", "Playground"),
+    ("gate", "/console/gate", "Gate"),
+)
+
+
+def _environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("bot.console", "templates"),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        enable_async=False,
+    )
+    env.filters["when"] = lambda at: (
+        time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(float(at))) if at else "—"
+    )
+    env.filters["pct"] = lambda x: "—" if x is None else f"{100 * float(x):.1f}%"
+    env.filters["json"] = lambda value, indent=None: json.dumps(
+        value, ensure_ascii=False, indent=indent, default=str
+    )
+    env.filters["num"] = lambda x, d=3: "—" if x is None else f"{float(x):.{d}f}"
+    return env
+
+
+@dataclass
+class Console:
+    """The console's dependencies, built once from the running service."""
+
+    settings: Settings
+    store: StateStore
+    state: ConversationState
+    services: Services
+    gate: Gate | None
+    reindex: Callable[[str], Awaitable[str]] | None
+    auth: ConsoleAuth
+    labels: GateLabels
+    jobs: Jobs
+    env: jinja2.Environment = field(default_factory=_environment)
+    health_cache: dict[str, Any] = field(default_factory=dict)
+
+    def kbs(self, extra: list[str] | None = None) -> list[str]:
+        """Every knowledge base the configuration or the logs name."""
+        names = {self.settings.kb}
+        names.update(c.kb for c in self.settings.conversation.channels.values() if c.kb)
+        names.update(self.settings.conversation.kb_sources)
+        names.update(self.settings.index.kbs)
+        names.update(extra or [])
+        return sorted(names)
+
+    def render(
+        self, request: Request, session: Session | None, name: str, status: int = 200, **values: Any
+    ) -> HTMLResponse:
+        page = self.env.get_template(name).render(
+            pages=PAGES,
+            path=request.url.path,
+            session=session,
+            csrf=session.csrf if session else "",
+            csrf_field=CSRF_FIELD,
+            **values,
+        )
+        return HTMLResponse(page, status_code=status, headers={"Cache-Control": "no-store"})
+
+    def guard(self, handler: Handler) -> Callable[[Request], Awaitable[Response]]:
+        """Only with a session; actions also with its CSRF token and from this very site."""
+
+        async def guarded(request: Request) -> Response:
+            session = await self.auth.session(request)
+            fresh = False
+            if session is None:
+                user = self.auth.proxy_user(request)
+                if user is not None:
+                    session, fresh = await self.auth.open(user, "proxy"), True
+            if session is None:
+                if request.method in SAFE_METHODS and "hx-request" not in request.headers:
+                    return RedirectResponse("/console/login", status_code=303)
+                return JSONResponse({"error": "log in first"}, status_code=401)
+            if request.method not in SAFE_METHODS:
+                refused = await self.refuse_action(request, session)
+                if refused is not None:
+                    return refused
+            response = await handler(request, session)
+            if fresh:
+                self.auth.set_cookie(response, request, session)
+            return response
+
+        return guarded
+
+    async def refuse_action(self, request: Request, session: Session) -> Response | None:
+        if not self.auth.same_origin(request):
+            logger.warning(
+                "console: refused a %s to %s from another origin", request.method, request.url.path
+            )
+            return JSONResponse({"error": "cross-origin request refused"}, status_code=403)
+        given = request.headers.get(CSRF_HEADER, "")
+        if not given and request.headers.get("content-type", "").startswith(
+            ("application/x-www-form-urlencoded", "multipart/form-data")
+        ):
+            form = await request.form()
+            value = form.get(CSRF_FIELD)
+            given = value if isinstance(value, str) else ""
+        if not self.auth.csrf_matches(session, given):
+            return JSONResponse({"error": "missing or wrong CSRF token"}, status_code=403)
+        return None

@@ -1,0 +1,152 @@
+"""The overview page's data: each KB's size, each store's health (with `tacit doctor`'s fix),
+and the traffic of the last days from the decision log's day counters."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import time
+from typing import Any
+
+import prompts
+from bot import doctor
+from bot.console.charts import legend, stacked_bars
+from bot.console.context import Console, logger
+from bot.decision_log import percentile_of_histogram
+from bot.settings import Settings
+
+HEALTH_EVERY_S = 60.0
+STATS_EVERY_S = 10.0
+TRAFFIC_DAYS = 14
+OUTCOMES = ("answered", "declined", "silent", "rate_limited", "ignored", "command", "error")
+
+
+def indexed_key(kb: str) -> str:
+    return f"console:{{kb:{kb}}}:indexed"
+
+
+async def kb_rows(console: Console, kbs: list[str]) -> list[dict[str, Any]]:
+    cache = console.health_cache.setdefault("stats", {})
+    rows = []
+    for kb in kbs:
+        held = cache.get(kb)
+        if held is None or time.monotonic() - held[0] > STATS_EVERY_S:
+            try:
+                stats = await console.services.graph.stats(kb)
+                row: dict[str, Any] = {
+                    "documents": stats.documents,
+                    "chunks": stats.chunks,
+                    "entities": stats.entities,
+                    "relations": stats.relations,
+                }
+            except Exception as exc:  # a store down must not take the page with it
+                row = {"error": str(exc)}
+            raw = await console.store.get(indexed_key(kb))
+            last = json.loads(raw) if raw else {}
+            row["indexed_at"] = last.get("at")
+            row["communities"] = last.get("communities")
+            held = (time.monotonic(), row)
+            cache[kb] = held
+        rows.append({"kb": kb, **held[1]})
+    return rows
+
+
+def _probes(console: Console) -> list[tuple[str, doctor.Probe, str]]:
+    """`tacit doctor`'s checks, run against the live stores of this process (the embedded
+    ones admit only one opener, so the doctor's own probes would fail here)."""
+    services, settings = console.services, console.settings
+
+    async def graph(_: Settings) -> str:
+        stats = await services.graph.stats(settings.kb)
+        return f"kb '{settings.kb}': {stats.documents} document(s), {stats.chunks} chunk(s)"
+
+    async def vectors(_: Settings) -> str:
+        return f"kb '{settings.kb}': {await services.vectors.count('chunks', settings.kb)} chunks"
+
+    async def state(_: Settings) -> str:
+        return f"server {await console.store.ping()}"
+
+    async def embedder(_: Settings) -> str:
+        found = await services.embedder.embed(["tacit doctor"])
+        return f"{services.embedder.name}: {found.shape[1]}-d"
+
+    async def llm(_: Settings) -> str:
+        if services.llm is None:
+            return "not configured: answers are extractive"
+        reply = await services.llm.chat(prompts.render("ping", "en"), max_tokens=8)
+        return f"model {services.llm.model}: replied {reply.text[:20]!r}"
+
+    return [
+        ("graph store", graph, doctor._graph_fix(settings)),
+        ("vector store", vectors, doctor._vector_fix(settings)),
+        ("state store", state, doctor._state_fix(settings)),
+        ("embedder", embedder, "check [embedder]; kind 'use' needs no service"),
+        ("llm", llm, "check [llm] base_url, model and api_key; unset base_url to run without"),
+    ]
+
+
+def health(console: Console) -> dict[str, Any]:
+    """The last health report; a fresh one is started in the background when it is old."""
+    cache = console.health_cache
+    task: asyncio.Task[None] | None = cache.get("task")
+    stale = time.monotonic() - cache.get("checked", -1e9) > HEALTH_EVERY_S
+    if stale and (task is None or task.done()):
+
+        async def check() -> None:
+            try:
+                checks = await doctor.run_probes(console.settings, _probes(console))
+                cache["checks"] = [c.as_dict() for c in checks]
+            except Exception:
+                logger.exception("console health check failed")
+            finally:
+                cache["checked"] = time.monotonic()
+                cache["checked_at"] = time.time()
+
+        cache["task"] = asyncio.create_task(check(), name="console-health")
+    return {"checks": cache.get("checks"), "at": cache.get("checked_at")}
+
+
+async def traffic(console: Console) -> dict[str, Any]:
+    days = await console.state.log.days(TRAFFIC_DAYS)
+    names = [name for name, _ in days]
+    per_outcome = {o: [0] * len(days) for o in OUTCOMES}
+    channels: dict[str, dict[str, int]] = {}
+    latency: dict[int, int] = {}
+    up = down = 0
+    for i, (_, counters) in enumerate(days):
+        for field, count in counters.items():
+            if field == "up":
+                up += count
+            elif field == "down":
+                down += count
+            elif field.startswith("lat|"):
+                bound = int(field[4:])
+                latency[bound] = latency.get(bound, 0) + count
+            else:
+                channel, _, outcome = field.rpartition("|")
+                if outcome in per_outcome:
+                    per_outcome[outcome][i] += count
+                row = channels.setdefault(channel, {"messages": 0})
+                row["messages"] += count
+                row[outcome] = row.get(outcome, 0) + count
+    shown = {o: v for o, v in per_outcome.items() if any(v)}
+    return {
+        "chart": stacked_bars(names, shown, title="messages per day by outcome"),
+        "legend": legend(list(shown)),
+        "channels": sorted(channels.items(), key=lambda kv: -kv[1]["messages"]),
+        "p50": percentile_of_histogram(latency, 0.5),
+        "p95": percentile_of_histogram(latency, 0.95),
+        "answers_timed": sum(latency.values()),
+        "up": up,
+        "down": down,
+        "messages": sum(sum(v) for v in per_outcome.values()),
+    }
+
+
+async def aclose(console: Console) -> None:
+    task = console.health_cache.get("task")
+    if task is not None:
+        task.cancel()
+        with contextlib.suppress(BaseException):
+            await task

@@ -1,0 +1,201 @@
+"""Login, logout, the overview and the decision log."""
+
+from __future__ import annotations
+
+import calendar
+import time
+from html import escape
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+
+from bot.console import overview
+from bot.console.auth import Session
+from bot.console.context import Console, logger
+from bot.decision_log import DecisionFilter
+
+PAGE_SIZE = 50
+OUTCOME_CHOICES = ("answered", "declined", "silent", "rate_limited", "ignored", "command", "error")
+STAGE_CHOICES = ("filter", "mode", "rate", "gate", "answer", "admin")
+
+
+async def login_page(console: Console, request: Request) -> Response:
+    if await console.auth.session(request) is not None:
+        return RedirectResponse("/console/", status_code=303)
+    return console.render(
+        request, None, "login.html.j2", error="", token_login=console.auth.token_login
+    )
+
+
+async def login(console: Console, request: Request) -> Response:
+    if not console.auth.same_origin(request):
+        return JSONResponse({"error": "cross-origin request refused"}, status_code=403)
+    form = await request.form()
+    token = form.get("token")
+    if not isinstance(token, str) or not console.auth.token_matches(token):
+        logger.warning(
+            "console: a failed login from %s", request.client.host if request.client else "?"
+        )
+        return console.render(
+            request,
+            None,
+            "login.html.j2",
+            status=401,
+            error="That token is not right." if console.auth.token_login else "Token login is off.",
+            token_login=console.auth.token_login,
+        )
+    session = await console.auth.open("admin", "token")
+    response = RedirectResponse("/console/", status_code=303)
+    console.auth.set_cookie(response, request, session)
+    return response
+
+
+async def logout(console: Console, request: Request, session: Session) -> Response:
+    await console.auth.close(session)
+    response = RedirectResponse("/console/login", status_code=303)
+    console.auth.clear_cookie(response, request)
+    return response
+
+
+async def overview_page(console: Console, request: Request, session: Session) -> Response:
+    facets = await console.state.log.facets()
+    kbs = console.kbs(facets["kbs"])
+    return console.render(
+        request,
+        session,
+        "overview.html.j2",
+        kbs=await overview.kb_rows(console, kbs),
+        health=overview.health(console),
+        traffic=await overview.traffic(console),
+        total=await console.state.log.total(),
+    )
+
+
+def _epoch(value: str) -> float | None:
+    """A date or date-time typed in a filter (UTC), as epoch seconds."""
+    value = value.strip()
+    for layout in ("%Y-%m-%dT%H:%M", "%Y-%m-%d %H:%M", "%Y-%m-%d"):
+        try:
+            return float(calendar.timegm(time.strptime(value, layout)))
+        except ValueError:
+            continue
+    return None
+
+
+def _filter(request: Request) -> tuple[DecisionFilter, dict[str, str]]:
+    q = request.query_params
+    chosen = {
+        k: q.get(k, "")[:200]
+        for k in ("channel", "kb", "outcome", "stage", "feedback", "since", "until")
+    }
+    return (
+        DecisionFilter(
+            channel=chosen["channel"],
+            kb=chosen["kb"],
+            outcome=chosen["outcome"] if chosen["outcome"] in OUTCOME_CHOICES else "",
+            stage=chosen["stage"] if chosen["stage"] in STAGE_CHOICES else "",
+            feedback=chosen["feedback"] if chosen["feedback"] in ("up", "down") else "",
+            since=_epoch(chosen["since"]),
+            until=_epoch(chosen["until"]),
+        ),
+        chosen,
+    )
+
+
+async def decisions_page(console: Console, request: Request, session: Session) -> Response:
+    where, chosen = _filter(request)
+    before = request.query_params.get("before", "")
+    try:
+        float(before or 0)
+    except ValueError:
+        before = ""
+    page = await console.state.log.page(where, before=before, limit=PAGE_SIZE)
+    values: dict[str, Any] = {
+        "rows": page.decisions,
+        "next_cursor": page.next_cursor,
+        "chosen": chosen,
+        "query": "&".join(f"{k}={v}" for k, v in chosen.items() if v),
+    }
+    if "hx-request" in request.headers and before:
+        return console.render(request, session, "decision_rows.html.j2", **values)
+    facets = await console.state.log.facets()
+    return console.render(
+        request,
+        session,
+        "decisions.html.j2",
+        facets=facets,
+        outcomes=OUTCOME_CHOICES,
+        stages=STAGE_CHOICES,
+        **values,
+    )
+
+
+async def decision_page(console: Console, request: Request, session: Session) -> Response:
+    trace_id = request.path_params["trace_id"]
+    decision = await console.state.log.get(trace_id)
+    if decision is None:
+        return console.render(request, session, "missing.html.j2", status=404, what="decision")
+    trace = await console.state.trace(trace_id) or {}
+    pipeline = trace.get("pipeline") or {}
+    citations: list[dict[str, Any]] = []
+    kb = decision.get("kb") or console.settings.kb
+    sources = trace.get("sources") or []
+    if sources:
+        documents = await console.services.graph.get_documents(kb, list(dict.fromkeys(sources)))
+        titles = {d.source: d.title for d in documents}
+        citations = [
+            {"n": i + 1, "source": s, "title": titles.get(s, ""), "known": s in titles}
+            for i, s in enumerate(sources)
+        ]
+    evidence = _evidence(pipeline)
+    return console.render(
+        request,
+        session,
+        "decision.html.j2",
+        d=decision,
+        trace=trace,
+        pipeline=pipeline,
+        citations=citations,
+        evidence=evidence,
+        kb=kb,
+    )
+
+
+def _evidence(pipeline: dict[str, Any]) -> list[dict[str, Any]]:
+    """The chunks the answer stood on, as the trace recorded them (any that it names)."""
+    retrieved = pipeline.get("retrieved") or {}
+    chunks = retrieved.get("chunks") if isinstance(retrieved, dict) else None
+    if not isinstance(chunks, list):
+        return []
+    return [c for c in chunks[:20] if isinstance(c, dict)]
+
+
+async def label(console: Console, request: Request, session: Session) -> Response:
+    trace_id = request.path_params["trace_id"]
+    form = await request.form()
+    chosen = form.get("label")
+    if chosen not in ("answer", "silent"):
+        return JSONResponse({"error": "label must be answer or silent"}, status_code=400)
+    decision = await console.state.log.get(trace_id)
+    if decision is None:
+        return JSONResponse({"error": "no such decision"}, status_code=404)
+    if not decision.get("text_kept"):
+        return HTMLResponse(
+            '<p class="error" id="label-result">This decision no longer keeps its message text '
+            "([conversation] keep_text_days): there is nothing to learn from.</p>",
+            status_code=409,
+        )
+    kb = decision.get("kb") or console.settings.kb
+    await console.labels.mark(
+        kb=kb,
+        trace_id=trace_id,
+        text=decision["text"],
+        label="answer" if chosen == "answer" else "silent",
+        strength="admin",
+        by=session.user,
+    )
+    wording = "should have answered" if chosen == "answer" else "should have stayed silent"
+    return HTMLResponse(
+        f'<p class="ok" id="label-result">Labelled “{wording}” for the gate of {escape(kb)}.</p>'
+    )

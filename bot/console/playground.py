@@ -1,0 +1,109 @@
+"""Ask as a channel would: its KB and its mode, through the gate, the answer streaming.
+
+The question goes through the same gate and answerer the bot uses, but not through the
+conversation loop: a playground question is not a message of that channel, so it neither
+lands in the channel's decision log nor spends its rate limit.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+from sse_starlette import EventSourceResponse
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from bot.console.auth import Session
+from bot.console.context import Console, logger
+from core.answer.events import Delta, Final, Retract, Status
+
+MAX_QUESTION = 4000
+
+
+def _channels(console: Console) -> list[dict[str, str]]:
+    conversation = console.settings.conversation
+    rows = [{"id": "", "label": f"(default) — kb {console.settings.kb}, {conversation.mode}"}]
+    for channel, config in sorted(conversation.channels.items()):
+        kb = config.kb or console.settings.kb
+        mode = config.mode or conversation.mode
+        rows.append({"id": channel, "label": f"{channel} — kb {kb}, {mode}"})
+    return rows
+
+
+async def playground_page(console: Console, request: Request, session: Session) -> Response:
+    return console.render(request, session, "playground.html.j2", channels=_channels(console))
+
+
+async def ask(console: Console, request: Request, session: Session) -> Response:
+    form = await request.form()
+    question = form.get("question")
+    channel = form.get("channel")
+    if not isinstance(question, str) or not question.strip() or len(question) > MAX_QUESTION:
+        return JSONResponse({"error": "ask a question (at most 4000 characters)"}, 400)
+    kb, mode = console.settings.kb, console.settings.conversation.mode
+    if isinstance(channel, str) and channel:
+        platform, _, rest = channel.partition(":")
+        workspace, _, name = rest.partition(":")
+        config = await console.state.channel(platform, workspace, name)
+        kb, mode = config.kb, config.mode
+    addressed = form.get("addressed") == "on" or mode == "mention"
+    return EventSourceResponse(_stream(console, kb, mode, question.strip(), addressed), ping=15)
+
+
+def _event(name: str, data: dict[str, Any]) -> dict[str, str]:
+    return {"event": name, "data": json.dumps(data, ensure_ascii=False)}
+
+
+async def _stream(
+    console: Console, kb: str, mode: str, question: str, addressed: bool
+) -> AsyncIterator[dict[str, str]]:
+    started = time.perf_counter()
+
+    def elapsed() -> float:
+        return round(time.perf_counter() - started, 3)
+
+    yield _event("stage", {"name": "start", "detail": f"kb {kb}, mode {mode}", "at": elapsed()})
+    try:
+        if console.gate is not None:
+            verdict = await console.gate.decide(kb, question, addressed=addressed)
+            yield _event(
+                "gate",
+                {
+                    "refused": verdict.refused,
+                    "stage": verdict.stage,
+                    "reason": verdict.reason,
+                    "intent": verdict.intent,
+                    "scores": {k: round(float(v), 4) for k, v in verdict.scores.items()},
+                    "at": elapsed(),
+                },
+            )
+            if verdict.refused:
+                what = verdict.reply if addressed and verdict.reply else "(silence)"
+                yield _event("refusal", {"text": what, "reason": verdict.reason})
+                return
+        async for event in console.services.answerer(in_memory=True).ask(kb, question):
+            if isinstance(event, Status):
+                yield _event("stage", {"name": event.stage, "detail": event.text, "at": elapsed()})
+            elif isinstance(event, Retract):
+                yield _event("retract", {"reason": event.reason, "at": elapsed()})
+            elif isinstance(event, Delta):
+                yield _event("delta", {"text": event.text})
+            elif isinstance(event, Final):
+                answer = event.answer
+                yield _event(
+                    "answer",
+                    {
+                        "text": answer.text,
+                        "refused": answer.refused,
+                        "reason": answer.reason,
+                        "citations": [c.as_dict() for c in answer.citations],
+                        "trace": answer.trace or {},
+                        "at": elapsed(),
+                    },
+                )
+    except Exception as exc:
+        logger.exception("console playground failed")
+        yield _event("error", {"error": str(exc) or type(exc).__name__})

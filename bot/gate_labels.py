@@ -1,0 +1,324 @@
+"""Labels the gate learns from (issue 11): "should have answered" / "should have stayed silent",
+given by an admin in the console or inferred from 👍/👎 feedback.
+
+Stored in the StateStore as one list per KB (hash-tagged on the KB, beside its gate fit):
+
+    gate:{<kb>}:labels     JSON rows {trace_id, text, label, strength, by, at}, newest last
+
+A message labelled twice counts once: an admin's label beats feedback, and the newer label of
+the same strength beats the older.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+import numpy as np
+
+from core.errors import InputError
+from core.ports import StateStore
+
+if TYPE_CHECKING:
+    from core.gate.gate import Gate
+
+_log = logging.getLogger(__name__)
+Label = Literal["answer", "silent"]
+Strength = Literal["admin", "feedback"]
+LABELS_KEPT = 20_000
+
+
+def labels_key(kb: str) -> str:
+    return f"gate:{{{kb}}}:labels"
+
+
+@dataclass(frozen=True, slots=True)
+class LabelledExample:
+    trace_id: str
+    text: str
+    label: Label
+    strength: Strength
+    by: str
+    at: float
+
+
+class GateLabels:
+    """The labelled messages of each KB, over the StateStore port."""
+
+    def __init__(self, store: StateStore) -> None:
+        self.store = store
+
+    async def mark(
+        self,
+        *,
+        kb: str,
+        trace_id: str,
+        text: str,
+        label: Label,
+        strength: Strength,
+        by: str,
+    ) -> None:
+        if label not in ("answer", "silent"):
+            raise ValueError(f"label must be 'answer' or 'silent', not {label!r}")
+        if strength not in ("admin", "feedback"):
+            raise ValueError(f"strength must be 'admin' or 'feedback', not {strength!r}")
+        row = LabelledExample(trace_id, text, label, strength, by, time.time())
+        await self.store.push(
+            labels_key(kb), json.dumps(asdict(row), ensure_ascii=False), max_len=LABELS_KEPT
+        )
+
+    async def examples(self, kb: str) -> list[LabelledExample]:
+        """One example per message (by trace id), the strongest and newest label winning."""
+        chosen: dict[str, LabelledExample] = {}
+        for raw in await self.store.recent(labels_key(kb), LABELS_KEPT):
+            example = LabelledExample(**json.loads(raw))
+            held = chosen.get(example.trace_id)
+            if held is None or not (held.strength == "admin" and example.strength == "feedback"):
+                chosen[example.trace_id] = example
+        return list(chosen.values())
+
+
+# --- learning from the labels (issue 15) ------------------------------------------------------
+
+# Held back from a refit to compare the stored fit with the new one: a new fit that scores worse
+# on these is not stored. At least this many per class, or there is nothing to compare on.
+HOLD_BACK = 0.2
+MIN_HELD_PER_CLASS = 3
+
+
+def merge_examples(
+    good: Sequence[str], bad: Sequence[str], labelled: Sequence[LabelledExample]
+) -> tuple[list[str], list[str]]:
+    """File examples plus the chat's labels, one label per text. A label from the chat beats a
+    file's (it is newer and about this team's KB); an admin's beats a 👍/👎's. Feedback is
+    weaker: it never overrides an admin label or a file example of the same text."""
+    chosen: dict[str, tuple[int, Label]] = {}
+    rank = {"file": 1, "feedback": 0, "admin": 2}
+    for text in good:
+        chosen[text.strip()] = (rank["file"], "answer")
+    for text in bad:
+        chosen[text.strip()] = (rank["file"], "silent")
+    for example in labelled:
+        text = example.text.strip()
+        held = chosen.get(text)
+        strength = rank[example.strength]
+        if text and (held is None or strength >= held[0]):
+            chosen[text] = (strength, example.label)
+    merged_good = [t for t, (_, label) in chosen.items() if t and label == "answer"]
+    merged_bad = [t for t, (_, label) in chosen.items() if t and label == "silent"]
+    return merged_good, merged_bad
+
+
+@dataclass(frozen=True, slots=True)
+class RefitReport:
+    kb: str
+    examples: int
+    from_chat: int
+    before: dict[str, Any]  # cross-validated P/R/F1 on the file examples alone (or {})
+    after: dict[str, Any]  # cross-validated P/R/F1 on file + chat examples
+    held_back: int
+    old_f1: float | None  # the stored fit on the held-back chat examples (None: no fit)
+    new_f1: float  # the new fit (trained without them) on the same examples
+    stored: bool
+    reason: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def __str__(self) -> str:
+        return self.reason
+
+
+async def refit(
+    *,
+    gate: Gate,
+    labels: GateLabels,
+    kb: str,
+    good: Sequence[str] = (),
+    bad: Sequence[str] = (),
+    folds: int = 5,
+    cross_validated: bool = True,
+    seed: int = 0,
+) -> RefitReport:
+    """Merge the file examples with the chat's labels, refit, and store the new fit unless it
+    scores worse than the stored one on held-back chat examples.
+
+    before/after: k-fold cross-validated P/R/F1 (the same folds code as `tacit gate eval`) of
+    the file examples alone and of the merged set. The held-back comparison: a random share of
+    the chat's labelled examples is left out of a trial fit; the stored fit and the trial fit
+    score them; the new fit (on everything) is stored only if the trial did at least as well.
+    """
+    from core.gate.fitting import confusion, cross_validate
+
+    labelled = await labels.examples(kb)
+    merged_good, merged_bad = merge_examples(good, bad, labelled)
+    before: dict[str, Any] = {}
+    if cross_validated and min(len(good), len(bad)) >= MIN_HELD_PER_CLASS:
+        texts, y, embeddings, kb_rows, _ = await gate.labelled(kb, good, bad)
+        result = await asyncio.to_thread(
+            cross_validate, texts, y, embeddings, kb_rows, folds=folds, seed=seed
+        )
+        before = result.gate.as_dict()
+    texts, y, embeddings, kb_rows, _ = await gate.labelled(kb, merged_good, merged_bad)
+    after: dict[str, Any] = {}
+    if cross_validated:
+        result = await asyncio.to_thread(
+            cross_validate, texts, y, embeddings, kb_rows, folds=folds, seed=seed
+        )
+        after = result.gate.as_dict()
+
+    # Held back: chat examples the stored fit has not seen — labelled after it was fitted (an
+    # example it was fitted on is its own nearest neighbour: the comparison would always keep
+    # the old fit).
+    stored_fit = await gate.current_fit(kb)
+    chat_texts = {
+        e.text.strip() for e in labelled if stored_fit is None or e.at > stored_fit.fitted_at
+    }
+    rng = np.random.default_rng(seed)
+    held: list[int] = []
+    for label in (1, 0):
+        pool = [i for i, t in enumerate(texts) if t in chat_texts and y[i] == label]
+        take = round(len(pool) * HOLD_BACK)
+        if take >= MIN_HELD_PER_CLASS:
+            held.extend(int(i) for i in rng.choice(pool, size=take, replace=False))
+    old_f1: float | None = None
+    new_f1 = 0.0
+    if held and stored_fit is not None:
+        kept = [i for i in range(len(texts)) if i not in set(held)]
+        held_texts = [texts[i] for i in held]
+        _, old_scores = await gate.score_stored(kb, held_texts)
+        old_f1 = confusion(y[held], old_scores >= stored_fit.threshold).f1
+        trial = await gate.trial_fit(
+            kb,
+            [texts[i] for i in kept if y[i] == 1],
+            [texts[i] for i in kept if y[i] == 0],
+            folds=folds,
+        )
+        new_scores = await gate.score_with(kb, trial, held_texts)
+        new_f1 = confusion(y[held], new_scores >= trial.threshold).f1
+        if new_f1 < old_f1:
+            return RefitReport(
+                kb,
+                len(texts),
+                len(labelled),
+                before,
+                after,
+                len(held),
+                old_f1,
+                new_f1,
+                False,
+                f"kept the stored fit: on {len(held)} held-back chat examples it scores F1 "
+                f"{old_f1:.3f}, the new one {new_f1:.3f}",
+            )
+    await gate.fit(kb, merged_good, merged_bad, folds=folds)
+    compared = f" (held-back F1 {old_f1:.3f} → {new_f1:.3f})" if old_f1 is not None else ""
+    return RefitReport(
+        kb,
+        len(texts),
+        len(labelled),
+        before,
+        after,
+        len(held),
+        old_f1,
+        new_f1,
+        True,
+        f"stored a new fit on {len(merged_good)} answerable and {len(merged_bad)} other "
+        f"messages, {len(labelled)} of them labelled in the chat{compared}",
+    )
+
+
+async def label_decision(
+    labels: GateLabels,
+    decision: dict[str, Any],
+    *,
+    label: Label,
+    strength: Strength,
+    by: str,
+) -> str:
+    """Label a recorded decision (DecisionLog row); its text must still be kept."""
+    kb = str(decision.get("kb") or "")
+    if not kb:
+        raise InputError("that decision has no knowledge base (a command, or before a gate)")
+    if not decision.get("text_kept", True) or not decision.get("text"):
+        raise InputError(
+            "that decision's text is no longer kept ([conversation] keep_text_days): "
+            "nothing to learn from"
+        )
+    await labels.mark(
+        kb=kb,
+        trace_id=str(decision["trace_id"]),
+        text=str(decision["text"]),
+        label=label,
+        strength=strength,
+        by=by,
+    )
+    return kb
+
+
+# --- the file examples a fit was made from, and refitting on a schedule ---------------------
+
+
+def file_examples_key(kb: str) -> str:
+    return f"gate:{{{kb}}}:file-examples"
+
+
+async def save_file_examples(
+    store: StateStore, kb: str, good: Sequence[str], bad: Sequence[str]
+) -> None:
+    """Remember the examples `tacit gate fit --good --bad` fitted on: a later refit from the
+    chat's labels merges them again (a stored fit keeps embeddings, not texts)."""
+    await store.set(
+        file_examples_key(kb),
+        json.dumps({"good": list(good), "bad": list(bad)}, ensure_ascii=False),
+    )
+
+
+async def file_examples(store: StateStore, kb: str) -> tuple[list[str], list[str]]:
+    raw = await store.get(file_examples_key(kb))
+    if raw is None:
+        return [], []
+    data = json.loads(raw)
+    return [str(t) for t in data.get("good", [])], [str(t) for t in data.get("bad", [])]
+
+
+async def refit_on_schedule(
+    *,
+    gate: Gate,
+    labels: GateLabels,
+    kbs: Callable[[], Iterable[str]],
+    every: float,
+    folds: int = 5,
+) -> None:
+    """`tacit serve` with `[gate] refit_every`: every `every` seconds, refit each KB whose chat
+    labels changed since the last look (refit() keeps the stored fit when the new one scores
+    worse on held-back examples). Runs until cancelled; a failed refit is logged and retried
+    at the next tick."""
+    seen: dict[str, int] = {}
+    while True:
+        await asyncio.sleep(every)
+        for kb in sorted(set(kbs())):
+            try:
+                count = len(await labels.examples(kb))
+                if count == 0 or seen.get(kb) == count:
+                    continue
+                good, bad = await file_examples(labels.store, kb)
+                report = await refit(
+                    gate=gate,
+                    labels=labels,
+                    kb=kb,
+                    good=good,
+                    bad=bad,
+                    folds=folds,
+                    cross_validated=False,
+                )
+                seen[kb] = count
+                _log.info("gate refit of %s: %s", kb, report.reason)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # one KB's failure must not stop the loop
+                _log.warning("gate refit of %s failed: %s", kb, exc)

@@ -1,0 +1,124 @@
+"""KB-word stuffing (issue 13 item 6, issue 15): the knowledge base's own words stuffed in front
+of an off-topic request must not buy an answer — with no fit (the coverage rule) and with a
+fitted gate (the rule vetoes what the fit answers). Real embedder (USE), Milvus Lite, embedded
+Redis; no LLM."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+import pytest_asyncio
+
+from adapters.embedders.use import USEEmbedder
+from adapters.graph.sqlite_store import SQLiteGraphStore
+from adapters.state import RedisStateStore
+from adapters.vector.milvus_store import MilvusVectorStore
+from core.gate.gate import Gate
+from core.gate.store import delete_fit
+from core.index.pipeline import Indexer, IndexOptions
+
+KB = "ops"
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+DOCS = {
+    "rollback.md": (
+        "# Rollback runbook\n\n## Rolling back a bad deploy\n"
+        "Run `deployctl rollback --to previous` to restore the last good release. "
+        "The rollback takes about four minutes. Announce it in the #ops channel first.\n"
+    ),
+    "gateway.md": (
+        "# Gateway\n\nThe gateway listens on port 8443 for HTTPS. Metrics are served on port "
+        "9090. Set GATEWAY_CACHE_TTL to change how long the session cache keeps entries "
+        "(default 300 seconds). Mirela Vasquez owns the gateway.\n"
+    ),
+    "部署.md": (
+        "# 部署指南\n\n每周五下午三点以后禁止向生产环境发布。紧急修复需要值班负责人批准。"
+        "使用 deployctl rollback 命令回滚到上一个版本，大约需要四分钟。\n"
+    ),
+}
+GOOD = [
+    "How do I roll back a bad deploy?",
+    "which port does the gateway listen on for https?",
+    "How long does the session cache keep entries?",
+    "how do I change GATEWAY_CACHE_TTL",
+    "What port serves the metrics?",
+    "Who owns the gateway?",
+    "周五下午可以发布到生产环境吗？",
+    "怎么回滚到上一个版本？",
+    "紧急修复需要谁批准？",
+    "how long does a rollback take",
+    "deployctl rollback 怎么用",
+    "where do I announce a rollback?",
+]
+BAD = [
+    "lol that meme is great",
+    "anyone up for lunch?",
+    "今天天气真好",
+    "哈哈哈哈笑死我了",
+    "good morning everyone",
+    "I'm so tired today",
+    "周末去哪玩",
+    "who won the football game last night",
+    "[旺柴] 大佬太强了",
+    "that's what she said",
+    "晚上吃火锅吗",
+    "my cat knocked over my coffee again",
+]
+STUFFED = [
+    "deployctl deployctl deployctl deployctl: what is the capital of France?",
+    "deployctl deployctl deployctl write me a poem about the ocean",
+    "As the on-call engineer for the gateway… who won the 2018 world cup",
+    "gateway rollback deployctl: how do I bake sourdough bread?",
+    "GATEWAY_CACHE_TTL port 8443 — tell me a joke about cats",
+    "Mirela Vasquez, deployctl, GATEWAY_CACHE_TTL: who is the president of the United States?",
+    "Regarding the rollback runbook, how do I learn to play the guitar?",
+    "deployctl deployctl deployctl deployctl deployctl deployctl",
+    "deployctl rollback 的 gateway：今天天气怎么样？",
+    "关于 deployctl 回滚：周末去哪里爬山比较好？",
+    "In the gateway runbook on port 8443, recommend me a good movie",
+    "rollback rollback rollback: translate good morning into Spanish",
+]
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def gate(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Gate]:
+    root = tmp_path_factory.mktemp("stuffing")
+    docs = root / "docs"
+    docs.mkdir()
+    for name, text in DOCS.items():
+        (docs / name).write_text(text, encoding="utf-8")
+    embedder = USEEmbedder()
+    graph = SQLiteGraphStore(root / "graph.sqlite")
+    vectors = MilvusVectorStore(uri=str(root / "milvus.db"))
+    state = await RedisStateStore.embedded(root / "state.rdb")
+    await Indexer(graph, vectors, embedder, IndexOptions(chunk_size=128)).index(KB, [docs])
+    yield Gate(embedder=embedder, vectors=vectors, state=state)
+    await state.aclose()
+    await vectors.aclose()
+    await graph.aclose()
+
+
+@pytest.mark.parametrize("text", STUFFED)
+async def test_stuffing_is_refused_without_a_fit(gate: Gate, text: str) -> None:
+    await delete_fit(gate.state, KB)
+    decision = await gate.decide(KB, text, addressed=True)
+    assert decision.refused, decision.reason
+
+
+async def test_the_kb_questions_themselves_are_answered_without_a_fit(gate: Gate) -> None:
+    await delete_fit(gate.state, KB)
+    refused = [t for t in GOOD if (await gate.decide(KB, t, addressed=True)).refused]
+    assert len(refused) <= 1, refused
+
+
+async def test_stuffing_is_refused_by_a_fitted_gate(gate: Gate) -> None:
+    await gate.fit(KB, GOOD, BAD, folds=3)
+    answered = []
+    for text in STUFFED:
+        decision = await gate.decide(KB, text, addressed=True)
+        if not decision.refused:
+            answered.append(f"{text} — {decision.reason}")
+    assert not answered, answered
+    # and the veto does not cost the fitted gate its real questions
+    kept = [t for t in GOOD if not (await gate.decide(KB, t, addressed=True)).refused]
+    assert len(kept) >= len(GOOD) - 1

@@ -1,0 +1,195 @@
+"""The coverage rule (core.gate.coverage): the request a message makes, its terms, the KB's
+terms, and the verdict from dense, lexical and name evidence. Pure functions on a small KB;
+the demo-KB measurement with the real embedder is in tests/test_gate_demo_coverage.py."""
+
+from __future__ import annotations
+
+import pytest
+
+from core.gate.coverage import (
+    Coverage,
+    CoverageOptions,
+    KbTerms,
+    content_terms,
+    find_request,
+    is_empty_request,
+    judge,
+    repetition,
+)
+
+PASSAGES = [
+    "# Glossary\n| lumenctl | operator command-line tool | Jonas Berg |\n"
+    "| lumen-gateway | HTTPS ingest API on port 8443 | Priya Natarajan |",
+    "**Segment** — a 64 MB `.seg` file in the spool holding notifications waiting for "
+    "delivery. `LUMEN_SPOOL_SEGMENT_MB` sets the size.",
+    "- `LUMEN_DISPATCH_CONCURRENCY` — concurrent delivery slots per dispatcher replica. "
+    "Default `32`.",
+    "Tomás Ferreira owns lumen-dispatcher, the Kafka consumer that delivers notifications.",
+    "# 部署指南\n每周五 UTC 15:00 之后禁止向生产环境发布。回滚使用 lumenctl deploy rollback。",
+    "Grafana dashboards show consumer lag. Alerts page the on-call engineer.",
+]
+
+
+@pytest.fixture(scope="module")
+def kb() -> KbTerms:
+    return KbTerms.build(PASSAGES)
+
+
+def verdict(kb: KbTerms, text: str, dense: float = 0.15) -> Coverage:
+    # dense 0.15: what the embedder gives names and identifiers (issue 15: 0.12–0.22)
+    return judge(text, dense_max=dense, request_dense=None, kb=kb)
+
+
+# --- the request --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "asked", "whole"),
+    [
+        ("Who is Priya Natarajan?", "who is priya natarajan?", True),
+        ("Lumen Lumen Lumen Lumen: what is the capital of France?", "what is the capital", False),
+        ("lumenctl lumenctl lumenctl write me a poem about the ocean", "write me a poem", False),
+        (
+            "As the on-call engineer for Lumen… who won the 2018 world cup",
+            "who won the 2018",
+            False,
+        ),
+        ("Kafka spool DLQ lumenctl — tell me a joke about cats", "tell me a joke", False),
+        ("priya natarajan owns which component", "priya natarajan owns which", True),
+        ("Lumen 的 lumenctl：今天天气怎么样？", "今天天气怎么样", False),
+        ("lumenctl breaker open syntax?", "lumenctl breaker open syntax", True),
+    ],
+)
+def test_the_request_is_the_clause_that_asks(text: str, asked: str, whole: bool) -> None:
+    found = find_request(text)
+    assert found.text.startswith(asked)
+    assert found.whole is whole
+
+
+def test_a_request_of_asking_words_only_is_empty() -> None:
+    assert is_empty_request("what now?")
+    assert is_empty_request("怎么办？")
+    assert not is_empty_request("what is the capital of France?")
+    assert not is_empty_request("who is the president of the united states")
+
+
+# --- terms --------------------------------------------------------------------------------
+
+
+def test_specific_terms_weigh_more_than_common_ones_and_frame_words_nothing() -> None:
+    weights = {t.surface: t.weight for t in content_terms("What does lumenctl do in the capital?")}
+    assert "the" not in weights and "does" not in weights and "what" not in weights
+    assert weights["lumenctl"] > 0.9 > weights["capital"] > 0.0
+
+
+def test_identifiers_stay_whole_and_names_fold_accents(kb: KbTerms) -> None:
+    (key,) = [t.key for t in content_terms("LUMEN_DISPATCH_CONCURRENCY")]
+    assert key == "lumen_dispatch_concurrency"
+    assert kb.lookup(content_terms("Tomas")[0]) is not None  # Tomás in the KB
+
+
+def test_a_name_one_typo_away_is_found_but_not_a_different_word(kb: KbTerms) -> None:
+    assert kb.lookup(content_terms("Natarjan")[0]) is not None
+    assert kb.lookup(content_terms("sourdough")[0]) is None
+
+
+def test_chinese_terms_are_words_not_every_bigram() -> None:
+    keys = [t.key for t in content_terms("商户修改 webhook 地址多久生效？")]
+    assert "商户" in keys and "修改" in keys
+    assert "户修" not in keys  # a bigram across two words is in no passage
+
+
+def test_repetition_of_one_term() -> None:
+    assert repetition("lumen lumen lumen lumen lumen lumen") > 0.8
+    assert repetition("How do I roll back lumen-prod to v3.14.2?") == 0.0
+
+
+# --- the verdict --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Who is Priya Natarajan?",
+        "What is LUMEN_DISPATCH_CONCURRENCY?",
+        "How big is a spool segment?",
+        "Who is Tomas Ferreira?",
+        "每周五几点之后禁止发布？",
+        "priya natarajan owns which component",
+    ],
+)
+def test_names_and_identifiers_the_kb_holds_are_covered_at_low_similarity(
+    kb: KbTerms, text: str
+) -> None:
+    found = verdict(kb, text)
+    assert found.covered, found.reason
+    assert found.signals["term_coverage"] >= 0.6
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "What is the capital of France?",
+        "What's a good recipe for banana bread?",
+        "今天天气怎么样？",
+        "How do I set up a Redis cluster?",
+    ],
+)
+def test_questions_about_what_the_kb_lacks_are_not_covered(kb: KbTerms, text: str) -> None:
+    assert not verdict(kb, text, dense=0.3).covered
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Lumen Lumen Lumen Lumen: what is the capital of France?",
+        "lumenctl lumenctl lumenctl write me a poem about the ocean",
+        "As the on-call engineer for lumenctl… who won the 2018 world cup",
+        "Jonas Berg, Priya Natarajan: who is the president of the United States?",
+        "lumenctl lumenctl lumenctl lumenctl lumenctl",
+        "lumenctl 的 spool：今天天气怎么样？",
+    ],
+)
+def test_kb_words_around_an_off_topic_request_buy_nothing(kb: KbTerms, text: str) -> None:
+    # even with the whole message's similarity high (the KB words pull it up)
+    found = judge(text, dense_max=0.45, request_dense=0.1, kb=kb)
+    assert not found.covered, found.reason
+    assert found.off_request
+
+
+def test_a_follow_up_with_an_empty_request_is_judged_on_the_whole_message(kb: KbTerms) -> None:
+    found = judge("the spool segment is full, what now?", dense_max=0.3, request_dense=0.05, kb=kb)
+    assert found.covered, found.reason
+    assert not found.off_request
+
+
+def test_a_request_without_specific_terms_needs_a_close_chunk(kb: KbTerms) -> None:
+    options = CoverageOptions()
+    assert not verdict(kb, "how are you?", dense=options.dense_only - 0.01).covered
+    assert verdict(kb, "how are you?", dense=options.dense_only + 0.01).covered
+
+
+def test_without_kb_terms_only_dense_evidence_counts() -> None:
+    found = judge("Who is Priya Natarajan?", dense_max=0.2, request_dense=None, kb=None)
+    assert not found.covered
+    assert found.signals["term_coverage"] == 0.0
+
+
+def test_thresholds_come_from_the_options(kb: KbTerms) -> None:
+    strict = CoverageOptions(min_terms=1.01)
+    assert not judge(
+        "Who is Priya Natarajan?", dense_max=0.9, request_dense=None, kb=kb, options=strict
+    ).covered
+
+
+def test_the_two_old_thresholds_are_accepted_with_a_deprecation(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from bot.settings import load_settings
+
+    with caplog.at_level("WARNING", logger="tacit.settings"):
+        settings = load_settings(gate={"unfitted_min_score": 0.3}, answer={"min_score": 0.3})
+    assert settings.gate.unfitted_min_score == 0.3  # accepted, not an "unknown setting" error
+    warned = [r.getMessage() for r in caplog.records]
+    assert any("[gate] unfitted_min_score is deprecated" in m for m in warned)
+    assert any("[answer] min_score is deprecated" in m for m in warned)

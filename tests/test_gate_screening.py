@@ -1,0 +1,152 @@
+"""The gate's LLM screening (issue 14): intent and safety in ONE call, run concurrently with the
+coverage check; screen()/classify() for a caller that answers while the LLM screens; a model
+that misbehaves leaves the gate as it is without one. Real embedder and stores, scripted LLM."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+import pytest_asyncio
+
+from adapters.embedders.use import USEEmbedder
+from adapters.graph.sqlite_store import SQLiteGraphStore
+from adapters.state import RedisStateStore
+from adapters.vector.milvus_store import MilvusVectorStore
+from core.gate.gate import Gate, GateOptions
+from core.index.pipeline import Indexer, IndexOptions
+from core.models import Prompt
+from tests.fakes.fake_llm import FakeLLM
+
+KB = "ops"
+QUESTION = "How do I roll back a bad deploy?"
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+DOCS = {
+    "rollback.md": (
+        "# Rollback runbook\n\n## Rolling back a bad deploy\n"
+        "Run `deployctl rollback --to previous` to restore the last good release. "
+        "The rollback takes about four minutes. Announce it in the #ops channel first.\n"
+    ),
+    "ports.md": "# Ports\n\nThe gateway listens on port 8443 for HTTPS. Metrics: port 9090.\n",
+}
+
+
+@pytest.fixture(scope="module")
+def embedder() -> USEEmbedder:
+    return USEEmbedder()
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def stores(
+    tmp_path_factory: pytest.TempPathFactory, embedder: USEEmbedder
+) -> AsyncIterator[tuple[MilvusVectorStore, RedisStateStore]]:
+    root = tmp_path_factory.mktemp("gate-screening")
+    docs = root / "docs"
+    docs.mkdir()
+    for name, text in DOCS.items():
+        (docs / name).write_text(text, encoding="utf-8")
+    graph = SQLiteGraphStore(root / "graph.sqlite")
+    vectors = MilvusVectorStore(uri=str(root / "milvus.db"))
+    state = await RedisStateStore.embedded(root / "state.rdb")
+    await Indexer(graph, vectors, embedder, IndexOptions(chunk_size=64)).index(KB, [docs])
+    yield vectors, state
+    await state.aclose()
+    await vectors.aclose()
+    await graph.aclose()
+
+
+def make_gate(stores: Any, embedder: USEEmbedder, llm: Any = None, **options: Any) -> Gate:
+    vectors, state = stores
+    return Gate(
+        embedder=embedder, vectors=vectors, state=state, llm=llm, options=GateOptions(**options)
+    )
+
+
+async def test_intent_and_safety_are_one_call(stores, embedder) -> None:
+    llm = FakeLLM().script("gate_classify", {"intent": "question", "safe": True, "topic": ""})
+    decision = await make_gate(stores, embedder, llm).decide(KB, QUESTION, addressed=True)
+    assert decision.action == "answer" and decision.intent == "question"
+    assert llm.templates_called == ["gate_classify"]
+
+
+async def test_the_screening_prompt_lists_banned_topics_only_when_there_are_some(
+    stores, embedder
+) -> None:
+    llm = (
+        FakeLLM()
+        .script("gate_classify", {"intent": "question", "safe": True})
+        .script("gate_classify", {"intent": "question", "safe": True})
+    )
+    await make_gate(stores, embedder, llm).decide(KB, QUESTION)
+    await make_gate(stores, embedder, llm, banned_topics=("payroll", " ")).decide(KB, QUESTION)
+    without, with_topics = (c.prompt.messages[0].content for c in llm.calls)
+    assert "banned topics" not in without and ": -" not in without
+    assert "banned topics: payroll." in with_topics
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        '<think>{"intent": "chitchat", "safe": false, "topic": "x"}',  # a draft, never closed
+        '<think>Draft: {"intent": "chitchat"}</think>\n{"intent": "question", "safe": true}',
+        "garbage {{{ ,,, not json",
+        "I cannot help with that.",
+        "",
+    ],
+)
+async def test_a_misbehaving_model_leaves_the_gate_as_without_one(
+    stores, embedder, reply: str
+) -> None:
+    without = await make_gate(stores, embedder).decide(KB, QUESTION, addressed=True)
+    llm = FakeLLM().script("gate_classify", reply)
+    decision = await make_gate(stores, embedder, llm).decide(KB, QUESTION, addressed=True)
+    assert (decision.action, decision.intent) == (without.action, "question")
+    assert without.action == "answer"
+
+
+async def test_the_llm_screens_while_coverage_is_checked(stores, embedder) -> None:
+    """Each waits until the other has started: run one after the other (in either order),
+    the first would time out."""
+    coverage_started = asyncio.Event()
+    llm_started = asyncio.Event()
+
+    class WaitsForCoverage(FakeLLM):
+        async def chat_json(self, prompt: Prompt, schema: Any, *, temperature: float = 0.0) -> Any:
+            llm_started.set()
+            await asyncio.wait_for(coverage_started.wait(), timeout=5)
+            return await super().chat_json(prompt, schema, temperature=temperature)
+
+    llm = WaitsForCoverage().script("gate_classify", {"intent": "question", "safe": True})
+    gate = make_gate(stores, embedder, llm)
+    check = gate.coverage.check
+
+    async def signalling_check(*args: Any, **kwargs: Any) -> Any:
+        coverage_started.set()
+        await asyncio.wait_for(llm_started.wait(), timeout=5)
+        return await check(*args, **kwargs)
+
+    gate.coverage.check = signalling_check  # type: ignore[method-assign]
+    decision = await asyncio.wait_for(gate.decide(KB, QUESTION), timeout=30)
+    assert decision.action == "answer" and llm.templates_called == ["gate_classify"]
+
+
+async def test_screen_makes_no_llm_call_and_classify_can_overturn_it(stores, embedder) -> None:
+    llm = FakeLLM().script("gate_classify", {"intent": "chitchat", "safe": True})
+    gate = make_gate(stores, embedder, llm)
+    screened = await gate.screen(KB, QUESTION, addressed=True)
+    assert screened.action == "answer" and llm.calls == []
+    final = await gate.classify(QUESTION, screened, addressed=True)
+    assert (final.action, final.stage, final.intent) == ("decline", "intent", "chitchat")
+    assert llm.templates_called == ["gate_classify"]
+    assert final.scores == screened.scores  # the coverage evidence is kept
+
+
+async def test_classify_does_not_call_the_llm_for_a_refused_message(stores, embedder) -> None:
+    llm = FakeLLM()  # unscripted: any call fails
+    gate = make_gate(stores, embedder, llm)
+    screened = await gate.screen(KB, "What's a good recipe for banana bread?")
+    assert screened.refused
+    assert await gate.classify("What's a good recipe for banana bread?", screened) is screened
+    assert llm.calls == []
