@@ -498,6 +498,13 @@ class ConsoleSettings(Section):
         "trusted_user_header",
     )
     session_ttl: float = Field(12 * 3600.0, gt=0, description="seconds a console session lasts")
+    public_url: str = Field(
+        "",
+        max_length=2000,
+        pattern=r"^(https?://\S+)?$",
+        description="the console's address as people reach it (e.g. https://tacit.example.com"
+        "/console); Slack's App Home links admins to it; empty: no link",
+    )
     upload_dir: Path | None = Field(
         None, description="where uploaded documents are kept; default <home>/uploads"
     )

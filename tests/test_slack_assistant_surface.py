@@ -145,7 +145,9 @@ async def test_app_home_shows_the_kbs_and_an_admin_their_channels_numbers(
     await state.record(
         Decision.about(message, "t1", outcome="answered", stage="answer", reason="r")
     )
-    facts = HomeFacts(state, graph, settings, default_kb="default")
+    facts = HomeFacts(
+        state, graph, settings, default_kb="default", console_url="https://tacit.example/console"
+    )
     adapter = make_adapter(slack, Recorder(), home_facts=facts)
 
     for user in ("UADMIN", "UPLAIN"):
@@ -163,4 +165,6 @@ async def test_app_home_shows_the_kbs_and_an_admin_their_channels_numbers(
     assert "Your channels" in admin and "mode `mention`" in admin and "1 answered" in admin
     assert "<#C0HR> · KB" not in admin  # UADMIN administers C0OPS only
     assert "How to ask" in plain and "Your channels" not in plain
+    assert "<https://tacit.example/console|Open the console>" in admin
+    assert "tacit.example/console" not in plain  # the console link is for admins only
     assert len(slack.calls_to("views.publish")) == 2  # not for the Messages tab

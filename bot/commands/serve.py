@@ -45,10 +45,14 @@ def platform_adapters(config: Settings, runtime: Runtime) -> dict[str, ChatAdapt
         runtime.store,
         # Slack's AI-app split view offers the channel's most asked questions.
         suggest_prompts=SuggestedPrompts(runtime.state, runtime.services.graph),
-        # Slack's App Home: the KBs, how to ask, and for admins their channels' numbers. (No
-        # console link: no setting names the server's public URL yet.)
+        # Slack's App Home: the KBs, how to ask, and for admins their channels' numbers and
+        # a link to the console where `[console] public_url` names it.
         home_facts=HomeFacts(
-            runtime.state, runtime.services.graph, config.conversation, default_kb=config.kb
+            runtime.state,
+            runtime.services.graph,
+            config.conversation,
+            default_kb=config.kb,
+            console_url=(config.console.public_url or None) if config.console.enabled else None,
         ),
     )
 

@@ -314,11 +314,12 @@ class Gate:
 
     async def _refusal(self, kb: str, text: str) -> tuple[dict[str, float], bool, str]:
         fit, missing = await self._usable_fit(kb)
+        if fit is not None and (incompatible := self._incompatibility(kb, fit)):
+            fit, missing = None, incompatible
         embedding = await self.embedder.embed([text])
         coverage = await self.coverage.check(kb, text, embedding=embedding[0])
         if fit is None:
             return dict(coverage.signals), coverage.covered, f"{coverage.reason} ({missing})"
-        self._check_compatible(kb, fit)
         features = await self._features(kb, [text], embedding, fit)
         probability = float(fit.probabilities(features)[0])
         scores = dict(zip(fit.features, (float(x) for x in features[0]), strict=True))
@@ -366,9 +367,20 @@ class Gate:
                 hint=f"fit it again: tacit gate fit --kb {kb} --good FILE --bad FILE",
             )
 
+    def _incompatibility(self, kb: str, fit: GateFit) -> str:
+        """Why `fit` cannot score this Tacit's messages ("" when it can)."""
+        try:
+            self._check_compatible(kb, fit)
+        except StoreError as exc:
+            return f"the stored fit is not usable: {exc}; {exc.hint}"
+        return ""
+
     async def _usable_fit(self, kb: str) -> tuple[GateFit | None, str]:
         """The fit to score with, or None and why. A state store that cannot be reached does
-        not stop the gate: the fit last loaded is used, or else the best-chunk rule."""
+        not stop the gate: the fit last loaded is used, or else the coverage rule. Nor does a
+        fit this Tacit cannot read (an older format after an upgrade, an unreadable value):
+        silencing a KB until someone refits would be worse than the unfitted rule, so that
+        rule decides and every decision's reason says how to refit."""
         try:
             return await self.current_fit(kb), "no fitted gate for this KB"
         except StoreUnavailable as exc:
@@ -376,6 +388,8 @@ class Gate:
             if cached is not None and cached.fit is not None:
                 return cached.fit, ""
             return None, f"the gate's fit cannot be read: {exc}"
+        except StoreError as exc:
+            return None, f"the stored fit is not usable: {exc}; {exc.hint}"
 
     async def current_fit(self, kb: str) -> GateFit | None:
         """The stored fit, reloaded only when its stamp changed (one small read per message)."""

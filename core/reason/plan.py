@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -53,19 +53,7 @@ Operator = Literal[
     "deduce",
     "output",
 ]
-OPERATORS: tuple[str, ...] = (
-    "retrieve",
-    "filter",
-    "count",
-    "sum",
-    "average",
-    "sort",
-    "compare",
-    "ratio",
-    "percent",
-    "deduce",
-    "output",
-)
+OPERATORS: tuple[str, ...] = get_args(Operator)  # one list: the schema and the prompt agree
 Condition = Literal[">", ">=", "<", "<=", "=", "!=", "contains", "not_contains"]
 Relation = Literal[
     "greater", "less", "equal", "not_equal", "greater_or_equal", "less_or_equal", "difference"
