@@ -201,3 +201,14 @@ async def test_drop_removes_the_index_files(tmp_path: Path) -> None:
         assert await store.lexical_search("chunks", "kb", ["fox"]) == [[]]
     finally:
         await store.aclose()
+
+
+def test_bm25s_debug_lines_stay_out_of_the_terminal() -> None:
+    """bm25s sets its logger to DEBUG on import; Tacit quiets it when it first uses it."""
+    import logging
+
+    from adapters.vector.bm25_index import _bm25s
+
+    logging.getLogger("bm25s").setLevel(logging.DEBUG)  # as `import bm25s` leaves it
+    _bm25s()
+    assert not logging.getLogger("bm25s").isEnabledFor(logging.DEBUG)

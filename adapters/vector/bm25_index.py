@@ -200,10 +200,18 @@ class KBIndex:
         return results
 
 
-def build_model(vocab: dict[str, int], docs: dict[str, _Doc]) -> _Model:
-    """A bm25s model over `docs` (run in a worker thread: seconds at tens of thousands)."""
+def _bm25s() -> Any:
+    """bm25s, imported when first needed (scipy is heavy) and quiet: it sets its own logger to
+    DEBUG, and "Building index from IDs" would otherwise reach a user's terminal on every ask."""
     import bm25s
 
+    logging.getLogger("bm25s").setLevel(logging.WARNING)
+    return bm25s
+
+
+def build_model(vocab: dict[str, int], docs: dict[str, _Doc]) -> _Model:
+    """A bm25s model over `docs` (run in a worker thread: seconds at tens of thousands)."""
+    bm25s = _bm25s()
     rows = list(docs)
     bm25 = bm25s.BM25(k1=K1, b=B)
     if not any(len(doc.terms) for doc in docs.values()):
@@ -428,9 +436,7 @@ def _load(folder: Path, kb: str) -> KBIndex | None:
             index.docs[chunk_id] = _Doc(source, text, terms)
     saved = state.get("model")
     if saved is not None:
-        import bm25s
-
-        bm25 = bm25s.BM25.load(str(target / "model"), show_progress=False, verbosity=0)
+        bm25 = _bm25s().BM25.load(str(target / "model"), show_progress=False, verbosity=0)
         index.model = _Model(bm25, list(saved["rows"]))
         index.tombstones = set(saved["tombstones"])
     else:
