@@ -2,6 +2,7 @@
 
     POST /v1/ask            a question; the answer streams back as server-sent events
     POST /v1/feedback       👍/👎 on an answer, by its trace id
+    POST /v1/labels         an admin token's "should have answered / stayed silent" on a decision
     POST /v1/events         queue a platform-neutral message durably (202 once stored)
     GET  /v1/results/{id}?channel=…   what a queued message got, once a worker handled it
     GET  /healthz           ok or not (the state store answers); details for a token holder
@@ -47,6 +48,7 @@ from starlette.routing import BaseRoute, Route
 from adapters.http_body import DEFAULT_MAX_BODY_BYTES, BodyRejected, read_body
 from bot.admission import Admission
 from bot.assistant import COMMAND_PREFIX, TacitAssistant
+from bot.gate_labels import label_decision
 from bot.metrics import Metrics
 from bot.queue import EventIngest
 from bot.settings import ApiToken, ServerSettings, Settings
@@ -59,7 +61,7 @@ from core.conversation import (
     TextDelta,
     Thinking,
 )
-from core.errors import StoreError, TacitError
+from core.errors import InputError, StoreError, TacitError
 from core.ports import EventQueue, StateStore
 
 logger = logging.getLogger(__name__)
@@ -158,6 +160,16 @@ class FeedbackRequest(BaseModel):
     user: str | None = _ON_BEHALF
     comment: str = Field("", max_length=2000)
     platform: Literal["http", "cli"] = Field("http", description="where the answer went")
+
+
+class LabelRequest(BaseModel):
+    """An admin's verdict on one gate decision: the labels `tacit gate fit --from-feedback`
+    (and `[gate] refit_every`) learn from."""
+
+    trace_id: str = Field(min_length=1, max_length=100, description="the decision's trace id")
+    label: Literal["answer", "silent"] = Field(
+        description="answer: Tacit should have answered; silent: it should have stayed silent"
+    )
 
 
 class EventRequest(BaseModel):
@@ -335,6 +347,31 @@ def build_app(
             return JSONResponse({"error": "no answer with that trace id"}, status_code=404)
         return JSONResponse({"stored": True})
 
+    async def label(request: Request) -> Response:
+        checked = await body_of(request, LabelRequest)
+        if isinstance(checked, Response):
+            return checked
+        caller, parsed = checked
+        assert isinstance(parsed, LabelRequest)
+        if not caller.admin:  # labels steer what the bot answers: an admin's call
+            return JSONResponse({"error": "only an admin token may label decisions"}, 403)
+        try:
+            decision = await assistant.state.log.get(parsed.trace_id)
+            if decision is None:
+                return JSONResponse({"error": "no decision with that trace id"}, status_code=404)
+            kb = await label_decision(
+                assistant.labels,
+                decision,
+                label=parsed.label,
+                strength="admin",
+                by=f"http:{caller.user}",
+            )
+        except InputError as exc:
+            return JSONResponse({"error": str(exc)}, status_code=409)
+        except StoreError as exc:
+            return JSONResponse({"error": str(exc)}, status_code=503)
+        return JSONResponse({"stored": True, "kb": kb, "label": parsed.label})
+
     async def events(request: Request) -> Response:
         received = time.perf_counter()
         if ingest is None:
@@ -410,6 +447,7 @@ def build_app(
     all_routes: list[BaseRoute] = [
         Route("/v1/ask", ask, methods=["POST"]),
         Route("/v1/feedback", feedback, methods=["POST"]),
+        Route("/v1/labels", label, methods=["POST"]),
         Route("/v1/events", events, methods=["POST"]),
         Route("/v1/results/{message_id}", results, methods=["GET"]),
         Route("/healthz", healthz, methods=["GET"]),

@@ -284,3 +284,28 @@ def test_weak_or_clashing_tokens_stop_at_start(tmp_path: Path, tokens: list[Any]
 
     with pytest.raises(ConfigError, match="invalid setting server"):
         load_settings(home=tmp_path, server={"tokens": tokens})
+
+
+async def test_only_an_admin_token_labels_a_decision_for_the_gate(served: Served) -> None:
+    """Issue 15: admins teach the gate over HTTP too; the label names the caller's token user,
+    never a body's, and other tokens cannot steer what the bot answers."""
+    trace_id = await _answer_on_slack(served)
+    body = {"trace_id": trace_id, "label": "silent"}
+    async with client_of(served) as client:
+        for token in (ALICE_TOKEN, ANON_TOKEN):
+            refused = await client.post("/v1/labels", json=body, headers=bearer(token))
+            assert refused.status_code == 403
+        missing = {"trace_id": "no-such-trace", "label": "answer"}
+        unknown = await client.post("/v1/labels", json=missing, headers=bearer(ADMIN_TOKEN))
+        assert unknown.status_code == 404
+        bad = {"trace_id": trace_id, "label": "maybe"}
+        malformed = await client.post("/v1/labels", json=bad, headers=bearer(ADMIN_TOKEN))
+        assert malformed.status_code == 400
+        stored = await client.post("/v1/labels", json=body, headers=bearer(ADMIN_TOKEN))
+    assert stored.status_code == 200, stored.text
+    kb = stored.json()["kb"]
+    examples = await served.assistant.labels.examples(kb)
+    assert [(e.trace_id, e.label, e.strength, e.text) for e in examples] == [
+        (trace_id, "silent", "admin", QUESTION)
+    ]
+    assert examples[0].by.startswith("http:") and "UADMIN" not in examples[0].by
