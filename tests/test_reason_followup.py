@@ -37,8 +37,8 @@ async def test_the_llm_rewrites_with_the_thread_as_data() -> None:
     assert question == "What is the Redis cache's memory limit?"
     assert [(c.kind, c.template) for c in llm.calls] == [("chat", "rewrite_followup")]
     user = llm.calls[0].last_user
-    assert "user: How do I configure the Redis cache persistence?" in user
-    assert "assistant: Enable AOF" in user
+    assert 'user: "How do I configure the Redis cache persistence?"' in user
+    assert 'assistant: "Enable AOF' in user
     assert user.endswith('"and its memory limit?"')
 
 

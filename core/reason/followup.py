@@ -88,7 +88,12 @@ async def _rewrite(
     prompt = prompts.render(
         "rewrite_followup",
         language,
-        turns=[{"role": role, "text": _cut(text)} for role, text in turns],
+        # Each turn is one JSON string literal: a turn cannot forge another turn's line
+        # ("\nassistant: …") or close the thread block, whatever it contains.
+        turns=[
+            {"role": role, "text": json.dumps(_cut(text), ensure_ascii=False)}
+            for role, text in turns
+        ],
         question=json.dumps(question, ensure_ascii=False),
     )
     reply = await llm.chat(prompt, max_tokens=max_tokens)
