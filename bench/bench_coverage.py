@@ -2,9 +2,12 @@
 ones (off-topic, chatter, KB-word stuffing) refused.
 
     python bench/bench_coverage.py --home /tmp/gate15/home [--index] [--details]
+        [--data tests/data/demo_coverage_holdout.jsonl] [--compare-prior]
 
 The data set is tests/data/demo_coverage.jsonl ({"text", "covered", "lang", "kind"}), written
 before the coverage rule was tuned. --index indexes bot/demo_kb into the home first.
+--compare-prior runs the set twice in one process: coverage alone ([gate] request_prior off, the
+baseline), then the request prior combined with coverage (the default).
 """
 
 from __future__ import annotations
@@ -24,13 +27,15 @@ def read_set(path: Path = DATA) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text("utf-8").splitlines() if line.strip()]
 
 
-async def run(home: Path, *, index: bool, details: bool) -> dict[str, Any]:
+async def run(
+    home: Path, *, index: bool, details: bool, data: Path = DATA, prior: bool = True
+) -> dict[str, Any]:
     from bot.demo import DEMO_KB, demo_kb_path
     from bot.settings import load_settings
     from bot.wiring import build_state, open_services
 
-    settings = load_settings(home=home, llm={"base_url": None})
-    rows = read_set()
+    settings = load_settings(home=home, llm={"base_url": None}, gate={"request_prior": prior})
+    rows = read_set(data)
     async with open_services(settings) as services:
         if index:
             await services.indexer(DEMO_KB).index(DEMO_KB, [demo_kb_path()])
@@ -43,6 +48,7 @@ async def run(home: Path, *, index: bool, details: bool) -> dict[str, Any]:
             )
             latencies: list[float] = []
             wrong: list[str] = []
+            as_chatter: list[str] = []  # refused at the intent stage: not asking at all
             counts = {"covered": [0, 0], "uncovered": [0, 0], "stuffing": [0, 0]}
             for row in rows:
                 started = time.perf_counter()
@@ -54,6 +60,8 @@ async def run(home: Path, *, index: bool, details: bool) -> dict[str, Any]:
                     else ("stuffing" if row.get("kind") == "stuffing" else "uncovered")
                 )
                 answered = not decision.refused
+                if decision.stage == "intent":
+                    as_chatter.append(row["text"])
                 counts[group][0] += 1
                 counts[group][1] += int(answered)
                 if answered != row["covered"]:
@@ -65,6 +73,8 @@ async def run(home: Path, *, index: bool, details: bool) -> dict[str, Any]:
             await state.aclose()
     latencies.sort()
     report = {
+        "data": data.name,
+        "request_prior": prior,
         "covered_refused": f"{counts['covered'][0] - counts['covered'][1]}/{counts['covered'][0]}",
         "uncovered_refused": (
             f"{counts['uncovered'][0] - counts['uncovered'][1]}/{counts['uncovered'][0]}"
@@ -74,6 +84,7 @@ async def run(home: Path, *, index: bool, details: bool) -> dict[str, Any]:
         ),
         "p50_ms": round(latencies[len(latencies) // 2], 2),
         "wrong": wrong,
+        "refused_as_chatter": as_chatter,
     }
     return report
 
@@ -83,9 +94,23 @@ def main() -> None:
     parser.add_argument("--home", type=Path, required=True, help="a data home (reused)")
     parser.add_argument("--index", action="store_true", help="index the demo KB first")
     parser.add_argument("--details", action="store_true", help="print every decision")
+    parser.add_argument("--data", type=Path, default=DATA, help="a set like the default one")
+    parser.add_argument(
+        "--compare-prior", action="store_true", help="also run without the request prior first"
+    )
     args = parser.parse_args()
-    report = asyncio.run(run(args.home, index=args.index, details=args.details))
-    print(json.dumps(report, indent=2, ensure_ascii=False))
+    settings = [False, True] if args.compare_prior else [True]
+    for number, prior in enumerate(settings):
+        report = asyncio.run(
+            run(
+                args.home,
+                index=args.index and number == 0,
+                details=args.details,
+                data=args.data,
+                prior=prior,
+            )
+        )
+        print(json.dumps(report, indent=2, ensure_ascii=False))
 
 
 if __name__ == "__main__":

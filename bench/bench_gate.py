@@ -34,6 +34,7 @@ import asyncio
 import json
 import os
 import platform
+import shutil
 import statistics
 import sys
 import time
@@ -77,7 +78,9 @@ def rejected_questions() -> list[str]:
 
 
 def mirror_kb(work: Path) -> Path:
-    """Symlinks to the KB's md files, and to its rst files under a .txt name."""
+    """Copies of the KB's md files, and of its rst files under a .txt name (read as plain text,
+    as every earlier run of this benchmark indexed them). Copies, not symlinks: the indexer
+    does not follow a symlink out of the folder it indexes (issue 13)."""
     root = work / "kb"
     source = REFUSAL / "kb"
     for path in sorted(source.rglob("*")):
@@ -87,8 +90,10 @@ def mirror_kb(work: Path) -> Path:
         relative = str(path.relative_to(source)) + (".txt" if suffix == ".rst" else "")
         target = root / relative
         target.parent.mkdir(parents=True, exist_ok=True)
-        if not target.is_symlink():
-            target.symlink_to(path)
+        if target.is_symlink():  # a work folder from before this change
+            target.unlink()
+        if not target.exists():
+            shutil.copyfile(path, target)
     return root
 
 

@@ -21,6 +21,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from bot.conversation_state import ChannelConfig, ConversationState, Decision
 from bot.gate_labels import GateLabels, Label, label_decision
+from bot.thread_memory import ThreadMemory
 from core.answer.events import AnswerEvent, Delta, Final, Retract, Status
 from core.conversation import (
     Feedback,
@@ -56,7 +57,10 @@ COMMAND_HELP = (
     "/tacit stats — the gate's decisions in this channel\n"
     "/tacit feedback — 👍/👎 on this channel's answers\n"
     "/tacit reindex — index this channel's knowledge base again\n"
-    "/tacit label answer|silent <trace-or-message-id> — should have answered / stayed silent"
+    "/tacit label answer|silent <trace-or-message-id> — should have answered / stayed silent\n"
+    "/tacit remember [link or id] — in a thread people answered: keep its question and answer "
+    "as a document of this channel's knowledge base\n"
+    "/tacit forget [link or document id] — remove a remembered thread"
 )
 COMMAND_PREFIX = "/tacit"
 
@@ -171,14 +175,17 @@ class TacitAssistant:
         gate: Gatekeeper | None = None,
         reindex: Reindex | None = None,
         labels: GateLabels | None = None,
+        memory: ThreadMemory | None = None,
     ) -> None:
         """Without a gate, the answerer's own refusal (evidence below its threshold) is the
-        gate's verdict. `labels`: where /tacit label and 👍/👎 teach the gate (issue 15)."""
+        gate's verdict. `labels`: where /tacit label and 👍/👎 teach the gate (issue 15).
+        `memory`: what /tacit remember and /tacit forget index into the channel's KB."""
         self.state = state
         self.answerer = answerer
         self.gate = gate
         self.reindex = reindex
         self.labels = labels if labels is not None else GateLabels(state.store)
+        self.memory = memory
         self._takes_history = "history" in inspect.signature(answerer.ask).parameters
 
     async def record_feedback(self, feedback: Feedback) -> bool:
@@ -239,6 +246,9 @@ class TacitAssistant:
             await self.state.record(decision(outcome="silent", stage="mode", reason=reason))
             yield Refusal(None, reason, trace_id)
             return
+        # Every person's message of an enabled channel, addressed or not: the question and the
+        # replies a thread is remembered from (/tacit remember).
+        await self.state.add_post(message)
         if not addressed and config.mode == "mention" and not await self.state.engaged(message):
             reason = "not addressed in a mention-only channel"
             await self.state.record(
@@ -439,17 +449,23 @@ class TacitAssistant:
             "feedback": self._feedback,
             "reindex": self._reindex,
             "label": self._label,
+            "remember": self._remember,
+            "forget": self._forget,
         }.get(name)
         if handler is None:
             text, reason = COMMAND_HELP, "help"
         else:
             if name == "reindex":
                 yield Thinking(f"re-indexing {config.kb}")
+            elif name == "remember":
+                yield Thinking(f"remembering this thread in {config.kb}")
             try:
                 text = await handler(message, config, words[1:])
                 reason = name
             except InputError as exc:
-                text, reason = f"{exc}\n{COMMAND_HELP}", f"{name}: {exc}"
+                # A usage slip shows the commands; remember/forget say what to do themselves.
+                usage = "" if name in ("remember", "forget") else f"\n{COMMAND_HELP}"
+                text, reason = f"{exc}{usage}", f"{name}: {exc}"
         await self.state.record(
             decision(outcome="command", stage="admin", reason=reason, kb=config.kb)
         )
@@ -544,6 +560,18 @@ class TacitAssistant:
             f"Noted: Tacit should have {should} on “{str(decision['text'])[:80]}” "
             f"(knowledge base {kb}). The next refit learns it (tacit gate fit --from-feedback)."
         )
+
+    async def _remember(self, message: Message, config: ChannelConfig, args: list[str]) -> str:
+        """/tacit remember [link or id]: the thread's question and people's answer become a
+        document of the channel's own KB (bot/thread_memory.py)."""
+        if self.memory is None:
+            raise InputError("remembering threads is not available in this process")
+        return await self.memory.remember(message, config, args)
+
+    async def _forget(self, message: Message, config: ChannelConfig, args: list[str]) -> str:
+        if self.memory is None:
+            raise InputError("forgetting threads is not available in this process")
+        return await self.memory.forget(message, config, args)
 
     async def _reindex(self, message: Message, config: ChannelConfig, args: list[str]) -> str:
         if self.reindex is None:

@@ -7,6 +7,8 @@ Cluster slot):
     {platform:workspace:channel:thread}:message:<id>    dedupe of the message (claim token)
     {platform:workspace:channel:thread}:delivery:<id>   dedupe of the platform delivery
     {platform:workspace:channel:thread}:history         the thread's turns (list, TTL)
+    {platform:workspace:channel:thread}:posts           people's messages, for /tacit remember
+    {platform:workspace:channel:thread}:first           the first of them (a long thread keeps it)
     {platform:workspace:channel}:config                 run-time overrides of the channel
     {decisions}:…                                       the decision log (bot/decision_log.py)
     {platform:workspace:channel}:feedback               votes, newest kept (list)
@@ -29,6 +31,7 @@ from bot.settings import ChannelMode, ConversationSettings
 from core.conversation import Feedback, Message
 from core.models import ChatMessage
 from core.ports import StateStore
+from core.thread_qa import ThreadPost
 
 ClaimResult = Literal["new", "mine", "duplicate", "delivered"]
 Outcome = Literal["answered", "declined", "silent", "rate_limited", "ignored", "command", "error"]
@@ -222,6 +225,36 @@ class ConversationState:
                 max_len=self.settings.history_turns * 2,
                 ttl=self.settings.history_ttl,
             )
+
+    async def add_post(self, message: Message) -> None:
+        """Keep a person's message of a thread (the question, and the replies people give
+        it) so that an admin can turn the thread into a document later (/tacit remember)."""
+        if self.settings.thread_posts == 0:
+            return
+        post = ThreadPost(
+            message.message_id, message.user, message.user_name, message.text, message.sent_at
+        )
+        row = json.dumps(post.as_dict(), ensure_ascii=False)
+        ttl = self.settings.thread_posts_ttl
+        # The question is the thread's first message: kept apart, so that a thread longer
+        # than `thread_posts` still has it when only its newest replies are left in the list.
+        await self.store.set_if_absent(f"{message.conversation_key}:first", row, ttl=ttl)
+        await self.store.push(
+            f"{message.conversation_key}:posts", row, max_len=self.settings.thread_posts, ttl=ttl
+        )
+
+    async def thread_posts(
+        self, platform: str, workspace: str, channel: str, thread: str
+    ) -> list[ThreadPost]:
+        """The kept messages of one thread, oldest first (none once it expired)."""
+        if self.settings.thread_posts == 0:
+            return []
+        key = f"{{{platform}:{workspace}:{channel}:{thread}}}"
+        rows = await self.store.recent(f"{key}:posts", self.settings.thread_posts)
+        first = await self.store.get(f"{key}:first")
+        if first is not None and first not in rows:
+            rows.insert(0, first)
+        return [ThreadPost.from_dict(json.loads(row)) for row in rows]
 
     async def engaged(self, message: Message) -> bool:
         """The bot answered in this thread recently (so it follows the thread)."""

@@ -368,7 +368,14 @@ class DecisionLog:
     async def days(
         self, count: int, *, now: float | None = None
     ) -> list[tuple[str, dict[str, int]]]:
-        """The counters of the last `count` days (UTC), oldest first.
+        """The counters of the last `count` days (UTC), oldest first."""
+        return (await self.days_and_total(count, now=now))[0]
+
+    async def days_and_total(
+        self, count: int, *, now: float | None = None
+    ) -> tuple[list[tuple[str, dict[str, int]]], int]:
+        """The counters of the last `count` days (UTC), oldest first, and how many decisions
+        the log holds: one round trip for the console's overview.
 
         Earlier days hardly change (only a late vote touches them), so they are read at most
         every PAST_DAYS_EVERY_S and kept in memory; today is read every time. Parsing a
@@ -381,7 +388,8 @@ class DecisionLog:
         async with self._client.pipeline(transaction=False) as pipe:
             for name in wanted:
                 pipe.hgetall(self.key(f"day:{name}"))
-            replies = await pipe.execute()
+            pipe.zcard(self.key("all"))
+            *replies, total = await pipe.execute()
         fresh = {
             name: {k: int(v) for k, v in reply.items()}
             for name, reply in zip(wanted, replies, strict=True)
@@ -391,7 +399,8 @@ class DecisionLog:
         for name, counters in fresh.items():
             if name != names[-1]:
                 self._past_days[name] = counters
-        return [(n, fresh[n] if n in fresh else self._past_days[n]) for n in names]
+        days = [(n, fresh[n] if n in fresh else self._past_days[n]) for n in names]
+        return days, int(total)
 
 
 def _rows(bodies: Sequence[str]) -> list[dict[str, Any]]:

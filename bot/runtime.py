@@ -14,6 +14,7 @@ from bot.conversation_state import ConversationState
 from bot.metrics import Metrics
 from bot.queue import EventIngest
 from bot.settings import Settings
+from bot.thread_memory import ThreadMemory
 from bot.wiring import Services, build_state, open_services
 from core.errors import InputError
 from core.index.loaders import printable
@@ -87,6 +88,13 @@ async def open_runtime(
             services.answerer(in_memory=True),  # many questions: one copy of the vectors
             gate=services.gate(store),
             reindex=KnowledgeBaseReindexer(services, settings),
+            # /tacit remember indexes here too (the embedded vector store admits one process)
+            memory=ThreadMemory(
+                state,
+                services.graph,
+                services.indexer,
+                invalidate=services.vector_cache().invalidate,
+            ),
         )
         metrics = Metrics()
         yield Runtime(

@@ -6,7 +6,7 @@
     POST /v1/events         queue a platform-neutral message durably (202 once stored)
     GET  /v1/results/{id}?channel=…   what a queued message got, once a worker handled it
     GET  /healthz           ok or not (the state store answers); details for a token holder
-    GET  /metrics           Prometheus metrics
+    GET  /metrics           Prometheus metrics (`[server] metrics_token` to require one)
     /slack/events, /telegram/webhook   the platform adapters' routes, mounted only in the mode
                                         that uses them (Events API; Telegram webhook mode)
 
@@ -118,6 +118,13 @@ class TokenBook:
         if found is None and not self.required:
             return Caller(ANONYMOUS_USER)
         return found
+
+
+def bearer_matches(request: Request, secret: str) -> bool:
+    """Whether the request's `Authorization: Bearer …` is `secret` (compared in constant time)."""
+    scheme, _, value = request.headers.get("authorization", "").partition(" ")
+    given = value.strip().encode()
+    return scheme.lower() == "bearer" and hmac.compare_digest(given, secret.encode())
 
 
 def http_admins(server: ServerSettings) -> list[str]:
@@ -236,6 +243,7 @@ def build_app(
     routes: Sequence[BaseRoute] = (),
     lifespan: Callable[[Starlette], AbstractAsyncContextManager[None]] | None = None,
     admission: Admission | None = None,
+    metrics_token: str = "",
 ) -> Starlette:
     """The ASGI app. `routes` are the platform adapters' (Slack events, Telegram webhook);
     `lifespan` starts and drains the workers and adapters around serving."""
@@ -442,6 +450,13 @@ def build_app(
         return JSONResponse(body)
 
     async def prometheus(request: Request) -> Response:
+        # Its own token, not an API one: a scraper's credentials should not be able to ask.
+        if metrics_token and not bearer_matches(request, metrics_token):
+            return JSONResponse(
+                {"error": "missing or wrong bearer token"},
+                status_code=401,
+                headers={"WWW-Authenticate": "Bearer"},
+            )
         return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
     all_routes: list[BaseRoute] = [

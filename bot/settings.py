@@ -272,6 +272,14 @@ class GateSettings(Section):
     coverage_min_weight: float = Field(
         0.25, ge=0, description="less specific-term weight than this: the request has no terms"
     )
+    request_prior: bool = Field(
+        True,
+        description="no fit and no LLM intent: the shipped request prior says whether a "
+        "message asks anything at all",
+    )
+    request_prior_threshold: float | None = Field(
+        None, ge=0, le=1, description="P(question or request) it needs (unset: the shipped one)"
+    )
     unfitted_min_score: float | None = Field(
         None, ge=-1, le=1, description="deprecated, ignored: replaced by [gate] coverage_*"
     )
@@ -343,6 +351,18 @@ class ConversationSettings(Section):
         description="days a logged decision keeps its message text; after that only the text's "
         "SHA-256 (0: never keep the text)",
     )
+    thread_posts: int = Field(
+        200,
+        ge=0,
+        le=2000,
+        description="people's messages kept per thread for /tacit remember (0: none kept, so "
+        "no thread can be remembered)",
+    )
+    thread_posts_ttl: float = Field(
+        7 * 86400.0,
+        gt=0,
+        description="seconds a quiet thread's messages are kept for /tacit remember",
+    )
 
 
 class ApiToken(Section):
@@ -378,6 +398,12 @@ class ServerSettings(Section):
         description="bearer tokens with their identity and admin right; an HTTP caller is who "
         "its token says, never what the request body claims",
     )
+    metrics_token: SecretStr = Field(
+        SecretStr(""),
+        description="bearer token a Prometheus scraper must send for /metrics "
+        "(authorization.credentials in its scrape config); empty: /metrics is open to anyone "
+        "who can reach the port",
+    )
     max_body_bytes: int = Field(
         1024 * 1024,
         ge=1024,
@@ -407,6 +433,13 @@ class ServerSettings(Section):
         "to finish; past that the server answers 429 with Retry-After (the last in line waits "
         "about max_queued_asks / max_concurrent_asks answer times)",
     )
+
+    @field_validator("metrics_token")
+    @classmethod
+    def _metrics_token_long_enough(cls, value: SecretStr) -> SecretStr:
+        if value.get_secret_value() and len(value.get_secret_value().strip()) < 16:
+            raise ValueError("metrics_token must have at least 16 characters (or be empty)")
+        return value
 
     @model_validator(mode="after")
     def _distinct_tokens(self) -> ServerSettings:

@@ -339,6 +339,8 @@ class Services:
                 llm_intent=gate.llm_intent,
                 llm_safety=gate.llm_safety,
                 coverage=self.coverage_options(),
+                request_prior=gate.request_prior,
+                prior_threshold=gate.request_prior_threshold,
             ),
             cache=self.vector_cache(),
             coverage=self.coverage_rule(),

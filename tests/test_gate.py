@@ -382,7 +382,14 @@ async def test_an_unreachable_state_store_degrades_to_the_coverage_rule(
         decision = await cold.decide(KB, "How do I roll back a bad deploy?")
         assert decision.action == "answer" and decision.stage == "refusal"
         assert "the gate's fit cannot be read" in decision.reason
-        assert set(decision.scores) == set(SIGNALS)  # the unfitted coverage rule decided
+        # the unfitted coverage rule decided, with the request prior
+        assert set(decision.scores) == {
+            *SIGNALS,
+            "prior_request",
+            "prior_marked",
+            "prior_asks",
+            "prior_threshold",
+        }
 
         warm = fitted  # it has loaded the fit once; the store then goes away
         await warm.decide(KB, "How do I roll back a bad deploy?")

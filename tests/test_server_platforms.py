@@ -7,6 +7,7 @@ import asyncio
 import os
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -153,3 +154,25 @@ async def test_slack_and_telegram_run_together_in_one_process(home: Path) -> Non
             assert not service.platforms["telegram"].application.running  # type: ignore[attr-defined]
     (reply,) = telegram.replies_to(GROUP["id"], 7)
     assert "deployctl rollback" in reply.text
+
+
+async def test_shutdown_cancels_the_consoles_background_work(home: Path) -> None:
+    """`tacit serve`'s lifespan closes the console too: an indexing job still running at
+    SIGTERM is cancelled rather than left writing to stores that are closing."""
+    config = load_settings(home=home, kb="ops")
+    started = asyncio.Event()
+    async with open_runtime(config) as runtime:
+        service = Service(config, runtime)
+        assert service.console is not None
+
+        async def forever(job: Any) -> str:
+            started.set()
+            await asyncio.sleep(3600)
+            return "never"
+
+        async with serving(service.app):
+            job = service.console.jobs.start("ops", "index a slow path", forever)
+            await asyncio.wait_for(started.wait(), 5)
+            assert job.running
+        assert not job.running
+        assert all(task.done() for task in service.console.jobs._tasks)

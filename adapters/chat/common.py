@@ -61,6 +61,11 @@ class ChatAdapter(Protocol):
         """Render one message's reply events; consumes the stream to its end (may be empty)."""
         ...
 
+    async def permalink(self, message: Message, message_id: str) -> str | None:
+        """The platform's link to message `message_id` of `message`'s channel (a remembered
+        thread's source); None when the platform gives none."""
+        ...
+
 
 class ChatPlatformError(TacitError):
     """A chat platform refused a reply for good (not a rate limit: those are retried)."""

@@ -62,7 +62,12 @@ from adapters.chat.slack_assistant import (
     publish_home,
     title_thread,
 )
-from adapters.chat.slack_manifest import EVENTS_PATH, MENTION_EVENT, MESSAGE_EVENT
+from adapters.chat.slack_manifest import (
+    EVENTS_PATH,
+    MENTION_EVENT,
+    MESSAGE_EVENT,
+    REMEMBER_SHORTCUT,
+)
 from adapters.chat.slack_stream import (
     FEEDBACK_BUTTONS_ACTION,
     NativeStream,
@@ -171,6 +176,7 @@ class SlackAdapter:
         self.app.event(ASSISTANT_THREAD_STARTED)(self._on_assistant_thread)
         self.app.event(APP_HOME_OPENED)(self._on_home_opened)
         self.app.command(slash_command)(self._on_command)
+        self.app.shortcut(REMEMBER_SHORTCUT)(self._on_remember_shortcut)
         self.app.action(FEEDBACK_ACTION)(self._on_feedback)
         self.app.action(FEEDBACK_BUTTONS_ACTION)(self._on_feedback_buttons)
         self._socket_handler: Any = None
@@ -273,6 +279,33 @@ class SlackAdapter:
         await self._submit(message)
         await ack()
 
+    async def _on_remember_shortcut(self, ack: AsyncAck, body: dict[str, Any]) -> None:
+        """The message shortcut: `/tacit remember` for the thread of the message it was used
+        on (the assistant checks that the user is an admin); the reply, like a slash command's,
+        goes to the user alone through the response_url."""
+        picked = body.get("message") or {}
+        ts = str(picked.get("ts") or body.get("message_ts") or "")
+        trigger = str(body.get("trigger_id", ""))
+        if not ts or not trigger:
+            await ack()
+            return
+        message = Message(
+            platform="slack",
+            workspace=(body.get("team") or {}).get("id", ""),
+            channel=(body.get("channel") or {}).get("id", ""),
+            thread=str(picked.get("thread_ts") or ts),
+            user=(body.get("user") or {}).get("id", ""),
+            text="/tacit remember",  # the assistant's command word, whatever the slash command
+            message_id=trigger,
+            delivery_id=trigger,
+            addressed=True,
+            user_name=(body.get("user") or {}).get("name", ""),
+            sent_at=time.time(),
+            extra={"kind": "shortcut", "response_url": body.get("response_url", "")},
+        )
+        await self._submit(message)
+        await ack()
+
     async def _on_feedback(
         self, ack: AsyncAck, body: dict[str, Any], action: dict[str, Any]
     ) -> None:
@@ -352,7 +385,7 @@ class SlackAdapter:
     async def deliver(self, message: Message, events: AsyncIterator[ReplyEvent]) -> None:
         """Render one message's reply events in its thread (a slash command's: to its user)."""
         response_url = message.extra.get("response_url")
-        if message.extra.get("kind") == "slash_command" and response_url:
+        if message.extra.get("kind") in ("slash_command", "shortcut") and response_url:
             await self._respond(str(response_url), events)
             return
         await title_thread(self.client, self._state, message)
@@ -381,6 +414,18 @@ class SlackAdapter:
             raise ChatPlatformError(
                 f"Slack refused a slash command reply ({response.status_code}: {response.body})"
             )
+
+    async def permalink(self, message: Message, message_id: str) -> str | None:
+        """chat.getPermalink (no scope needed): the workspace's own link to the message."""
+        try:
+            response = await self.client.chat_getPermalink(
+                channel=message.channel, message_ts=message_id
+            )
+        except SlackApiError as exc:
+            log.info("slack: no permalink for %s (%s)", message_id, exc.response.get("error"))
+            return None
+        link = response.get("permalink")
+        return link if isinstance(link, str) and link.startswith("https://") else None
 
     async def _set_status(self, channel: str, thread_ts: str, status: str) -> bool:
         """The thread's "is thinking…" status; False when this workspace cannot show one."""

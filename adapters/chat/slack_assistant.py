@@ -147,7 +147,8 @@ def home_blocks(facts: dict[str, Any], slash_command: str) -> list[dict[str, Any
         section(
             "Mention me in a channel (`@Tacit how do I roll back?`), write to me here, or open "
             f"me from the top bar. I answer in the thread with my sources, and stay quiet on "
-            f"what the documents do not cover. Admins: `{slash_command} stats`."
+            f"what the documents do not cover. Admins: `{slash_command} stats`; on a thread "
+            "people answered, ⋯ → *Remember in Tacit* adds it to the knowledge base."
         ),
     ]
     channels = facts.get("channels") or []

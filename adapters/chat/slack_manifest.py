@@ -16,6 +16,9 @@ from adapters.chat.slack_stream import FEEDBACK_BUTTONS_ACTION
 EVENTS_PATH = "/slack/events"
 MENTION_EVENT = "app_mention"
 MESSAGE_EVENT = "message"  # one listener: Slack sends every message.* subscription as "message"
+# The message shortcut ("⋯ → Remember in Tacit" on any message of a thread): /tacit remember for
+# that thread — a slash command cannot, as Slack does not say which thread it was typed in.
+REMEMBER_SHORTCUT = "tacit_remember"
 
 # Each event subscription with the scope that lets the app receive it.
 EVENT_SCOPES: dict[str, str | None] = {
@@ -32,6 +35,7 @@ METHOD_SCOPES: dict[str, str | None] = {
     "chat.postMessage": "chat:write",
     "chat.update": "chat:write",
     "chat.delete": "chat:write",
+    "chat.getPermalink": None,  # a remembered thread's link (/tacit remember)
     "chat.startStream": "chat:write",
     "chat.appendStream": "chat:write",
     "chat.stopStream": "chat:write",
@@ -67,7 +71,8 @@ def manifest(
     command: dict[str, Any] = {
         "command": slash_command,
         "description": f"Ask {name}, or run an admin command",
-        "usage_hint": "[question] | mode [mention|auto|on|off] | stats | feedback | reindex",
+        "usage_hint": "[question] | mode [mention|auto|on|off] | stats | feedback | reindex | "
+        "remember <thread link> | forget <thread link>",
         "should_escape": False,
     }
     events: dict[str, Any] = {"bot_events": sorted(EVENT_SCOPES)}
@@ -94,6 +99,14 @@ def manifest(
             },
             "bot_user": {"display_name": name, "always_online": True},
             "slash_commands": [command],
+            "shortcuts": [
+                {
+                    "name": f"Remember in {name}"[:24],
+                    "type": "message",
+                    "callback_id": REMEMBER_SHORTCUT,
+                    "description": "Keep this thread's question and answer in the knowledge base",
+                }
+            ],
         },
         "oauth_config": {"scopes": {"bot": bot_scopes()}},
         "settings": {

@@ -83,6 +83,7 @@ from core.conversation import (
 )
 from core.errors import ConfigError, StoreError
 from core.ports import StateStore
+from core.thread_qa import telegram_link
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -389,6 +390,8 @@ class TelegramAdapter:
         thread = await self._thread_of(incoming)
         user = incoming.from_user
         extra: dict[str, Any] = {"chat_type": chat.type}
+        if chat.username:  # a public group: its messages have t.me links
+            extra["chat_username"] = chat.username
         if incoming.is_topic_message and incoming.message_thread_id is not None:
             extra["topic_id"] = incoming.message_thread_id
         return Message(
@@ -432,6 +435,12 @@ class TelegramAdapter:
             thread = str(incoming.message_id)
         await self.reply_roots.put(chat_id, incoming.message_id, thread)
         return thread
+
+    async def permalink(self, message: Message, message_id: str) -> str | None:
+        """t.me/<group>/<id> in a public group, t.me/c/… in a supergroup (members only),
+        else None (a basic group's messages have no link)."""
+        link = telegram_link(message.channel, message_id, message.extra.get("chat_username"))
+        return link if link.startswith("https://") else None
 
     # --- replying -----------------------------------------------------------------------------
 

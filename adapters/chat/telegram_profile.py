@@ -16,11 +16,11 @@ log = logging.getLogger(__name__)
 COMMANDS: dict[str, list[tuple[str, str]]] = {
     "": [
         ("ask", "Ask a question about the team's documents"),
-        ("tacit", "Admin: mode, stats, feedback, reindex"),
+        ("tacit", "Admin: mode, stats, feedback, reindex, remember, forget"),
     ],
     "zh": [
         ("ask", "就团队文档提问"),
-        ("tacit", "管理：模式、统计、反馈、重建索引"),
+        ("tacit", "管理：模式、统计、反馈、重建索引、记住/忘记话题"),
     ],
 }
 DESCRIPTIONS: dict[str, tuple[str, str]] = {  # (description, short description)

@@ -70,11 +70,13 @@ SELECT n FROM (
 """
 
 # The first ?3 mentions (by insertion) of each entity in ?2 / relation pair in ?2: a correlated
-# LIMIT per key, so SQLite reads only those rows of a hub's range.
+# LIMIT per key, so SQLite reads only those rows of a hub's range. The outer equalities repeat
+# the subquery's: without them SQLite 3.40 scans the whole descriptions table once per key
+# (200 entities of a 3.5k-row table: 6.2 s, with them 1.6 ms; 200 relations: 7.3 s → 60 ms).
 _FIRST_ENTITY_MENTIONS_SQL = """
 SELECT d.entity_key, d.chunk_id, d.description
 FROM json_each(?2) AS k, entity_descriptions AS d
-WHERE d.id IN (
+WHERE d.kb = ?1 AND d.entity_key = k.value AND d.id IN (
     SELECT id FROM entity_descriptions WHERE kb = ?1 AND entity_key = k.value ORDER BY id LIMIT ?3
 )
 ORDER BY d.id
@@ -82,7 +84,7 @@ ORDER BY d.id
 _FIRST_RELATION_MENTIONS_SQL = """
 SELECT d.src_key, d.tgt_key, d.chunk_id, d.keywords, d.description
 FROM json_each(?2) AS p, relation_descriptions AS d
-WHERE d.id IN (
+WHERE d.kb = ?1 AND d.src_key = p.value ->> 0 AND d.tgt_key = p.value ->> 1 AND d.id IN (
     SELECT id FROM relation_descriptions
     WHERE kb = ?1 AND src_key = p.value ->> 0 AND tgt_key = p.value ->> 1 ORDER BY id LIMIT ?3
 )

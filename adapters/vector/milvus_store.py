@@ -88,6 +88,12 @@ UPSERT_BATCH_BYTES = 16 * 1024 * 1024
 DELETE_BATCH_IDS = 1000
 # fetch_vectors reads this many rows per page (a page of 512-d vectors is ~2 MB on the wire).
 FETCH_PAGE_ROWS = 1000
+# Lite: a collection is flushed once this many rows were written to it since its last flush.
+# Lite's flush turns every unflushed row into Python objects before writing it out (a 512-d
+# vector becomes 512 Python floats, ~20 KB a row): flushing the ~54k rows of an indexing run at
+# its end (with the counts after it) lifted the run's 1.1 GB to 2.2-2.4 GB (docs/BENCHMARKS.md,
+# issue 16). 4,096 rows bound a flush to ~80 MB.
+LITE_FLUSH_ROWS = 4096
 
 _PREFIX = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,200}$")
 
@@ -206,6 +212,7 @@ class MilvusVectorStore:
         self._dims: dict[str, int] = {}
         self._inspect_locks: dict[str, asyncio.Lock] = {}
         self._dirty: set[str] = set()  # Lite: collections written since their last flush
+        self._unflushed: dict[str, int] = {}  # Lite: rows written since a collection's flush
         # Held while a flush runs: a read must not search a collection mid-flush, when Lite
         # can show the rows being moved into sealed segments in neither place.
         self._flush_lock = asyncio.Lock()
@@ -321,10 +328,15 @@ class MilvusVectorStore:
             _, terms = await asyncio.gather(write(), analyse_texts([r.text for r in stored]))
             await lexical.put(kb, stored, terms)
         if self._lite:
-            # Flushed on the next read, not here: flushing during a bulk load (say every 2k
-            # rows) made inserting 5x slower and did not lower Lite's memory peak, which comes
-            # from its compaction.
+            # Flushed on the next read, or here once LITE_FLUSH_ROWS rows wait: a bounded
+            # flush keeps an indexing run's memory flat (and costs no more CPU than one flush
+            # of everything at the end, measured in docs/BENCHMARKS.md, issue 16).
             self._dirty.add(name)
+            self._unflushed[name] = self._unflushed.get(name, 0) + len(rows)
+            if self._unflushed[name] >= LITE_FLUSH_ROWS:
+                async with self._flush_lock:
+                    if name in self._dirty:
+                        await self._flush(client, name)
 
     async def search(
         self, collection: Collection, kb: str, vectors: Vectors, *, limit: int = 10
@@ -417,6 +429,8 @@ class MilvusVectorStore:
         if await self._dim(name) is None:
             return 0
         client = await self._prepare_read(name)
+        if self._lite:
+            return await self._call(f"count {name}", self._lite_count, client, name, kb)
         rows = await self._call(
             f"count {name}",
             client.query,
@@ -425,6 +439,30 @@ class MilvusVectorStore:
             output_fields=["count(*)"],
         )
         return int(rows[0]["count(*)"]) if rows else 0
+
+    @staticmethod
+    def _lite_count(client: MilvusClient, name: str, kb: str) -> int:
+        """Sync: a KB's rows in a Lite collection, without reading them all at once.
+
+        Lite answers a filtered count(*) by turning every matching row, vector and all, into
+        Python objects (3.5 s and +250 MB at 10k rows of 512-d). Its row count of the whole
+        collection reads only the keys (0.06 s), so when no other KB has a row there (asked
+        with a query that stops at the first) that is the answer; otherwise the KB's keys are
+        counted page by page, which keeps memory bounded.
+        """
+        other = client.query(name, filter=f"kb != {quote(kb)}", limit=1, output_fields=["pk"])
+        if not other:
+            return int(client.get_collection_stats(name)["row_count"])
+        iterator = client.query_iterator(
+            name, batch_size=FETCH_PAGE_ROWS, filter=f"kb == {quote(kb)}", output_fields=["pk"]
+        )
+        count = 0
+        try:
+            while page := iterator.next():
+                count += len(page)
+        finally:
+            iterator.close()
+        return count
 
     async def fetch_vectors(
         self, collection: Collection, kb: str, *, limit: int | None = None
@@ -516,6 +554,7 @@ class MilvusVectorStore:
                 await self._call(f"drop {name}", _drop_if_present, client, name)
                 self._dims.pop(name, None)
                 self._dirty.discard(name)
+                self._unflushed.pop(name, None)
             if self._bm25 is not None:
                 await self._bm25.clear()
 
@@ -718,6 +757,7 @@ class MilvusVectorStore:
 
     async def _flush(self, client: MilvusClient, name: str) -> None:
         self._dirty.discard(name)
+        self._unflushed.pop(name, None)
         await self._call(f"flush {name}", client.flush, name)
 
     def _check_kb(self, kb: str) -> None:

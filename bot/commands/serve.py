@@ -67,6 +67,10 @@ class Service:
         results = HttpResults(runtime.assistant)
         deliverers: dict[str, Deliver] = {"http": results.deliver, "cli": results.deliver}
         deliverers.update({name: a.deliver for name, a in self.platforms.items()})
+        if runtime.assistant.memory is not None:  # a remembered thread cites the platform's link
+            runtime.assistant.memory.links.update(
+                {name: a.permalink for name, a in self.platforms.items()}
+            )
         server = config.server
         # One budget of answers for the process: /v1/ask and the queue workers share it.
         self.admission = Admission(server.max_concurrent_asks, server.max_queued_asks)
@@ -83,10 +87,12 @@ class Service:
         )
         self.left_pending = 0
         routes = [route for a in self.platforms.values() for route in a.routes()]
+        self.console: Any = None
         if config.console.enabled:  # the web console at /console (bot/console/)
             from bot.console import build_console, console_mount
 
-            routes.append(console_mount(build_console(runtime)))
+            self.console = build_console(runtime)
+            routes.append(console_mount(self.console))
         self.app = build_app(
             assistant=runtime.assistant,
             state=runtime.store,
@@ -99,6 +105,7 @@ class Service:
             routes=routes,
             lifespan=self.lifespan,
             admission=self.admission,
+            metrics_token=server.metrics_token.get_secret_value(),
         )
 
     @contextlib.asynccontextmanager
@@ -126,6 +133,11 @@ class Service:
             for adapter in self.platforms.values():
                 with contextlib.suppress(Exception):
                     await adapter.aclose()
+            if self.console is not None:  # its indexing jobs and background recounts
+                from bot.console import close_console
+
+                with contextlib.suppress(Exception):
+                    await close_console(self.console)
 
 
 def start_refits(runtime: Any) -> asyncio.Task[None] | None:

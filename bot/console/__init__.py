@@ -78,4 +78,6 @@ def console_mount(console: Console) -> Mount:
 
 async def close_console(console: Console) -> None:
     await console.jobs.aclose()
+    if console._outlines is not None:
+        await console._outlines.aclose()
     await overview.aclose(console)

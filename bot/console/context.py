@@ -14,6 +14,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 
 from bot.console.auth import CSRF_FIELD, CSRF_HEADER, SAFE_METHODS, ConsoleAuth, Session
+from bot.console.graph_outline import GraphOutlines
 from bot.gate_labels import GateLabels
 
 if TYPE_CHECKING:
@@ -70,6 +71,20 @@ class Console:
     jobs: Jobs
     env: jinja2.Environment = field(default_factory=_environment)
     health_cache: dict[str, Any] = field(default_factory=dict)
+    _outlines: GraphOutlines | None = None
+
+    @property
+    def graph_outlines(self) -> GraphOutlines:
+        """Each KB's weighted adjacency for the graph view (read on first use)."""
+        if self._outlines is None:
+            self._outlines = GraphOutlines(self.services.graph)
+        return self._outlines
+
+    def kb_changed(self, kb: str) -> None:
+        """Drop what the console holds about a KB it has just changed (index, removal)."""
+        self.health_cache.get("stats", {}).pop(kb, None)
+        if self._outlines is not None:
+            self._outlines.forget(kb)
 
     def kbs(self, extra: list[str] | None = None) -> list[str]:
         """Every knowledge base the configuration or the logs name."""

@@ -9,6 +9,8 @@ import json
 import time
 from typing import Any
 
+import numpy as np
+
 import prompts
 from bot import doctor
 from bot.console.charts import legend, stacked_bars
@@ -27,29 +29,48 @@ def indexed_key(kb: str) -> str:
 
 
 async def kb_rows(console: Console, kbs: list[str]) -> list[dict[str, Any]]:
-    cache = console.health_cache.setdefault("stats", {})
-    rows = []
+    """Each KB's counts. Counting a big KB is slow (SQLite count(*) over its tables, or a
+    NebulaGraph round trip), so the counts are kept: a KB seen before shows its last counts at
+    once and is recounted in the background when they are older than STATS_EVERY_S; only a KB
+    never counted in this process is counted while the page waits."""
+    cache: dict[str, tuple[float, dict[str, Any]]] = console.health_cache.setdefault("stats", {})
+    counting: dict[str, asyncio.Task[None]] = console.health_cache.setdefault("counting", {})
+
+    def recount(kb: str) -> asyncio.Task[None]:
+        task = counting.get(kb)
+        if task is None or task.done():
+            task = asyncio.create_task(_count(console, kb, cache), name=f"console-count-{kb}")
+            counting[kb] = task
+        return task
+
+    missing = [kb for kb in kbs if kb not in cache]
+    if missing:
+        await asyncio.gather(*(recount(kb) for kb in missing))
     for kb in kbs:
-        held = cache.get(kb)
-        if held is None or time.monotonic() - held[0] > STATS_EVERY_S:
-            try:
-                stats = await console.services.graph.stats(kb)
-                row: dict[str, Any] = {
-                    "documents": stats.documents,
-                    "chunks": stats.chunks,
-                    "entities": stats.entities,
-                    "relations": stats.relations,
-                }
-            except Exception as exc:  # a store down must not take the page with it
-                row = {"error": str(exc)}
-            raw = await console.store.get(indexed_key(kb))
-            last = json.loads(raw) if raw else {}
-            row["indexed_at"] = last.get("at")
-            row["communities"] = last.get("communities")
-            held = (time.monotonic(), row)
-            cache[kb] = held
-        rows.append({"kb": kb, **held[1]})
-    return rows
+        if time.monotonic() - cache[kb][0] > STATS_EVERY_S:
+            recount(kb)
+    return [{"kb": kb, **cache[kb][1]} for kb in kbs]
+
+
+async def _count(console: Console, kb: str, cache: dict[str, tuple[float, dict[str, Any]]]) -> None:
+    try:
+        stats = await console.services.graph.stats(kb)
+        row: dict[str, Any] = {
+            "documents": stats.documents,
+            "chunks": stats.chunks,
+            "entities": stats.entities,
+            "relations": stats.relations,
+        }
+    except Exception as exc:  # a store down must not take the page with it
+        row = {"error": str(exc)}
+    try:
+        raw = await console.store.get(indexed_key(kb))
+    except Exception:
+        raw = None
+    last = json.loads(raw) if raw else {}
+    row["indexed_at"] = last.get("at")
+    row["communities"] = last.get("communities")
+    cache[kb] = (time.monotonic(), row)
 
 
 def _probes(console: Console) -> list[tuple[str, doctor.Probe, str]]:
@@ -62,7 +83,12 @@ def _probes(console: Console) -> list[tuple[str, doctor.Probe, str]]:
         return f"kb '{settings.kb}': {stats.documents} document(s), {stats.chunks} chunk(s)"
 
     async def vectors(_: Settings) -> str:
-        return f"kb '{settings.kb}': {await services.vectors.count('chunks', settings.kb)} chunks"
+        # A one-hit search, not `count`: Milvus Lite's filtered count(*) takes seconds of its
+        # CPU at 30k rows (docs/BENCHMARKS.md), and this runs every HEALTH_EVERY_S.
+        query = np.asarray(await services.embedder.embed(["tacit doctor"]), dtype=np.float32)
+        hits = await services.vectors.search("chunks", settings.kb, query, limit=1)
+        found = len(hits[0]) if hits else 0
+        return f"kb '{settings.kb}': searched, {found} hit(s)"
 
     async def state(_: Settings) -> str:
         return f"server {await console.store.ping()}"
@@ -108,7 +134,7 @@ def health(console: Console) -> dict[str, Any]:
 
 
 async def traffic(console: Console) -> dict[str, Any]:
-    days = await console.state.log.days(TRAFFIC_DAYS)
+    days, total = await console.state.log.days_and_total(TRAFFIC_DAYS)
     names = [name for name, _ in days]
     per_outcome = {o: [0] * len(days) for o in OUTCOMES}
     channels: dict[str, dict[str, int]] = {}
@@ -141,12 +167,14 @@ async def traffic(console: Console) -> dict[str, Any]:
         "up": up,
         "down": down,
         "messages": sum(sum(v) for v in per_outcome.values()),
+        "total": total,  # decisions in the log
     }
 
 
 async def aclose(console: Console) -> None:
-    task = console.health_cache.get("task")
-    if task is not None:
-        task.cancel()
-        with contextlib.suppress(BaseException):
-            await task
+    tasks = [console.health_cache.get("task"), *console.health_cache.get("counting", {}).values()]
+    for task in tasks:
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(BaseException):
+                await task

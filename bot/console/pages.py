@@ -61,14 +61,15 @@ async def logout(console: Console, request: Request, session: Session) -> Respon
 async def overview_page(console: Console, request: Request, session: Session) -> Response:
     facets = await console.state.log.facets()
     kbs = console.kbs(facets["kbs"])
+    traffic = await overview.traffic(console)
     return console.render(
         request,
         session,
         "overview.html.j2",
         kbs=await overview.kb_rows(console, kbs),
         health=overview.health(console),
-        traffic=await overview.traffic(console),
-        total=await console.state.log.total(),
+        traffic=traffic,
+        total=traffic["total"],
     )
 
 

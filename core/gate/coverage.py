@@ -422,7 +422,9 @@ def judge(
         "request_prefixed": 0.0 if request.whole or empty else 1.0,
     }
     if stuffed >= STUFFED:
-        why = f"one term repeated ({stuffed:.0%} repeats), no question"
+        why = (
+            f"not covered: one term repeated ({stuffed:.0%} of the terms), stuffing, not a question"
+        )
         return Coverage(False, signals, why, off_request=True)
     # the request after the KB words is far from every passage and its own terms are not the
     # KB's (or it has hardly any): "Lumen Lumen: what is the capital of France?"

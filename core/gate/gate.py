@@ -3,8 +3,11 @@
 Stages run cheapest first and each may decide: filters (empty, too short, bots, commands), the
 banned-topic list, then — concurrently — the refusal score (coverage, the fitted scorer) and the
 LLM's screening (intent slot and safety in ONE call, prompt "gate_classify", when an LLM is
-configured). A refused message gets a short decline when the bot was addressed (a mention, a
-DM, a reply to it, `tacit ask`) and silence when it was only overheard.
+configured). Without an LLM's intent slot and without a fit, whether a message asks anything at
+all comes from the request prior Tacit ships (core.gate.prior), combined with coverage: a
+message is answered when it is a question or a request AND the KB covers it. A refused message
+gets a short decline when the bot was addressed (a mention, a DM, a reply to it, `tacit ask`)
+and silence when it was only overheard.
 
 screen() and classify() split the same decision for a caller that starts answering while the
 LLM screens (bot.assistant): screen() runs every stage but the LLM's, classify() confirms or
@@ -44,6 +47,7 @@ from core.gate.decision import (
 )
 from core.gate.features import normalise, text_cues
 from core.gate.model import GateFit, Matrix
+from core.gate.prior import PriorScore, RequestPrior, shipped_prior
 from core.gate.signals import has_graph_vectors, kb_features
 from core.gate.store import fit_stamp, load_fit, save_fit
 from core.gate.vector_cache import CacheOptions, VectorCache
@@ -64,6 +68,10 @@ class GateOptions:
     # Whether the KB covers what a message asks (core.gate.coverage): the whole decision
     # without a fit, and a veto on KB-word stuffing with one.
     coverage: CoverageOptions = field(default_factory=CoverageOptions)
+    # Without a fit and without the LLM's intent slot, the shipped request prior says whether a
+    # message asks anything at all (None: the threshold it was shipped with).
+    request_prior: bool = True
+    prior_threshold: float | None = None
 
 
 class IntentReply(BaseModel):
@@ -84,9 +92,12 @@ class _Screening:
     intent: Intent = "question"
     unsafe: str | None = None  # the unsafe topic
     note: str = ""  # why the reply was not taken as given
+    # The LLM's intent slot decided (or will, in classify()): then the request prior does not.
+    llm_intent: bool = False
 
 
-_Coverage = tuple[dict[str, float], bool, str]  # scores, covered, reason
+# scores, covered, reason, and the request prior's score (unfitted gates only)
+_Coverage = tuple[dict[str, float], bool, str, PriorScore | None]
 
 
 @dataclass
@@ -148,7 +159,8 @@ class Gate:
         if isinstance(prepared, GateDecision):
             return prepared
         text, language, addressed = prepared
-        return self._verdict(language, addressed, await self._refusal(kb, text), _Screening())
+        pending = _Screening(llm_intent=self._llm_intent_enabled)  # classify() asks the LLM
+        return self._verdict(language, addressed, await self._refusal(kb, text), pending)
 
     async def classify(
         self, message: Message | str, screened: GateDecision, *, addressed: bool = False
@@ -160,8 +172,11 @@ class Gate:
             return screened
         text, language, addressed = prepared
         screening = await self._screening(text, language)
+        # an unfitted decision (its scores hold the prior's): the prior stands in for an
+        # intent slot that failed
+        prior = self._prior_score(text)[0] if PRIOR_SCORE in screened.scores else None
         return self._verdict(
-            language, addressed, (screened.scores, True, screened.reason), screening
+            language, addressed, (screened.scores, True, screened.reason, prior), screening
         )
 
     def _prepare(
@@ -193,9 +208,22 @@ class Gate:
     def _verdict(
         self, language: Language, addressed: bool, coverage: _Coverage, screening: _Screening
     ) -> GateDecision:
-        """Intent first (chatter is declined as chatter), then coverage, then safety."""
-        scores, covered, reason = coverage
+        """Intent first (chatter is declined as chatter), then coverage, then safety. The
+        intent is the LLM's when its slot answered, else the request prior's (no fit)."""
+        scores, covered, reason, prior = coverage
         intent = screening.intent
+        if prior is not None and not screening.llm_intent:
+            if not prior.is_request:
+                return _refuse(
+                    "intent",
+                    f"not a question or a request: {prior.describe()}; {reason}",
+                    language,
+                    addressed,
+                    DECLINE_NOT_A_QUESTION,
+                    intent="chitchat",
+                    scores=scores,
+                )
+            reason = f"{prior.describe()}; {reason}"
         if intent != "question":
             return _refuse(
                 "intent",
@@ -277,6 +305,19 @@ class Gate:
     def _safety_enabled(self) -> bool:
         return self.llm is not None and self.options.llm_safety
 
+    @property
+    def _llm_intent_enabled(self) -> bool:
+        return self.llm is not None and self.options.llm_intent
+
+    def _prior_score(self, text: str) -> tuple[PriorScore | None, str]:
+        """The request prior's score of `text`, or None and why there is none."""
+        if not self.options.request_prior:
+            return None, "request prior off ([gate] request_prior)"
+        prior = _request_prior()
+        if isinstance(prior, str):
+            return None, prior
+        return prior.score(text, threshold=self.options.prior_threshold), ""
+
     async def _screening(self, text: str, language: Language) -> _Screening:
         """The LLM's intent slot and safety verdict, from one call. Any failure to get them —
         the endpoint fails, the reply is unreadable, a draft inside <think> (never read) —
@@ -310,16 +351,30 @@ class Gate:
         unsafe = None
         if self.options.llm_safety and not reply.safe:
             unsafe = reply.topic.strip() or "unspecified"
-        return _Screening(intent, unsafe, note)
+        decided = self.options.llm_intent and not note  # an unknown intent decides nothing
+        return _Screening(intent, unsafe, note, llm_intent=decided)
 
-    async def _refusal(self, kb: str, text: str) -> tuple[dict[str, float], bool, str]:
+    async def _refusal(self, kb: str, text: str) -> _Coverage:
         fit, missing = await self._usable_fit(kb)
         if fit is not None and (incompatible := self._incompatibility(kb, fit)):
             fit, missing = None, incompatible
         embedding = await self.embedder.embed([text])
         coverage = await self.coverage.check(kb, text, embedding=embedding[0])
         if fit is None:
-            return dict(coverage.signals), coverage.covered, f"{coverage.reason} ({missing})"
+            scores = dict(coverage.signals)
+            prior, why_not = self._prior_score(text)
+            if prior is not None:
+                scores.update(
+                    {
+                        PRIOR_SCORE: prior.probability,
+                        "prior_marked": float(prior.marked),
+                        "prior_asks": float(prior.asks),
+                        "prior_threshold": prior.threshold,
+                    }
+                )
+            else:
+                missing = f"{missing}; {why_not}"
+            return scores, coverage.covered, f"{coverage.reason} ({missing})", prior
         features = await self._features(kb, [text], embedding, fit)
         probability = float(fit.probabilities(features)[0])
         scores = dict(zip(fit.features, (float(x) for x in features[0]), strict=True))
@@ -327,7 +382,7 @@ class Gate:
         covered = probability >= fit.threshold
         if covered and coverage.off_request:
             # KB words around an off-topic request: the fit saw the words, not what is asked
-            return scores, False, f"not answerable: {coverage.reason}"
+            return scores, False, f"not answerable: {coverage.reason}", None
         verdict = "answerable" if covered else "not answerable"
         return (
             scores,
@@ -337,6 +392,7 @@ class Gate:
                 f"(best chunk {scores['chunk_max']:.2f}, nearest answerable example "
                 f"{scores['good_max']:.2f}, nearest chatter {scores['bad_max']:.2f})"
             ),
+            None,
         )
 
     async def _features(
@@ -488,6 +544,17 @@ class Gate:
         embeddings = np.asarray(await self.embedder.embed(list(texts)), dtype=np.float32)
         features = await self._features(kb, texts, embeddings, fit)
         return fit.probabilities(features)
+
+
+PRIOR_SCORE = "prior_request"  # the request prior's P(question or request) in a decision
+
+
+def _request_prior() -> RequestPrior | str:
+    """The shipped prior (read once per process), or why it cannot be read."""
+    try:
+        return shipped_prior()
+    except (OSError, ValueError, KeyError) as exc:
+        return f"request prior unreadable ({exc}): reinstall Tacit"
 
 
 def _as_data(text: str) -> str:

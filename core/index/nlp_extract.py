@@ -196,7 +196,9 @@ def _jieba_tfidf() -> Any:
     import jieba.analyse
 
     jieba.setLogLevel(logging.WARNING)  # its dictionary-loading chatter goes to stderr
-    return jieba.analyse.TFIDF()
+    # The module's own instance: importing jieba.analyse has loaded it already, and another
+    # TFIDF() would load a second copy of the IDF table (+38 MB).
+    return jieba.analyse.default_tfidf
 
 
 def chinese_terms(text: str, limit: int) -> list[str]:

@@ -42,7 +42,7 @@ from core.index.loaders import (
 )
 from core.index.split import RecursiveSplitter, split_document
 from core.models import ChunkRecord, DocumentRecord, GraphStats, VectorRecord
-from core.ports import LLM, Embedder, GraphStore, VectorStore
+from core.ports import LLM, Embedder, GraphStore, Vectors, VectorStore
 
 
 class IndexProgress(Protocol):
@@ -294,6 +294,22 @@ class Indexer:
         unreadable.add(source)  # a file that broke keeps its earlier version
         return True
 
+    async def index_documents(self, kb: str, documents: Sequence[LoadedDocument]) -> IndexReport:
+        """Index documents made in memory (a remembered chat thread: bot/thread_memory.py)
+        the way files are indexed — chunks, vectors, entities, relations — each replacing any
+        earlier version of its source. A document whose extraction failed is in `failed`."""
+        started = time.perf_counter()
+        report = IndexReport(kb=kb, extractor=self.extractor.name if self.extractor else "none")
+        self._progress, self._chunks_done, self._calls_done = _SilentProgress(), 0, 0
+        await self.vectors.ensure(self.embedder.dim)
+        if documents:
+            await self._index_batch(kb, [self._split(d) for d in documents], report)
+            if self.options.communities and self.extractor is not None:
+                report.communities = await self.refresh_communities(kb)
+        report.totals = await self.graph.stats(kb)
+        report.seconds = time.perf_counter() - started
+        return report
+
     async def remove(self, kb: str, sources: Sequence[str]) -> IndexReport:
         """Remove documents (and what only they supported) by source id."""
         started = time.perf_counter()
@@ -333,9 +349,17 @@ class Indexer:
         ]
         return _Pending(document, chunks)
 
-    async def _index_batch(self, kb: str, batch: list[_Pending], report: IndexReport) -> None:
+    async def _index_batch(
+        self,
+        kb: str,
+        batch: list[_Pending],
+        report: IndexReport,
+    ) -> None:
+        """Store a batch: chunk vectors, graph, extraction, entity and relation vectors, then
+        the content hashes. (Embedding the next batch while this one is stored was measured:
+        on 2 cores the two compete and the run got slower — docs/BENCHMARKS.md.)"""
         all_chunks = [c for item in batch for c in item.chunks]
-        await self._embed_chunks(kb, all_chunks)
+        await self._store_chunks(kb, all_chunks, await self._chunk_vectors(all_chunks))
 
         pending = PendingVectors()
         for item in batch:
@@ -369,8 +393,10 @@ class Indexer:
             report.documents_indexed += 1
             report.chunks += len(item.chunks)
 
-    async def _embed_chunks(self, kb: str, chunks: list[ChunkRecord]) -> None:
-        vectors = await self.chunk_embedder.embed([embedding_text(c) for c in chunks])
+    async def _chunk_vectors(self, chunks: list[ChunkRecord]) -> Vectors:
+        return await self.chunk_embedder.embed([embedding_text(c) for c in chunks])
+
+    async def _store_chunks(self, kb: str, chunks: list[ChunkRecord], vectors: Vectors) -> None:
         records = [
             # The stored text is what BM25 indexes: with the heading path, a passage is found
             # by its title too (HotpotQA recall@5 of BM25: +7.5 points, measured).

@@ -43,11 +43,12 @@ def normalised_score_fusion(lists: Sequence[Ranked], weights: Sequence[float]) -
 
 
 def fuse(
-    lists: Sequence[Ranked], weights: Sequence[float], method: Fusion = "rrf"
+    lists: Sequence[Ranked], weights: Sequence[float], method: Fusion = "rrf", *, k: int = RRF_K
 ) -> list[tuple[str, float]]:
-    """One ranking, best first; ties keep the order in which ids were first listed."""
+    """One ranking, best first; ties keep the order in which ids were first listed. k: the
+    reciprocal rank constant (rrf only)."""
     scores = (
-        reciprocal_rank_fusion(lists, weights)
+        reciprocal_rank_fusion(lists, weights, k=k)
         if method == "rrf"
         else normalised_score_fusion(lists, weights)
     )

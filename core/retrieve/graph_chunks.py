@@ -11,10 +11,11 @@ What the graph adds is two precise pointers:
   graph's own chunk links would miss it. The matched entities' own passages rank by their
   match score;
 - the question's own names (its low-level keywords) lead to their pages the same way;
-- a *bridge*: the entities mentioned by the best text-ranked chunks lead to their own passages,
-  the second hop of a multi-hop question ("the director of X" -> X's page names her -> her
-  page). Ranked by the rank of the chunk that mentions them; optionally the pages reached
-  bridge on (a third hop).
+- a *bridge*: the entities mentioned by the best text-ranked chunks, and the names their text
+  writes (core.retrieve.names: the extractor's ten terms a chunk missed half the bridges of
+  HotpotQA's misses), lead to their own passages, the second hop of a multi-hop question ("the
+  director of X" -> X's page names her -> her page). Ranked by the rank of the chunk that
+  mentions them; optionally the pages reached bridge on (a third hop).
 
 Other source chunks are appended only when asked (`source_limit`, feedback rounds widen with
 them), ranked by their similarity to the question.
@@ -22,13 +23,15 @@ them), ranked by their similarity to the question.
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from core.models import normalise_name
+from core.models import normalise_name, unique_in_order
 from core.ports import GraphStore, VectorStore
 from core.retrieve.context import ScoredEntity
+from core.retrieve.names import passage_names
 
 _QUALIFIER = re.compile(r"\s*\([^)]*\)\s*$")  # "Kiss and Tell (1945 film)" names "kiss and tell"
 
@@ -61,13 +64,39 @@ async def own_passages(
     }
 
 
-async def first_hop_mentions(
-    kb: str, graph: GraphStore, first_hop: Sequence[str], *, bridge_from: int, home_hits: int
+async def chunk_mentions(
+    kb: str, graph: GraphStore, chunk_ids: Sequence[str], *, names: int
 ) -> dict[str, list[str]]:
-    """The entities the first `bridge_from` first-hop chunks mention: the bridges' start, read
-    as soon as the text ranking is known (it needs nothing from the graph levels)."""
+    """Chunk id -> what it mentions, as entity keys: its graph entities and, when `names` > 0,
+    up to that many names read from its text (core.retrieve.names; the extractor's terms miss
+    many). One entity read and one chunk read, concurrently."""
+    if not chunk_ids:
+        return {}
+    if names <= 0:
+        return await graph.chunk_entities(kb, chunk_ids)
+    entities, chunks = await asyncio.gather(
+        graph.chunk_entities(kb, chunk_ids), graph.get_chunks(kb, chunk_ids)
+    )
+    mentioned = {c: list(keys) for c, keys in entities.items()}
+    for chunk in chunks:
+        keys = (normalise_name(n) for n in passage_names(chunk.text, limit=names))
+        mentioned[chunk.id] = unique_in_order([*mentioned.get(chunk.id, ()), *filter(None, keys)])
+    return mentioned
+
+
+async def first_hop_mentions(
+    kb: str,
+    graph: GraphStore,
+    first_hop: Sequence[str],
+    *,
+    bridge_from: int,
+    home_hits: int,
+    names: int = 0,
+) -> dict[str, list[str]]:
+    """What the first `bridge_from` first-hop chunks mention: the bridges' start, read as soon
+    as the text ranking is known (it needs nothing from the graph levels)."""
     hop = list(first_hop[:bridge_from]) if home_hits > 0 else []
-    return await graph.chunk_entities(kb, hop) if hop else {}
+    return await chunk_mentions(kb, graph, hop, names=names)
 
 
 async def graph_chunks(
@@ -87,6 +116,8 @@ async def graph_chunks(
     sources: Sequence[tuple[ScoredEntity, str]] = (),
     source_limit: int = 0,
     first_mentions: Mapping[str, Sequence[str]] | None = None,
+    names_per_chunk: int = 0,
+    name_homes: Mapping[str, Sequence[str]] | None = None,
 ) -> GraphChunks:
     """The graph's ranked chunk list (see the module docstring).
 
@@ -97,9 +128,11 @@ async def graph_chunks(
     ranked by text (dense + BM25); the entities of the first `bridge_from` lead to theirs, and
     for `bridge_hops` > 1 the best of those pages bridge on again (each hop scoring half).
     sources: (entity, via) whose other chunks may be appended, at most `source_limit` of
-    them, ranked by `similarity`. first_mentions: the entities of the first `bridge_from`
-    first-hop chunks when the caller read them already (first_hop_mentions, run beside the
-    graph levels), else read here.
+    them, ranked by `similarity`. first_mentions: what the first `bridge_from` first-hop
+    chunks mention when the caller read it already (first_hop_mentions, run beside the graph
+    levels), else read here; names_per_chunk: names read from a bridging chunk's text besides
+    its entities. name_homes: the pages of `names` when the caller looked them up already
+    (beside the text searches), else looked up here with the bridges.
     """
     scores: dict[str, float] = {}
     via: dict[str, tuple[str, ...]] = {}
@@ -115,12 +148,20 @@ async def graph_chunks(
     # Every pointer ends in an own-passage lookup: with none allowed, no chunk to read.
     hop = list(first_hop[:bridge_from]) if home_hits > 0 else []
     frontier = [(chunk_id, 1.0 / (2 + rank)) for rank, chunk_id in enumerate(hop)]
+    if name_homes is not None:
+        # Looked up by the caller, beside the text searches (one step less in sequence).
+        for key in named:
+            for chunk_id in name_homes.get(key, ()):
+                put(chunk_id, name_score, "entity")
+        named = {}
     seen = set(hop)
     for depth in range(max(bridge_hops, 1)):
         if depth == 0 and first_mentions is not None:
             mentioned: Mapping[str, Sequence[str]] = first_mentions
         elif frontier:
-            mentioned = await graph.chunk_entities(kb, [c for c, _ in frontier])
+            mentioned = await chunk_mentions(
+                kb, graph, [c for c, _ in frontier], names=names_per_chunk
+            )
         else:
             mentioned = {}
         bridge: dict[str, float] = {}

@@ -99,6 +99,10 @@ def quoted_terms(text: str) -> list[str]:
     return [q.strip(" ,.?!") for q in found if q.strip(" ,.?!")]
 
 
+def _whole_words(term: str, text: str) -> bool:
+    return re.search(rf"(?<!\w){re.escape(term)}(?!\w)", text, re.IGNORECASE) is not None
+
+
 def nlp_keywords(question: str, *, limit: int = MAX_KEYWORDS) -> Keywords:
     """Keywords without a model (see the module docstring for the choice)."""
     text = question.strip()
@@ -111,7 +115,10 @@ def nlp_keywords(question: str, *, limit: int = MAX_KEYWORDS) -> Keywords:
     else:
         cut = _POSSESSIVE.sub(",", text)
         inside = {w.casefold() for q in quoted for w in q.split()}
-        found = [*question_names(cut), *english_terms(split_sentences(cut), limit)]
+        # The extractor's words are ASCII: in "Lourenço" it finds "Louren". A term that is not
+        # whole words of the question is such a fragment, and would take a keyword's place.
+        whole = [t for t in english_terms(split_sentences(cut), limit) if _whole_words(t, cut)]
+        found = [*question_names(cut), *whole]
         # A term the quotes already hold whole ("Kiss", "Tell" of "Kiss and Tell") is left out.
         terms = [
             *quoted,

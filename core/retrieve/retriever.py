@@ -3,9 +3,10 @@
 One retrieve() call: the question's keywords (LLM, or NLP terms), one embedding call for the
 question and every keyword, then concurrently the low level (entity vectors -> entities ->
 edges), the high level (relation vectors -> relations -> endpoints), dense chunk search and
-BM25 chunk search. Dense and BM25 are fused into a text ranking; the graph adds a third list
-(core.retrieve.graph_chunks: the matched entities' own passages and the bridges from the best
-text-ranked chunks to the passages of the entities they mention); the three are fused
+BM25 chunk search, and the lookup of the pages the question's names title. Dense and BM25 are
+fused into a text ranking; the graph adds a third list (core.retrieve.graph_chunks: the matched
+entities' and the names' own passages, and the bridges from the best text-ranked chunks to the
+passages of the entities and names they mention); the three are fused
 (reciprocal rank fusion by default) and everything is cut to its token budget.
 
 Feedback rounds (KGiRAG) call again with widen=k: k more hops, thresholds lowered by
@@ -19,7 +20,7 @@ import asyncio
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 
-from core.models import VectorHit
+from core.models import VectorHit, normalise_name, unique_in_order
 from core.ports import LLM, Embedder, GraphStore, VectorStore
 from core.retrieve.budget import fit_chunks, fit_graph
 from core.retrieve.context import (
@@ -31,7 +32,7 @@ from core.retrieve.context import (
 )
 from core.retrieve.dual_level import HOP_DECAY, NearestSearch, high_level, low_level
 from core.retrieve.fusion import Fusion, fuse
-from core.retrieve.graph_chunks import first_hop_mentions, graph_chunks
+from core.retrieve.graph_chunks import first_hop_mentions, graph_chunks, own_passages
 from core.retrieve.keywords import MAX_KEYWORDS, extract_keywords
 
 
@@ -56,6 +57,10 @@ class RetrievalOptions:
     dense_weight: float = 1.0
     lexical_weight: float = 1.0
     graph_weight: float = 1.5
+    # Reciprocal rank fusion's constant (lower favours each list's head): 30 rather than the
+    # textbook 60 lifted MuSiQue recall@5 by one question (0.607 -> 0.610) and recall@2 on
+    # both dev sets, HotpotQA recall@5 unchanged (docs/BENCHMARKS.md, issue 16).
+    rrf_k: int = 30
     candidate_pool: int = 60  # hits per chunk list before fusion
     # Graph chunks (core.retrieve.graph_chunks): own passages of entities matching at least
     # home_threshold, bridges from the entities of the first bridge_from text-ranked chunks,
@@ -70,6 +75,11 @@ class RetrievalOptions:
     # 5 rather than 3: MuSiQue recall@5 0.574 -> 0.583, HotpotQA unchanged (0.865), the dev
     # sets of docs/BENCHMARKS.md (issue 16); with BM25 in process the wider lookup is free.
     home_hits: int = 5
+    # Names read from the text of the bridging chunks (core.retrieve.names), at most this many
+    # a chunk, besides the graph's entities of those chunks (0: the entities only). The
+    # extractor's ten terms a chunk miss most bridges: recall@5 0.865 -> 0.910 (HotpotQA),
+    # 0.583 -> 0.607 (MuSiQue), no question lost (docs/BENCHMARKS.md, issue 16).
+    bridge_names: int = 32
     source_chunks: int = 0
     neighbour_limit: int = 60  # entities reached by walking, beyond the matched ones
     # Descriptions (with their chunk ids) read per entity and relation, the first stored: a hub
@@ -140,6 +150,8 @@ class Retriever:
             self._lexical(kb, question, max(top_k, o.candidate_pool)),
         )
         lists = [_ranked(dense[0]), _ranked(lexical)]
+        # The textbook constant, not rrf_k (tuned for the three lists of retrieve()): the
+        # baseline stays the standard hybrid.
         fused = fuse(lists, [o.dense_weight, o.lexical_weight], o.fusion)[:top_k]
         return await self._records(kb, fused, _via(("dense", dense[0]), ("bm25", lexical)))
 
@@ -159,25 +171,34 @@ class Retriever:
         high_vectors = matrix[1 + len(low_queries) :]
         pool = max(o.chunk_top_k, o.candidate_pool)
 
+        named_keys = unique_in_order(k for k in map(normalise_name, kw.low) if k)
+
         async def text_ranking() -> tuple[
-            list[VectorHit], list[VectorHit], list[str], dict[str, list[str]]
+            list[VectorHit], list[VectorHit], list[str], dict[str, list[str]], dict[str, list[str]]
         ]:
-            """Dense and BM25 chunks, fused, and the entities of the best of them: the
-            bridges' start, read while the graph levels run."""
-            dense, lexical = await asyncio.gather(
+            """Dense and BM25 chunks, fused, and the pages of the question's names (looked up
+            beside them); then what the best chunks and those pages mention: the bridges'
+            start, read while the graph levels run."""
+            dense, lexical, homes = await asyncio.gather(
                 self.nearest.search("chunks", kb, question_vector, limit=pool),
                 self._lexical(kb, question, pool) if o.lexical else _no_hits(),
+                own_passages(kb, self.graph, self.vectors, named_keys, hits=o.home_hits),
             )
             dense_hits = dense[0] if dense else []
             lists = [_ranked(dense_hits), _ranked(lexical)]
-            first_hop = [c for c, _ in fuse(lists, text_weights, o.fusion)]
+            first_hop = [c for c, _ in fuse(lists, text_weights, o.fusion, k=o.rrf_k)]
             mentioned = await first_hop_mentions(
-                kb, self.graph, first_hop, bridge_from=o.bridge_from, home_hits=o.home_hits
+                kb,
+                self.graph,
+                first_hop,
+                bridge_from=o.bridge_from,
+                home_hits=o.home_hits,
+                names=o.bridge_names,
             )
-            return dense_hits, lexical, first_hop, mentioned
+            return dense_hits, lexical, first_hop, mentioned, homes
 
         text_weights = [o.dense_weight, o.lexical_weight if o.lexical else 0.0]
-        low, high, (dense_hits, lexical, first_hop, mentioned) = await asyncio.gather(
+        low, high, (dense_hits, lexical, first_hop, mentioned, homes) = await asyncio.gather(
             low_level(
                 kb,
                 graph=self.graph,
@@ -233,10 +254,12 @@ class Retriever:
             sources=sources,
             source_limit=o.source_chunks + (o.chunk_top_k * widen if widen > 0 else 0),
             first_mentions=mentioned,
+            names_per_chunk=o.bridge_names,
+            name_homes=homes,
         )
-        fused = fuse([*text_lists, found.ranked], [*text_weights, o.graph_weight], o.fusion)[
-            : o.chunk_top_k
-        ]
+        fused = fuse(
+            [*text_lists, found.ranked], [*text_weights, o.graph_weight], o.fusion, k=o.rrf_k
+        )[: o.chunk_top_k]
         via = _via(("dense", dense_hits), ("bm25", lexical))
         for chunk_id, ways in found.via.items():
             via[chunk_id] = via.get(chunk_id, ()) + ways

@@ -87,6 +87,7 @@ async def tacit_app(
     max_body_bytes: int = LIMIT,
     answerer: ScriptedAnswerer | None = None,
     conversation: ConversationSettings | None = None,
+    metrics_token: str = "",
 ) -> AsyncIterator[Served]:
     """build_app as `tacit serve` builds it, with the platforms given mounted (their submit
     recorded); the /v1 API with TOKENS and the anonymous ANON_TOKEN."""
@@ -138,6 +139,7 @@ async def tacit_app(
         tokens=TOKENS,
         max_body_bytes=max_body_bytes,
         routes=routes,
+        metrics_token=metrics_token,
     )
     try:
         yield Served(app, store, assistant, ingest, queue, metrics, recorder, scripted, slack, tg)

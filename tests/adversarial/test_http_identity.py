@@ -309,3 +309,46 @@ async def test_only_an_admin_token_labels_a_decision_for_the_gate(served: Served
         (trace_id, "silent", "admin", QUESTION)
     ]
     assert examples[0].by.startswith("http:") and "UADMIN" not in examples[0].by
+
+
+# --- /metrics ---------------------------------------------------------------------------------
+
+METRICS_TOKEN = "scrape-only-token-0123456789"
+
+
+async def test_metrics_are_open_without_a_metrics_token(tmp_path: Path) -> None:
+    async with tacit_app(tmp_path) as served, client_of(served) as client:
+        response = await client.get("/metrics")
+    assert response.status_code == 200 and "tacit_" in response.text
+
+
+async def test_with_a_metrics_token_only_it_reads_the_metrics(tmp_path: Path) -> None:
+    async with (
+        tacit_app(tmp_path, metrics_token=METRICS_TOKEN) as served,
+        client_of(served) as client,
+    ):
+        wrong = [
+            await client.get("/metrics"),
+            await client.get("/metrics", headers=bearer(ADMIN_TOKEN)),  # an API token is not it
+            await client.get("/metrics", headers=bearer(METRICS_TOKEN[:-1])),
+            await client.get("/metrics", headers={"Authorization": f"Basic {METRICS_TOKEN}"}),
+            await client.get("/metrics", headers=bearer(METRICS_TOKEN + "x")),
+        ]
+        right = await client.get("/metrics", headers=bearer(METRICS_TOKEN))
+        # …and the scraper's token cannot ask.
+        ask = await client.post(
+            "/v1/ask", json={"question": QUESTION}, headers=bearer(METRICS_TOKEN)
+        )
+    assert [r.status_code for r in wrong] == [401] * len(wrong)
+    assert all(r.headers["www-authenticate"] == "Bearer" for r in wrong)
+    assert all("tacit_" not in r.text for r in wrong)
+    assert right.status_code == 200 and "tacit_" in right.text
+    assert ask.status_code == 401
+
+
+@pytest.mark.parametrize("token", ["short", "    padded-12     "])
+def test_a_weak_metrics_token_stops_at_start(tmp_path: Path, token: str) -> None:
+    from core.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="metrics_token"):
+        load_settings(home=tmp_path, server={"metrics_token": token})

@@ -25,6 +25,7 @@ REPO = Path(__file__).resolve().parents[2]
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 TOKEN = "console-test-token"
 DEMO_DOCS = ("runbook-bad-deploy-rollback.md", "faq.md", "glossary.md")
+HUB_KB = "synthetic"  # tests/browser/synthetic_graph.py: a hub with HUB_NEIGHBOURS neighbours
 
 if CHROMIUM is None:
     pytest.skip(
@@ -76,6 +77,15 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
         check=True,
         capture_output=True,
         timeout=600,
+    )
+    # A KB whose hub has HUB_NEIGHBOURS neighbours, for the graph view's paging.
+    subprocess.run(
+        [sys.executable, "-m", "tests.browser.synthetic_graph", str(home), HUB_KB],
+        env=env,
+        cwd=REPO,
+        check=True,
+        capture_output=True,
+        timeout=300,
     )
     port = _free_port()
     log = base / "serve.log"

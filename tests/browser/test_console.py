@@ -11,7 +11,9 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.browser.conftest import TOKEN, Served, log_in
+from bot.console.knowledge import GRAPH_PAGE
+from tests.browser.conftest import HUB_KB, TOKEN, Served, log_in
+from tests.browser.synthetic_graph import HUB, NEIGHBOURS, hub_weight, neighbour
 
 pytestmark = pytest.mark.slow
 
@@ -184,6 +186,100 @@ def test_the_graph_view_draws_a_known_entity(admin: Any, served: Served) -> None
     admin.evaluate("window.tacitGraph.getElementById('rollback').emit('tap')")
     admin.wait_for_selector("#graph-detail h2:has-text('rollback')")
     assert admin.locator("#graph-detail details.evidence").count() >= 1
+    assert admin.errors == []
+
+
+def _graph_after(page: Any, action: str) -> bool:
+    """Run `action` and wait, in the same evaluation, until the graph has loaded what it asked
+    for (#cy's data-loaded is set again). The action's value is never returned: `emit('tap')`
+    returns the cytoscape element, and Playwright serialising it (the whole graph hangs off it)
+    blocked the page's main thread for 11–17 s (docs/BENCHMARKS.md)."""
+    return bool(
+        page.evaluate(
+            """(action) => new Promise(resolve => {
+              const cy = document.getElementById('cy');
+              const seen = new MutationObserver(() => { seen.disconnect(); resolve(true); });
+              seen.observe(cy, {attributes: true, attributeFilter: ['data-loaded']});
+              setTimeout(() => resolve(false), 60000);
+              (0, eval)(action);
+            })""",
+            action,
+        )
+    )
+
+
+def test_a_mouse_click_on_a_node_hits_it_after_the_toolbar_grows(
+    admin: Any, served: Served
+) -> None:
+    """The first load fills the toolbar above the canvas (count, "show more"), which wraps and
+    pushes the canvas down; a real click at a node's drawn position still expands that node.
+    The pointer is moved over the canvas first so cytoscape has taken its position before the
+    toolbar grows again (it re-reads it on a window resize or scroll, or 100 ms after #cy's
+    attributes change, not when content above the canvas changes height)."""
+    admin.goto(served.page_url(f"graph?kb={HUB_KB}&entity={HUB}"))
+    admin.wait_for_function(f"document.getElementById('cy').dataset.loaded == {1 + GRAPH_PAGE}")
+    # Past cytoscape's own re-read (100 ms after #cy's attributes change, as data-loaded did).
+    admin.wait_for_timeout(500)
+    box = admin.locator("#cy").bounding_box()
+    admin.mouse.move(box["x"] + 5, box["y"] + 5)
+    admin.evaluate(
+        """() => new Promise(resolve => {
+          document.getElementById('graph-count').textContent += ' ' + 'wrapped '.repeat(40);
+          requestAnimationFrame(() => requestAnimationFrame(() => resolve(null)));
+        })"""
+    )
+    x, y = admin.evaluate(
+        f"""() => {{ const n = window.tacitGraph.getElementById('{neighbour(2)}');
+        const p = n.renderedPosition();
+        const r = document.getElementById('cy').getBoundingClientRect();
+        return [r.left + p.x, r.top + p.y]; }}"""
+    )
+    admin.mouse.click(x, y)
+    admin.wait_for_function(
+        f"document.getElementById('cy').dataset.loaded == {3 + GRAPH_PAGE}", timeout=20000
+    )
+    admin.wait_for_selector(f"#graph-detail h2:has-text('{neighbour(2)}')")
+    assert admin.errors == []
+
+
+def test_the_graph_view_pages_a_500_node_neighbourhood_strongest_first(
+    admin: Any, served: Served, artifacts: Path
+) -> None:
+    """The synthetic hub (tests/browser/synthetic_graph.py) has 500 neighbours: the view draws
+    the GRAPH_PAGE strongest, a click expands a node, and "show more" adds the rest."""
+    admin.goto(served.page_url(f"graph?kb={HUB_KB}&entity={HUB}"))
+    admin.wait_for_function(f"document.getElementById('cy').dataset.loaded == {1 + GRAPH_PAGE}")
+    drawn = admin.evaluate(
+        "window.tacitGraph.nodes().filter(n => Number.isFinite(n.renderedPosition('x')))"
+        ".map(n => n.id())"
+    )
+    assert len(drawn) == 1 + GRAPH_PAGE and HUB in drawn
+    # The strongest first: every neighbour drawn has weight 5 or 4 (the 200 of 500 that do).
+    weights = admin.evaluate(
+        f"window.tacitGraph.getElementById('{HUB}').connectedEdges().map(e => e.data('weight'))"
+    )
+    assert len(weights) == GRAPH_PAGE and min(weights) == 4
+    assert set(drawn) - {HUB} == {neighbour(i) for i in range(NEIGHBOURS) if hub_weight(i) >= 4}
+    # A click expands a node: node 0002's neighbours 0001 and 0003 (weights 3, 2) join.
+    assert _graph_after(admin, f"window.tacitGraph.getElementById('{neighbour(2)}').emit('tap')")
+    assert admin.evaluate("window.tacitGraph.nodes().length") == 3 + GRAPH_PAGE
+    assert admin.evaluate(f"window.tacitGraph.getElementById('{neighbour(1)}').degree()") >= 1
+    # "show more" pages through the hub's other neighbours until all 500 are drawn.
+    for total in (401, 501):
+        assert _graph_after(admin, "document.getElementById('graph-more').click()")
+        assert admin.evaluate("window.tacitGraph.nodes().length") == total
+    assert admin.locator("#graph-more").is_hidden()
+    assert (
+        admin.evaluate(f"window.tacitGraph.getElementById('{HUB}').connectedEdges().length")
+        == NEIGHBOURS
+    )
+    # The weight filter reads the real weights: from 5 up only the hub's 100 strongest show.
+    admin.evaluate(
+        "(() => { const w = document.getElementById('weight'); w.value = '5';"
+        " w.dispatchEvent(new Event('input')); })()"
+    )
+    assert admin.evaluate("window.tacitGraph.edges().not('.filtered').length") == 100
+    admin.screenshot(path=str(artifacts / "graph-500.png"))
     assert admin.errors == []
 
 

@@ -449,6 +449,31 @@ async def test_large_upserts_and_deletes_are_batched(
     assert await store.count("chunks", "kb") == 15
 
 
+async def test_counts_and_searches_stay_exact_past_the_flush_bound(
+    store: MilvusVectorStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Writes that pass Lite's flush bound (flushed as they come) count and search as before,
+    with one KB in a collection and with several (Lite counts those two cases differently)."""
+    monkeypatch.setattr(milvus_store, "LITE_FLUSH_ROWS", 5)
+    data = unit_vectors(20, 23)
+    solo = [VectorRecord(f"r{i}", data[i], f"text r{i}", "doc") for i in range(12)]
+    for start in range(0, 12, 3):
+        await store.upsert("entities", "solo", solo[start : start + 3])
+    # Replace four across a flush, delete two, then count and search without another write.
+    replaced = [VectorRecord(f"r{i}", data[19 - i], f"new r{i}", "doc") for i in range(4)]
+    await store.upsert("entities", "solo", replaced)
+    await store.delete("entities", "solo", ids=["r10", "r11"])
+    assert await store.count("entities", "solo") == 10
+    [hits] = await store.search("entities", "solo", data[19:], limit=1)
+    assert (hits[0].id, hits[0].text) == ("r0", "new r0")
+    await store.upsert("entities", "other", records(data[12:], prefix="o"))
+    assert await store.count("entities", "solo") == 10
+    assert await store.count("entities", "other") == 8
+    await store.delete("entities", "other")
+    assert await store.count("entities", "solo") == 10
+    assert await store.count("entities", "other") == 0
+
+
 async def test_concurrent_calls(store: MilvusVectorStore) -> None:
     data = unit_vectors(20, 17)
     await asyncio.gather(
@@ -608,6 +633,25 @@ async def test_unreachable_server_is_unavailable() -> None:
     assert "s3cret" not in str(raised.value)
     with pytest.raises(StoreUnavailable):
         await store.search("chunks", "kb", unit_vectors(1, 1))
+    await store.aclose()
+
+
+async def test_lite_flushes_a_collection_once_enough_rows_wait(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An indexing run's rows reach Lite's segment files while it writes, a bounded number at
+    a time: Lite's flush holds every waiting row as Python objects (~20 KB a row of 512-d)."""
+    monkeypatch.setattr(milvus_store, "LITE_FLUSH_ROWS", 10)
+    path = tmp_path / "milvus.db"
+    store = MilvusVectorStore(str(path))
+    await store.ensure(DIM)
+    segments = path / "collections" / "tacit_relations" / "partitions"
+    data = unit_vectors(25, 24)
+    await store.upsert("relations", "kb", records(data[:9]))
+    assert not list(segments.rglob("*.parquet"))  # below the bound: still in Lite's memory
+    await store.upsert("relations", "kb", records(data[9:], prefix="s"))  # 25 rows now
+    assert list(segments.rglob("*.parquet"))  # written out without waiting for a read
+    assert await store.count("relations", "kb") == 25
     await store.aclose()
 
 

@@ -1,7 +1,8 @@
 """A fake Slack Web API over real HTTP on 127.0.0.1, for driving slack-sdk and bolt unchanged.
 
 It answers auth.test (which bolt calls before the first event), chat.postMessage, chat.update,
-chat.delete, assistant.threads.setStatus/setSuggestedPrompts/setTitle (kept in `suggested`
+chat.delete, chat.getPermalink (WORKSPACE_URL's archive link),
+assistant.threads.setStatus/setSuggestedPrompts/setTitle (kept in `suggested`
 and `titles`), and apps.connections.open (pointing at a
 `FakeSlackSocket`, Slack's Socket Mode end), keeps the messages it was sent (so a test can read a
 thread's final state), records every call, and fails on demand.
@@ -47,6 +48,7 @@ from tests.fakes.loopback_server import LoopbackServer, decode_params
 BOT_USER_ID = "UBOT"
 BOT_ID = "BBOT"
 TEAM_ID = "T0001"
+WORKSPACE_URL = "https://fake-team.slack.com/"
 
 
 @dataclass(frozen=True)
@@ -193,6 +195,13 @@ class FakeSlack(LoopbackServer):
                 return {"ok": False, "error": "message_not_found"}
             message.deleted = True
         return {"ok": True, "channel": message.channel, "ts": message.ts}
+
+    def _chat_getPermalink(self, params: dict[str, Any]) -> dict[str, Any]:
+        channel, ts = params.get("channel", ""), params.get("message_ts", "")
+        if not channel or not ts:
+            return {"ok": False, "error": "invalid_arguments"}
+        link = f"{WORKSPACE_URL}archives/{channel}/p{ts.replace('.', '')}"
+        return {"ok": True, "channel": channel, "permalink": link}
 
     def _chat_startStream(self, params: dict[str, Any]) -> dict[str, Any]:
         if self.streaming_error is not None:
