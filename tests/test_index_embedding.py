@@ -93,32 +93,6 @@ async def test_an_embedder_returning_the_wrong_shape_is_an_embedder_error() -> N
         await RunEmbedder(Short(dim=8)).embed(["a", "b"])
 
 
-async def test_a_text_another_call_is_embedding_is_waited_for_not_sent_again() -> None:
-    inner = RecordingEmbedder(delay=0.02)
-    run = RunEmbedder(inner)
-
-    first, second = await asyncio.gather(run.embed(["a", "b"]), run.embed(["b", "c", "a"]))
-
-    assert inner.texts == [["a", "b"], ["c"]]
-    alone = await HashEmbedder(dim=16).embed(["a", "b", "c"])
-    np.testing.assert_allclose(first, alone[:2])
-    np.testing.assert_allclose(second, alone[[1, 2, 0]])
-    assert (run.texts_embedded, run.texts_reused) == (3, 2)
-
-
-async def test_a_failed_call_fails_the_calls_waiting_for_its_texts() -> None:
-    class Failing(RecordingEmbedder):
-        async def embed(self, texts: Sequence[str]) -> Vectors:
-            await asyncio.sleep(0.02)
-            raise EmbedderError("model gone")
-
-    run = RunEmbedder(Failing())
-    results = await asyncio.gather(run.embed(["a"]), run.embed(["a"]), return_exceptions=True)
-    assert [str(r) for r in results] == ["model gone", "model gone"]
-    with pytest.raises(EmbedderError):  # nothing was remembered: asked again, it is sent again
-        await run.embed(["a"])
-
-
 def test_bad_limits_are_refused() -> None:
     with pytest.raises(ValueError):
         RunEmbedder(HashEmbedder(), per_call=0)

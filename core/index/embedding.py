@@ -5,8 +5,7 @@ texts), and embedding dominates a run with an in-process model. Two things are c
 
 - embedding a text twice: the same boilerplate passage recurs across documents (4 % of the
   refusal corpus's chunks), and the co-occurrence relations of one sentence share its text. A
-  bounded memory of recent texts and their vectors serves the repeats, and a text that another
-  call (the indexer embeds one batch while it stores the one before) is embedding waits for it;
+  bounded memory of recent texts and their vectors serves the repeats;
 - an idle embedder between calls: texts go out `per_call` at a time (the embedder batches and
   parallelises within a call), and `in_flight` calls overlap, so a worker that finishes its
   part of one call starts on the next instead of waiting for the slowest part.
@@ -43,8 +42,6 @@ class RunEmbedder:
         self.remember = remember
         # text -> its vector, least recently used first. 8,192 entries of 512-d: 16 MB.
         self._recent: OrderedDict[str, Vectors] = OrderedDict()
-        # text -> (the vectors its call will return, its row there), while that call runs.
-        self._embedding: dict[str, tuple[asyncio.Future[Vectors], int]] = {}
         self.texts_embedded = 0  # distinct texts sent to the embedder (the costly part)
         self.texts_reused = 0  # texts answered from memory or by a twin in the same request
 
@@ -55,43 +52,21 @@ class RunEmbedder:
         for row, text in enumerate(texts):
             rows_of.setdefault(text, []).append(row)
         missing: list[str] = []
-        elsewhere: list[tuple[list[int], asyncio.Future[Vectors], int]] = []
         for text, rows in rows_of.items():
             vector = self._recent.get(text)
-            if vector is not None:
-                self._recent.move_to_end(text)
-                out[rows] = vector
-            elif text in self._embedding:
-                elsewhere.append((rows, *self._embedding[text]))
-            else:
+            if vector is None:
                 missing.append(text)
+                continue
+            self._recent.move_to_end(text)
+            out[rows] = vector
         self.texts_reused += len(texts) - len(missing)
         if missing:
-            vectors = await self._embed_missing(missing)
+            vectors = await self._embed_in_calls(missing)
+            self.texts_embedded += len(missing)
             for text, vector in zip(missing, vectors, strict=True):
                 out[rows_of[text]] = vector
-        for rows, future, row in elsewhere:
-            out[rows] = (await future)[row]
+                self._remember(text, vector)
         return out
-
-    async def _embed_missing(self, texts: list[str]) -> Vectors:
-        """Embed texts no call has: remembered afterwards, and shared while they are made."""
-        done: asyncio.Future[Vectors] = asyncio.get_running_loop().create_future()
-        self._embedding.update((text, (done, row)) for row, text in enumerate(texts))
-        try:
-            vectors = await self._embed_in_calls(texts)
-        except BaseException as exc:
-            done.set_exception(exc)
-            done.exception()  # retrieved: a caller waiting on it raises it; none need be
-            raise
-        finally:
-            for text in texts:
-                self._embedding.pop(text, None)
-        done.set_result(vectors)
-        self.texts_embedded += len(texts)
-        for text, vector in zip(texts, vectors, strict=True):
-            self._remember(text, vector)
-        return vectors
 
     async def _embed_in_calls(self, texts: list[str]) -> Vectors:
         out = np.empty((len(texts), self.embedder.dim), dtype=np.float32)
