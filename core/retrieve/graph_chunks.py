@@ -64,6 +64,11 @@ async def own_passages(
     }
 
 
+def name_keys(names: Sequence[str]) -> list[str]:
+    """The question's names as entity keys, each once (the keys their pages are found by)."""
+    return unique_in_order(k for k in map(normalise_name, names) if k)
+
+
 async def chunk_mentions(
     kb: str, graph: GraphStore, chunk_ids: Sequence[str], *, names: int
 ) -> dict[str, list[str]]:
@@ -143,17 +148,20 @@ async def graph_chunks(
         if way not in via.get(chunk_id, ()):
             via[chunk_id] = (*via.get(chunk_id, ()), way)
 
+    def put_names(pages: Mapping[str, Sequence[str]]) -> None:
+        for key in named:
+            for chunk_id in pages.get(key, ()):
+                put(chunk_id, name_score, "entity")
+
     seeds = {m.entity.key: (m.score, way) for m, way in matched if m.score >= home_threshold}
-    named = {k: k for k in (normalise_name(n) for n in names) if k}
+    named = name_keys(names)
     # Every pointer ends in an own-passage lookup: with none allowed, no chunk to read.
     hop = list(first_hop[:bridge_from]) if home_hits > 0 else []
     frontier = [(chunk_id, 1.0 / (2 + rank)) for rank, chunk_id in enumerate(hop)]
     if name_homes is not None:
         # Looked up by the caller, beside the text searches (one step less in sequence).
-        for key in named:
-            for chunk_id in name_homes.get(key, ()):
-                put(chunk_id, name_score, "entity")
-        named = {}
+        put_names(name_homes)
+        named = []
     seen = set(hop)
     for depth in range(max(bridge_hops, 1)):
         if depth == 0 and first_mentions is not None:
@@ -174,9 +182,7 @@ async def graph_chunks(
             for key, (score, way) in seeds.items():
                 for chunk_id in homes.get(key, ()):
                     put(chunk_id, score, way)
-            for key in named:
-                for chunk_id in homes.get(key, ()):
-                    put(chunk_id, name_score, "entity")
+            put_names(homes)
         reached: dict[str, float] = {}
         for key, score in bridge.items():
             for chunk_id in homes.get(key, ()):

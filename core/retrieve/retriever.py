@@ -20,7 +20,7 @@ import asyncio
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 
-from core.models import VectorHit, normalise_name, unique_in_order
+from core.models import VectorHit
 from core.ports import LLM, Embedder, GraphStore, VectorStore
 from core.retrieve.budget import fit_chunks, fit_graph
 from core.retrieve.context import (
@@ -32,7 +32,12 @@ from core.retrieve.context import (
 )
 from core.retrieve.dual_level import HOP_DECAY, NearestSearch, high_level, low_level
 from core.retrieve.fusion import Fusion, fuse
-from core.retrieve.graph_chunks import first_hop_mentions, graph_chunks, own_passages
+from core.retrieve.graph_chunks import (
+    first_hop_mentions,
+    graph_chunks,
+    name_keys,
+    own_passages,
+)
 from core.retrieve.keywords import MAX_KEYWORDS, extract_keywords
 
 
@@ -171,7 +176,7 @@ class Retriever:
         high_vectors = matrix[1 + len(low_queries) :]
         pool = max(o.chunk_top_k, o.candidate_pool)
 
-        named_keys = unique_in_order(k for k in map(normalise_name, kw.low) if k)
+        named_keys = name_keys(kw.low)
 
         async def text_ranking() -> tuple[
             list[VectorHit], list[VectorHit], list[str], dict[str, list[str]], dict[str, list[str]]
