@@ -20,6 +20,7 @@ Cluster slot):
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections import Counter
@@ -28,7 +29,7 @@ from typing import Any, Literal
 
 from bot.decision_log import DecisionLog
 from bot.settings import ChannelMode, ConversationSettings
-from core.conversation import Feedback, Message
+from core.conversation import Feedback, Message, conversation_key
 from core.models import ChatMessage
 from core.ports import StateStore
 from core.thread_qa import ThreadPost
@@ -236,11 +237,13 @@ class ConversationState:
         )
         row = json.dumps(post.as_dict(), ensure_ascii=False)
         ttl = self.settings.thread_posts_ttl
+        key = message.conversation_key
         # The question is the thread's first message: kept apart, so that a thread longer
         # than `thread_posts` still has it when only its newest replies are left in the list.
-        await self.store.set_if_absent(f"{message.conversation_key}:first", row, ttl=ttl)
-        await self.store.push(
-            f"{message.conversation_key}:posts", row, max_len=self.settings.thread_posts, ttl=ttl
+        # Both writes at once: this runs for every message of an enabled channel.
+        await asyncio.gather(
+            self.store.set_if_absent(f"{key}:first", row, ttl=ttl),
+            self.store.push(f"{key}:posts", row, max_len=self.settings.thread_posts, ttl=ttl),
         )
 
     async def thread_posts(
@@ -249,7 +252,7 @@ class ConversationState:
         """The kept messages of one thread, oldest first (none once it expired)."""
         if self.settings.thread_posts == 0:
             return []
-        key = f"{{{platform}:{workspace}:{channel}:{thread}}}"
+        key = conversation_key(platform, workspace, channel, thread)
         rows = await self.store.recent(f"{key}:posts", self.settings.thread_posts)
         first = await self.store.get(f"{key}:first")
         if first is not None and first not in rows:

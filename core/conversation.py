@@ -36,8 +36,13 @@ class Message:
 
     @property
     def conversation_key(self) -> str:
-        """Hash-tagged so that all of one conversation's Redis keys share a cluster slot."""
-        return f"{{{self.platform}:{self.workspace}:{self.channel}:{self.thread}}}"
+        return conversation_key(self.platform, self.workspace, self.channel, self.thread)
+
+
+def conversation_key(platform: str, workspace: str, channel: str, thread: str) -> str:
+    """The prefix of one conversation's state keys, hash-tagged so that they all share a
+    Redis Cluster slot."""
+    return f"{{{platform}:{workspace}:{channel}:{thread}}}"
 
 
 @dataclass(frozen=True, slots=True)
