@@ -8,7 +8,8 @@ from typing import Literal, Protocol
 
 Language = Literal["en", "zh"]
 
-_CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+# One Chinese character (CJK unified ideographs, extension A, compatibility ideographs).
+CJK_CHAR = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 _LATIN_WORD = re.compile(r"[A-Za-z]+")
 # Sentence ends: Western punctuation followed by space, Chinese punctuation, or a newline.
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|(?<=[。！？；])|\n+")
@@ -20,7 +21,7 @@ def detect_language(text: str) -> Language:
     A Chinese character carries roughly a word, so counts compare directly; mixed messages
     ("redis 连接超时怎么办") are Chinese, which is what their authors read.
     """
-    cjk = len(_CJK.findall(text))
+    cjk = len(CJK_CHAR.findall(text))
     latin = len(_LATIN_WORD.findall(text))
     return "zh" if cjk and cjk >= latin * 0.5 else "en"
 

@@ -37,6 +37,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from core.text import CJK_CHAR
+
 WEIGHTS = Path(__file__).parent / "data" / "request_prior.json.gz"
 FORMAT = 1
 MAX_CHARS = 300  # longer messages are judged on their beginning: that is where asking starts
@@ -44,7 +46,6 @@ MAX_CHARS = 300  # longer messages are judged on their beginning: that is where 
 _MARKS = re.compile(r"[?？¿؟]")
 _SPACE = re.compile(r"\s+")
 _WORD = re.compile(r"[a-z0-9][a-z0-9_'’\-]*")
-_CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 _START, _END = "\x02", "\x03"
 _LENGTHS = (1, 2, 3, 5, 8, 13, 21)
 _PLEA = re.compile(
@@ -113,7 +114,7 @@ def features(text: str) -> list[str]:
     if len(words) > 1:
         found.add(f"f2:{words[0]} {words[1]}")
     found.update(f"cue:{name}" for name, cue in _CUES.items() if cue.search(seen))
-    size = len(words) + len(_CJK.findall(seen)) // 2
+    size = len(words) + len(CJK_CHAR.findall(seen)) // 2
     found.add(f"n:{next((b for b in _LENGTHS if size <= b), 'more')}")
     return sorted(found)
 
