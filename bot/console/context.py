@@ -81,7 +81,9 @@ class Console:
         return self._outlines
 
     def kb_changed(self, kb: str) -> None:
-        """Drop what the console holds about a KB it has just changed (index, removal)."""
+        """Drop what the process holds about a KB the console has just changed (index,
+        removal): the vectors' in-memory copy, the counts, the graph outline."""
+        self.services.vector_cache().invalidate(kb)
         self.health_cache.get("stats", {}).pop(kb, None)
         if self._outlines is not None:
             self._outlines.forget(kb)

@@ -74,7 +74,6 @@ async def knowledge_page(console: Console, request: Request, session: Session) -
 
 async def _run_index(console: Console, kb: str, paths: list[Path], job: Job) -> str:
     report = await console.services.indexer(kb).index(kb, paths, job)
-    console.services.vector_cache().invalidate(kb)
     console.kb_changed(kb)
     await console.store.set(
         indexed_key(kb),
@@ -171,7 +170,6 @@ async def remove(console: Console, request: Request, session: Session) -> Respon
     if not isinstance(source, str) or not source:
         return HTMLResponse('<p class="error">Which document?</p>', status_code=400)
     report = await console.services.indexer(kb).remove(kb, [source])
-    console.services.vector_cache().invalidate(kb)
     console.kb_changed(kb)
     if not report.documents_removed:
         return HTMLResponse('<p class="error">No such document.</p>', status_code=404)
