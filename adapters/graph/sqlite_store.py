@@ -73,10 +73,13 @@ SELECT n FROM (
 # LIMIT per key, so SQLite reads only those rows of a hub's range. The outer equalities repeat
 # the subquery's: without them SQLite 3.40 scans the whole descriptions table once per key
 # (200 entities of a 3.5k-row table: 6.2 s, with them 1.6 ms; 200 relations: 7.3 s → 60 ms).
+# Their unary `+` keeps them filters only: as index constraints SQLite walks a key's whole range
+# and reruns the subquery for every row of it, quadratic in a hub's mentions (3.8 s for one
+# entity of 3,662 in the benchmark graph, docs/BENCHMARKS.md); d is then read by its ids.
 _FIRST_ENTITY_MENTIONS_SQL = """
 SELECT d.entity_key, d.chunk_id, d.description
 FROM json_each(?2) AS k, entity_descriptions AS d
-WHERE d.kb = ?1 AND d.entity_key = k.value AND d.id IN (
+WHERE +d.kb = ?1 AND +d.entity_key = k.value AND d.id IN (
     SELECT id FROM entity_descriptions WHERE kb = ?1 AND entity_key = k.value ORDER BY id LIMIT ?3
 )
 ORDER BY d.id
@@ -84,7 +87,8 @@ ORDER BY d.id
 _FIRST_RELATION_MENTIONS_SQL = """
 SELECT d.src_key, d.tgt_key, d.chunk_id, d.keywords, d.description
 FROM json_each(?2) AS p, relation_descriptions AS d
-WHERE d.kb = ?1 AND d.src_key = p.value ->> 0 AND d.tgt_key = p.value ->> 1 AND d.id IN (
+WHERE +d.kb = ?1 AND +d.src_key = p.value ->> 0 AND +d.tgt_key = p.value ->> 1
+    AND d.id IN (
     SELECT id FROM relation_descriptions
     WHERE kb = ?1 AND src_key = p.value ->> 0 AND tgt_key = p.value ->> 1 ORDER BY id LIMIT ?3
 )
