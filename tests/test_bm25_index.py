@@ -2,8 +2,9 @@
 
 The contract suite (tests/contracts/test_vector_store.py, backend `lite`) checks what every
 lexical search promises; these check what only the in-process index does: one analyzer with
-Milvus, persistence without a rebuild, rebuilding a stale or missing index from the texts in
-Milvus, tombstones for deletions, and the Lite collection made without Milvus's BM25 field.
+Milvus (on diacritic-folded text), persistence without a rebuild, rebuilding a stale or
+missing index, or one cut by another analyser, from the texts in Milvus, tombstones for
+deletions, and the Lite collection made without Milvus's BM25 field.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from adapters.vector.analysis import DEFAULT_ANALYZER, analyse
 from adapters.vector.bm25_index import BM25Indexes, analyse_texts
 from core.errors import ConfigError
 from core.models import VectorRecord
+from core.text import fold_diacritics
 
 DIM = 8
 DOCS = {
@@ -49,6 +51,9 @@ def test_the_analyzer_is_the_one_milvus_lite_runs() -> None:
     lite = create_analyzer(DEFAULT_ANALYZER)
     for text in [*(t for t, _ in DOCS.values()), 'Who was the Director of "Kiss and Tell"?']:
         assert analyse(text) == lite.tokenize(text)
+    # With Latin diacritics: Milvus's cut of the folded text (the in-process index folds).
+    for text in ["Aschenbrödel is a Czech fairy tale.", "Lourenço Mutarelli, 北京 Café"]:
+        assert analyse(text) == lite.tokenize(fold_diacritics(text))
     assert analyse("知识图谱") == ["知识", "图谱"]
     assert analyse("The FOX, and the dog.") == ["fox", "dog"]
 
@@ -124,6 +129,64 @@ async def test_a_stale_index_is_rebuilt_from_the_texts_in_milvus(tmp_path: Path)
 
 async def _no_save() -> None:
     return None
+
+
+def test_folding_takes_latin_diacritics_off_and_leaves_other_scripts_alone() -> None:
+    assert fold_diacritics("Aschenbrödel, Łódź, Straße, Ærø, café") == (
+        "Aschenbrodel, Lodz, Strasse, AEro, cafe"
+    )
+    assert fold_diacritics("cafe\u0301") == "cafe"  # a combining accent after a Latin letter
+    # Japanese voicing marks, Hangul, Cyrillic and Greek letters are not Latin accents.
+    for text in ["知识图谱", "がぎ", "한국어", "й ё", "Ἀθῆναι", "и\u0306"]:
+        assert fold_diacritics(text) == text
+
+
+def test_diacritics_are_folded_at_index_and_query_time() -> None:
+    # jieba alone cuts "Aschenbrödel" into "aschenbr", "ö", "del": no spelling finds it.
+    assert analyse("Aschenbrödel") == ["aschenbrodel"] == analyse("Aschenbrodel")
+    assert analyse("Tekezé River") == analyse("Tekeze River") == ["tekeze", "river"]
+    assert analyse("知识图谱") == ["知识", "图谱"]
+
+
+async def test_either_spelling_of_an_accented_name_finds_the_other(tmp_path: Path) -> None:
+    store = await open_store(tmp_path)
+    try:
+        text = "Drei Haselnüsse für Aschenbrödel is a 1973 fairy tale film."
+        await store.upsert(
+            "chunks", "kb", [VectorRecord("tale", np.ones(DIM, np.float32), text, "t")]
+        )
+        plain, accented = await store.lexical_search(
+            "chunks", "kb", ["Aschenbrodel", "Haselnusse"], limit=3
+        )
+        assert [h.id for h in plain] == [h.id for h in accented] == ["tale"]
+    finally:
+        await store.aclose()
+
+
+async def test_an_index_cut_by_an_older_analyser_is_rebuilt_from_the_texts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A data home indexed before the analyser folded diacritics: its saved terms are the
+    unfolded cut, which no folded query matches, so it is re-cut once when opened."""
+    from milvus_lite.analyzer.factory import create_analyzer
+
+    unfolded = create_analyzer(DEFAULT_ANALYZER).tokenize
+    with monkeypatch.context() as old:
+        old.setattr(bm25_index, "analyse", unfolded)
+        old.setattr(bm25_index, "ANALYSER_VERSION", 1)
+        store = await open_store(tmp_path)
+        text = "Aschenbrödel is a Czech fairy tale."
+        await store.upsert(
+            "chunks", "kb", [VectorRecord("tale", np.ones(DIM, np.float32), text, "t")]
+        )
+        await store.aclose()
+
+    reopened = MilvusVectorStore(str(tmp_path / "milvus.db"))
+    try:
+        [hits] = await reopened.lexical_search("chunks", "kb", ["Aschenbrodel"], limit=3)
+        assert [h.id for h in hits] == ["tale"]
+    finally:
+        await reopened.aclose()
 
 
 async def test_a_home_made_with_milvus_bm25_gets_an_index_from_its_texts(

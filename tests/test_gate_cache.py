@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Hashable
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import pytest
@@ -240,35 +240,71 @@ async def test_documents_version_follows_content_hashes(tmp_path: Path) -> None:
 
 
 class _CountingMatrix(np.ndarray):
-    """A matrix that counts the matrix products it takes part in."""
+    """A matrix that records the rows of it each matrix product reads, and the products'
+    number of query columns."""
 
-    products = 0
+    products: ClassVar[list[tuple[int, int]]] = []  # (rows of the stored matrix, queries)
 
     def __array_ufunc__(self, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
         if ufunc is np.matmul:
-            type(self).products += 1
+            stored, other = inputs if isinstance(inputs[0], _CountingMatrix) else inputs[::-1]
+            queries = np.size(other) // DIM
+            type(self).products.append((int(np.shape(stored)[0]), int(queries)))
         plain = [np.asarray(x) if isinstance(x, _CountingMatrix) else x for x in inputs]
+        out = kwargs.get("out")
+        if out is not None:
+            kwargs["out"] = tuple(np.asarray(x) for x in out)
         return getattr(ufunc, method)(*plain, **kwargs)
+
+
+async def _counting_cache(milvus: MilvusVectorStore, data: np.ndarray) -> VectorCache:
+    await milvus.upsert("chunks", "kb", records(data))
+    cache = VectorCache(milvus)
+    snapshot = await cache.snapshot("chunks", "kb")
+    assert snapshot.matrix is not None
+    cache._snapshots[("chunks", "kb")] = vector_cache.Snapshot(
+        snapshot.version,
+        snapshot.loaded_at,
+        snapshot.matrix.view(_CountingMatrix),
+        snapshot.ids,
+        snapshot.texts,
+        snapshot.sources,
+    )
+    _CountingMatrix.products = []
+    return cache
 
 
 async def test_many_queries_are_answered_with_one_matrix_product(
     milvus: MilvusVectorStore,
 ) -> None:
     data = unit_vectors(50, 8)
-    await milvus.upsert("chunks", "kb", records(data))
-    cache = VectorCache(milvus)
-    snapshot = await cache.snapshot("chunks", "kb")
-    assert snapshot.columns is not None
-    counting = snapshot.columns.view(_CountingMatrix)
-    cache._snapshots[("chunks", "kb")] = vector_cache.Snapshot(
-        snapshot.version,
-        snapshot.loaded_at,
-        counting,
-        snapshot.ids,
-        snapshot.texts,
-        snapshot.sources,
-    )
-    _CountingMatrix.products = 0
+    cache = await _counting_cache(milvus, data)
     hits = await cache.search("chunks", "kb", data[:20], limit=3)
-    assert _CountingMatrix.products == 1
+    assert _CountingMatrix.products == [(50, 20)]
     assert [h[0].id for h in hits] == [f"r{i}" for i in range(20)]  # each finds itself
+
+
+async def test_a_large_matrix_is_read_once_in_cache_sized_blocks(
+    milvus: MilvusVectorStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Each block of rows meets every query in one product while it is in cache, so the
+    # stored matrix is streamed once however many queries there are (one product with the
+    # whole matrix and a few queries makes OpenBLAS copy the whole matrix first).
+    block_rows = 8
+    monkeypatch.setattr(vector_cache, "BLOCK_BYTES", block_rows * DIM * 4)
+    data = unit_vectors(3 * block_rows + 5, 9)
+    cache = await _counting_cache(milvus, data)
+    queries = data[[2, 20, 28]]
+    hits = await cache.search("chunks", "kb", queries, limit=4)
+    assert _CountingMatrix.products == [(8, 3), (8, 3), (8, 3), (5, 3)]
+    assert [h[0].id for h in hits] == ["r2", "r20", "r28"]
+    expected = data @ queries.T
+    for column, per_query in enumerate(hits):
+        best = np.argsort(-expected[:, column], kind="stable")[:4]
+        assert [h.id for h in per_query] == [f"r{i}" for i in best]
+        assert [h.score for h in per_query] == pytest.approx(expected[best, column], abs=1e-6)
+    _CountingMatrix.products = []
+    (alone,) = await cache.search("chunks", "kb", queries[:1], limit=4)
+    assert _CountingMatrix.products == [(29, 1)]  # one query: one matrix-vector product
+    assert [h.id for h in alone] == [h.id for h in hits[0]]
+    assert [h.score for h in alone] == pytest.approx([h.score for h in hits[0]], abs=1e-6)

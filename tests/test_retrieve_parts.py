@@ -154,3 +154,9 @@ def test_a_heading_names_an_entity_despite_case_spacing_and_a_qualifier() -> Non
     assert names_entity("  Shirley   TEMPLE ", "shirley temple")
     assert not names_entity("Shirley Temple Black", "shirley temple")
     assert not names_entity("", "shirley temple")
+
+
+def test_a_heading_names_an_entity_whichever_way_its_diacritics_are_spelt() -> None:
+    assert names_entity("Drei Haselnüsse für Aschenbrödel", "drei haselnusse fur aschenbrodel")
+    assert names_entity("Tekeze River", "tekezé river")
+    assert not names_entity("Tekeze River", "tekezo river")

@@ -232,6 +232,19 @@ async def test_lexical_switch_and_baselines(kb: Setup) -> None:
     assert set(hybrid[0].via) == {"dense", "bm25"}
 
 
+async def test_the_hybrid_baseline_weighs_dense_and_bm25_alike_whatever_the_options(
+    kb: Setup,
+) -> None:
+    """The retriever's tuned list weights are not the baseline's: it stays the standard
+    hybrid, so a comparison with it measures what the retriever adds."""
+    question = "Who designed the Quixel Array in Oslo?"
+    standard = await kb.retriever(chunk_top_k=5).hybrid_chunks(KB, question, top_k=6)
+    for weights in ({"lexical_weight": 50.0}, {"dense_weight": 50.0}):
+        tuned = await kb.retriever(chunk_top_k=5, **weights).hybrid_chunks(KB, question, top_k=6)
+        assert [(c.chunk.id, c.score) for c in tuned] == [(c.chunk.id, c.score) for c in standard]
+    assert standard[0].score == pytest.approx(2 / 61)  # first in both lists, weight 1 each
+
+
 async def test_score_fusion_is_selectable(kb: Setup) -> None:
     rrf = await kb.retriever(chunk_top_k=5).retrieve(KB, QUESTION)
     scored = await kb.retriever(chunk_top_k=5, fusion="score").retrieve(KB, QUESTION)
@@ -322,10 +335,11 @@ class _Rendezvous:
 
 
 async def test_the_question_s_independent_reads_run_concurrently(kb: Setup) -> None:
-    """Entity, relation, dense and BM25 searches start together, and the first hop's entities
-    are read while the graph levels run: each call waits for the others of its group to
-    start, which a sequential retriever never lets happen."""
-    searches = {"search:entities", "search:relations", "search:chunks", "lexical_search"}
+    """Entity, relation and dense searches start together, and the first hop's entities are
+    read while the graph levels run: each call waits for the others of its group to start,
+    which a sequential retriever never lets happen. (BM25 starts earlier, beside the
+    embedding: the next test.)"""
+    searches = {"search:entities", "search:relations", "search:chunks"}
     waits = {name: searches for name in searches} | {"neighbourhood": {"chunk_entities"}}
     arrived: set[str] = set()
     events: dict[frozenset[str], object] = {}
@@ -336,5 +350,79 @@ async def test_the_question_s_independent_reads_run_concurrently(kb: Setup) -> N
         llm=None,
     )
     context = await retriever.retrieve(KB, QUESTION)
-    assert searches | {"neighbourhood", "chunk_entities"} <= arrived
+    assert searches | {"lexical_search", "neighbourhood", "chunk_entities"} <= arrived
+    assert sources(context.chunks)[0] == "engine.md"
+
+
+async def test_bm25_and_the_names_pages_start_while_the_question_is_embedded(kb: Setup) -> None:
+    """The question's BM25 search and its names' page lookup need no vector: the embedding
+    waits until both have started, which a retriever that searches only after embedding never
+    lets happen."""
+    # own_passages() looks the names up with a BM25 search of their own: two searches in all.
+    lexical_queries: list[list[str]] = []
+    started = asyncio.Event()
+
+    class Watched:
+        def __getattr__(self, name: str) -> object:
+            return getattr(kb.vectors, name)
+
+        async def lexical_search(self, collection, kb_name, queries, *, limit=10):  # type: ignore[no-untyped-def]
+            lexical_queries.append(list(queries))
+            if len(lexical_queries) == 2:
+                started.set()
+            return await kb.vectors.lexical_search(collection, kb_name, queries, limit=limit)
+
+    class Waiting:
+        def __getattr__(self, name: str) -> object:
+            return getattr(kb.embedder, name)
+
+        async def embed(self, texts):  # type: ignore[no-untyped-def]
+            if QUESTION in texts:
+                await asyncio.wait_for(started.wait(), timeout=5)
+            return await kb.embedder.embed(texts)
+
+    retriever = Retriever(
+        embedder=Waiting(),  # type: ignore[arg-type]
+        vectors=Watched(),  # type: ignore[arg-type]
+        graph=kb.graph,
+        llm=None,
+    )
+    context = await retriever.retrieve(KB, QUESTION)
+    assert [QUESTION] in lexical_queries
+    assert sources(context.chunks)[0] == "engine.md"
+
+
+async def test_the_first_bridges_pages_are_looked_up_before_the_graph_levels_end(
+    kb: Setup,
+) -> None:
+    """The pages of what the best text-ranked chunks mention need nothing from the graph
+    levels: the entity search waits until that lookup (the third BM25 search, after the
+    question's and its names') has started, which a retriever that looks them up only after
+    the graph levels never lets happen."""
+    lexical_queries: list[list[str]] = []
+    bridges_started = asyncio.Event()
+
+    class Watched:
+        def __getattr__(self, name: str) -> object:
+            return getattr(kb.vectors, name)
+
+        async def lexical_search(self, collection, kb_name, queries, *, limit=10):  # type: ignore[no-untyped-def]
+            lexical_queries.append(list(queries))
+            if len(lexical_queries) == 3:
+                bridges_started.set()
+            return await kb.vectors.lexical_search(collection, kb_name, queries, limit=limit)
+
+        async def search(self, collection, kb_name, queries, *, limit=10):  # type: ignore[no-untyped-def]
+            if collection == "entities":
+                await asyncio.wait_for(bridges_started.wait(), timeout=5)
+            return await kb.vectors.search(collection, kb_name, queries, limit=limit)
+
+    retriever = Retriever(
+        embedder=kb.embedder,
+        vectors=Watched(),  # type: ignore[arg-type]
+        graph=kb.graph,
+        llm=None,
+    )
+    context = await retriever.retrieve(KB, QUESTION)
+    assert "quixel array" in lexical_queries[2]
     assert sources(context.chunks)[0] == "engine.md"

@@ -7,6 +7,18 @@ the `jieba` package. Both run jieba's search mode (`cut_for_search`: a long word
 the dictionary words inside it), lower-case, and drop the stop
 words below. (The standard analyzer splits on non-word characters only: a run of Chinese
 characters becomes a single token and Chinese lexical search finds nothing.)
+
+The in-process index also folds Latin diacritics first (core.text.fold_diacritics), at index
+and at query time alike: jieba cuts a word at its first non-ASCII letter ("Aschenbrödel" ->
+"aschenbr", "ö", "del"), so a question spelling "Aschenbrodel" found nothing. Chinese,
+Japanese and Korean text is left as it was. Milvus's own BM25 function (a server, or Lite with
+lexical="milvus") runs DEFAULT_ANALYZER on the stored text and does not fold, on both sides
+too, so each path is consistent with itself: `analyse(text)` is exactly Milvus's cut of
+`fold_diacritics(text)` (tests/test_bm25_index.py checks it), and text without Latin
+diacritics is cut identically by both. Folding on a server as well would need a folded copy of
+each chunk's text as the function's input field (the stored text is what searches return); see
+docs/BENCHMARKS.md. ANALYSER_VERSION names this cut: an index saved with another is rebuilt
+from its texts.
 """
 
 from __future__ import annotations
@@ -15,6 +27,11 @@ import functools
 import logging
 from collections.abc import Callable, Iterable
 from typing import Any
+
+from core.text import fold_diacritics
+
+# Bumped whenever analyse() cuts any text differently: saved in-process indexes record it.
+ANALYSER_VERSION = 2
 
 # Punctuation the tokenizer emits as tokens of its own: as BM25 terms they only add noise.
 PUNCTUATION = list(".,;:!?'\"()[]{}<>-_/\\|@#$%^&*+=~`") + list(
@@ -54,5 +71,5 @@ def _cut_for_search() -> Callable[[str], Iterable[str]]:
 
 def analyse(text: str) -> list[str]:
     """The BM25 terms of `text`, in order, repeats kept (term frequency counts them)."""
-    terms = (t.strip().lower() for t in _cut_for_search()(text))
+    terms = (t.strip().lower() for t in _cut_for_search()(fold_diacritics(text)))
     return [t for t in terms if t and t not in STOP_WORDS]

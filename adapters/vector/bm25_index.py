@@ -22,8 +22,10 @@ dictionary, and the bm25s model with the ids of its rows) named by a CURRENT fil
 replaced atomically. A STALE marker is written before the first change after a save and removed
 by the next save: a process that died in between (an indexing run killed half-way) left Milvus
 ahead of the files, so a STALE index, or none at all (a data home older than this index), is
-rebuilt from the chunk texts in Milvus the first time the KB is used. Saved (with a fresh
-model) when the store closes, and after a search rebuilt the model.
+rebuilt from the chunk texts in Milvus the first time the KB is used. So is an index saved
+with another analyser (its state records `ANALYSER_VERSION`): its terms were cut differently
+from the queries', so an upgraded data home re-cuts its texts once, on its own. Saved (with a
+fresh model) when the store closes, and after a search rebuilt the model.
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from adapters.vector.analysis import analyse
+from adapters.vector.analysis import ANALYSER_VERSION, analyse
 from core.models import VectorHit, VectorRecord
 
 log = logging.getLogger(__name__)
@@ -402,7 +404,12 @@ def _save(folder: Path, kb: str, index: KBIndex) -> None:
     vocab = sorted(index.vocab, key=index.vocab.__getitem__)
     (target / "vocab.json").write_text(json.dumps(vocab, ensure_ascii=False), encoding="utf-8")
     model = index.model
-    state: dict[str, Any] = {"format": FORMAT, "kb": kb, "model": None}
+    state: dict[str, Any] = {
+        "format": FORMAT,
+        "analyser": ANALYSER_VERSION,
+        "kb": kb,
+        "model": None,
+    }
     if model is not None and model.rows and not index.added:
         model.bm25.save(str(target / "model"), show_progress=False)
         state["model"] = {"rows": model.rows, "tombstones": sorted(index.tombstones)}
@@ -416,13 +423,16 @@ def _save(folder: Path, kb: str, index: KBIndex) -> None:
 
 
 def _load(folder: Path, kb: str) -> KBIndex | None:
-    """The saved index, or None when there is none or it is stale."""
+    """The saved index, or None when there is none, it is stale, or another analyser cut it."""
     current = folder / _CURRENT
     if (folder / _STALE).exists() or not current.exists():
         return None
     target = folder / current.read_text(encoding="utf-8").strip()
     state = json.loads((target / "state.json").read_text(encoding="utf-8"))
     if state.get("format") != FORMAT or state.get("kb") != kb:
+        return None
+    if state.get("analyser", 1) != ANALYSER_VERSION:
+        log.info("BM25 index of KB %r was cut by another analyser: rebuilding it", kb)
         return None
     vocab_list = json.loads((target / "vocab.json").read_text(encoding="utf-8"))
     index = KBIndex(vocab={term: i for i, term in enumerate(vocab_list)})

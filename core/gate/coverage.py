@@ -504,7 +504,7 @@ class CoverageRule:
             if known is not None and known[0] is snapshot:
                 return known[1]
             terms = None
-            if snapshot.columns is not None:
+            if snapshot.matrix is not None:
                 terms = await asyncio.to_thread(KbTerms.build, snapshot.texts)
             self._terms[kb] = (snapshot, terms)
             return terms

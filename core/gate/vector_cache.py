@@ -41,6 +41,13 @@ Key = tuple[Collection, str]
 
 # Below this many rows × queries a search runs inline: a thread hop costs more than it saves.
 THREAD_ROWS = 20_000
+# A scan multiplies the queries with this many bytes of the matrix at a time (256 rows of 512
+# float32): a block read from memory stays in the core's cache while every query meets it, so
+# a retrieval's two keywords stream the matrix once. One product of the whole matrix with 2-4
+# queries took OpenBLAS's general path, which copies (packs) the matrix first: 2-3x the time of
+# one query (17.5 ms against 8.2 for 2 queries at 36k x 512; docs/BENCHMARKS.md, "Less CPU per
+# retrieval").
+BLOCK_BYTES = 512 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,27 +59,26 @@ class CacheOptions:
 
 @dataclass(frozen=True, slots=True)
 class Snapshot:
-    """One collection of one KB as read at `version`. `columns` is None when the collection
+    """One collection of one KB as read at `version`. `matrix` is None when the collection
     had more than max_rows records: it is searched in the vector store instead."""
 
     version: Hashable
     loaded_at: float
-    # The unit-length vectors as columns (dimension × rows, C-contiguous): one query against
-    # it is a BLAS matrix-vector product that streams the memory once, the fastest exact
-    # search numpy has (a row-major matrix times a few queries takes OpenBLAS's small-matrix
-    # path, 1.7× slower at 30k × 512; measured in docs/BENCHMARKS.md, "Retrieval latency").
-    columns: npt.NDArray[np.float32] | None
+    # The unit-length vectors as rows (rows × dimension, C-contiguous): one query is a BLAS
+    # matrix-vector product, a few are products with blocks of rows (see BLOCK_BYTES); either
+    # way the memory is streamed once.
+    matrix: npt.NDArray[np.float32] | None
     ids: tuple[str, ...] = ()
     texts: tuple[str, ...] = ()
     sources: tuple[str, ...] = ()
 
     @property
     def rows(self) -> int:
-        return 0 if self.columns is None else int(self.columns.shape[1])
+        return 0 if self.matrix is None else int(self.matrix.shape[0])
 
     @property
     def dim(self) -> int:
-        return 0 if self.columns is None else int(self.columns.shape[0])
+        return 0 if self.matrix is None else int(self.matrix.shape[1])
 
 
 def documents_version(graph: GraphStore) -> VersionProbe:
@@ -118,7 +124,7 @@ class VectorCache:
         if matrix.ndim == 1:
             matrix = matrix.reshape(1, -1)
         snapshot = await self.snapshot(collection, kb)
-        if snapshot.columns is None or (snapshot.rows and snapshot.dim != matrix.shape[1]):
+        if snapshot.matrix is None or (snapshot.rows and snapshot.dim != matrix.shape[1]):
             return await self.vectors.search(collection, kb, matrix, limit=limit)
         if matrix.shape[0] == 0:
             return []
@@ -213,7 +219,7 @@ class VectorCache:
                 snapshot = Snapshot(
                     version,
                     now,
-                    np.ascontiguousarray(_unit_rows(matrix).T),
+                    _unit_rows(matrix),
                     tuple(r.id for r in records),
                     tuple(r.text for r in records),
                     tuple(r.source for r in records),
@@ -231,14 +237,29 @@ def _unit_rows(matrix: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
     return unit
 
 
+def _similarities(
+    matrix: npt.NDArray[np.float32], queries: npt.NDArray[np.float32]
+) -> npt.NDArray[np.float32]:
+    """queries × rows cosine similarities (both unit length), the matrix read once: a product
+    per query would stream it from memory once per query, 8-14x slower at 100 queries (gate
+    fitting searches 100 at a time; docs/BENCHMARKS.md)."""
+    if len(queries) == 1:
+        single: npt.NDArray[np.float32] = (matrix @ queries[0]).reshape(1, -1)
+        return single
+    rows = matrix.shape[0]
+    step = max(1, BLOCK_BYTES // max(1, matrix.shape[1] * matrix.itemsize))
+    by_row = np.empty((rows, len(queries)), dtype=np.float32)
+    transposed = np.ascontiguousarray(queries.T)
+    for start in range(0, rows, step):
+        np.matmul(matrix[start : start + step], transposed, out=by_row[start : start + step])
+    return by_row.T
+
+
 def _nearest(
     snapshot: Snapshot, queries: npt.NDArray[np.float32], limit: int
 ) -> list[list[VectorHit]]:
-    assert snapshot.columns is not None
-    # One matrix product for every query (gate fitting searches 100 at a time): a product per
-    # query streams the whole matrix from memory once per query, 8-14x slower at 100 queries
-    # (docs/BENCHMARKS.md, issue 16).
-    similarities = queries @ snapshot.columns
+    assert snapshot.matrix is not None
+    similarities = _similarities(snapshot.matrix, queries)
     k = min(limit, snapshot.rows)
     if k < snapshot.rows:
         top = np.argpartition(-similarities, k - 1, axis=1)[:, :k]

@@ -32,6 +32,7 @@ from core.models import normalise_name, unique_in_order
 from core.ports import GraphStore, VectorStore
 from core.retrieve.context import ScoredEntity
 from core.retrieve.names import passage_names
+from core.text import fold_diacritics
 
 _QUALIFIER = re.compile(r"\s*\([^)]*\)\s*$")  # "Kiss and Tell (1945 film)" names "kiss and tell"
 
@@ -43,8 +44,10 @@ class GraphChunks:
 
 
 def names_entity(heading: str, key: str) -> bool:
-    """Whether a chunk heading names the entity (case, spacing and a "(qualifier)" aside)."""
-    name = normalise_name(heading)
+    """Whether a chunk heading names the entity (case, spacing, Latin diacritics and a
+    "(qualifier)" aside): a question may spell "Aschenbrodel" the page titled "Aschenbrödel"."""
+    name = fold_diacritics(normalise_name(heading))
+    key = fold_diacritics(key)
     return bool(name) and (name == key or _QUALIFIER.sub("", name) == key)
 
 
@@ -104,6 +107,23 @@ async def first_hop_mentions(
     return await chunk_mentions(kb, graph, hop, names=names)
 
 
+async def first_hop_homes(
+    kb: str,
+    graph: GraphStore,
+    vectors: VectorStore,
+    first_hop: Sequence[str],
+    mentioned: Mapping[str, Sequence[str]],
+    *,
+    bridge_from: int,
+    home_hits: int,
+) -> dict[str, list[str]]:
+    """The own passages of what the first `bridge_from` first-hop chunks mention (`mentioned`,
+    from first_hop_mentions): the first bridges' ends, looked up before the graph levels end."""
+    hop = first_hop[:bridge_from] if home_hits > 0 else []
+    keys = unique_in_order(key for chunk_id in hop for key in mentioned.get(chunk_id, ()))
+    return await own_passages(kb, graph, vectors, keys, hits=home_hits)
+
+
 async def graph_chunks(
     kb: str,
     graph: GraphStore,
@@ -123,6 +143,7 @@ async def graph_chunks(
     first_mentions: Mapping[str, Sequence[str]] | None = None,
     names_per_chunk: int = 0,
     name_homes: Mapping[str, Sequence[str]] | None = None,
+    bridge_homes: Mapping[str, Sequence[str]] | None = None,
 ) -> GraphChunks:
     """The graph's ranked chunk list (see the module docstring).
 
@@ -137,7 +158,9 @@ async def graph_chunks(
     chunks mention when the caller read it already (first_hop_mentions, run beside the graph
     levels), else read here; names_per_chunk: names read from a bridging chunk's text besides
     its entities. name_homes: the pages of `names` when the caller looked them up already
-    (beside the text searches), else looked up here with the bridges.
+    (beside the text searches), else looked up here with the bridges. bridge_homes: own
+    passages the caller looked up already (first_hop_homes: the first hop's keys, beside the
+    graph levels); only the other keys are looked up here.
     """
     scores: dict[str, float] = {}
     via: dict[str, tuple[str, ...]] = {}
@@ -177,7 +200,13 @@ async def graph_chunks(
             for key in mentioned.get(chunk_id, ()):
                 bridge[key] = max(bridge.get(key, 0.0), score)
         keys = list(dict.fromkeys([*bridge, *seeds, *named])) if depth == 0 else list(bridge)
-        homes = await own_passages(kb, graph, vectors, keys, hits=home_hits)
+        known = bridge_homes if depth == 0 and bridge_homes is not None else {}
+        homes = {
+            **known,
+            **await own_passages(
+                kb, graph, vectors, [k for k in keys if k not in known], hits=home_hits
+            ),
+        }
         if depth == 0:
             for key, (score, way) in seeds.items():
                 for chunk_id in homes.get(key, ()):
