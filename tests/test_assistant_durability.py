@@ -22,6 +22,7 @@ from bot.queue import EventIngest, Worker, encode_message
 from bot.settings import ConversationSettings
 from core.conversation import FinalReply, Message, Refusal, ReplyEvent
 from tests.fakes.scripted_answerer import ScriptedAnswerer
+from tests.worker_harness import until
 
 QUESTION = "How do I roll back a deploy?"
 ANSWER = "Run deployctl rollback --to previous, then watch the error rate [1]."
@@ -88,14 +89,6 @@ def message(n: int, text: str = QUESTION, **fields: Any) -> Message:
     }
     base.update(fields)
     return Message(**base)
-
-
-async def until(check: Any, within: float = 10.0) -> None:
-    deadline = asyncio.get_running_loop().time() + within
-    while not check():
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError("timed out waiting")
-        await asyncio.sleep(0.02)
 
 
 @contextlib.asynccontextmanager

@@ -354,23 +354,32 @@ async def test_the_question_s_independent_reads_run_concurrently(kb: Setup) -> N
     assert sources(context.chunks)[0] == "engine.md"
 
 
+class _LexicalSearches:
+    """A vector store that records every BM25 search's queries and sets `reached` once `count`
+    of them have started (the rest passes through)."""
+
+    def __init__(self, vectors: object, *, count: int) -> None:
+        self.vectors = vectors
+        self.count = count
+        self.queries: list[list[str]] = []
+        self.reached = asyncio.Event()
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.vectors, name)
+
+    async def lexical_search(self, collection, kb_name, queries, *, limit=10):  # type: ignore[no-untyped-def]
+        self.queries.append(list(queries))
+        if len(self.queries) == self.count:
+            self.reached.set()
+        return await self.vectors.lexical_search(collection, kb_name, queries, limit=limit)  # type: ignore[attr-defined]
+
+
 async def test_bm25_and_the_names_pages_start_while_the_question_is_embedded(kb: Setup) -> None:
     """The question's BM25 search and its names' page lookup need no vector: the embedding
     waits until both have started, which a retriever that searches only after embedding never
     lets happen."""
     # own_passages() looks the names up with a BM25 search of their own: two searches in all.
-    lexical_queries: list[list[str]] = []
-    started = asyncio.Event()
-
-    class Watched:
-        def __getattr__(self, name: str) -> object:
-            return getattr(kb.vectors, name)
-
-        async def lexical_search(self, collection, kb_name, queries, *, limit=10):  # type: ignore[no-untyped-def]
-            lexical_queries.append(list(queries))
-            if len(lexical_queries) == 2:
-                started.set()
-            return await kb.vectors.lexical_search(collection, kb_name, queries, limit=limit)
+    watched = _LexicalSearches(kb.vectors, count=2)
 
     class Waiting:
         def __getattr__(self, name: str) -> object:
@@ -378,17 +387,17 @@ async def test_bm25_and_the_names_pages_start_while_the_question_is_embedded(kb:
 
         async def embed(self, texts):  # type: ignore[no-untyped-def]
             if QUESTION in texts:
-                await asyncio.wait_for(started.wait(), timeout=5)
+                await asyncio.wait_for(watched.reached.wait(), timeout=5)
             return await kb.embedder.embed(texts)
 
     retriever = Retriever(
         embedder=Waiting(),  # type: ignore[arg-type]
-        vectors=Watched(),  # type: ignore[arg-type]
+        vectors=watched,  # type: ignore[arg-type]
         graph=kb.graph,
         llm=None,
     )
     context = await retriever.retrieve(KB, QUESTION)
-    assert [QUESTION] in lexical_queries
+    assert [QUESTION] in watched.queries
     assert sources(context.chunks)[0] == "engine.md"
 
 
@@ -399,30 +408,20 @@ async def test_the_first_bridges_pages_are_looked_up_before_the_graph_levels_end
     levels: the entity search waits until that lookup (the third BM25 search, after the
     question's and its names') has started, which a retriever that looks them up only after
     the graph levels never lets happen."""
-    lexical_queries: list[list[str]] = []
-    bridges_started = asyncio.Event()
 
-    class Watched:
-        def __getattr__(self, name: str) -> object:
-            return getattr(kb.vectors, name)
-
-        async def lexical_search(self, collection, kb_name, queries, *, limit=10):  # type: ignore[no-untyped-def]
-            lexical_queries.append(list(queries))
-            if len(lexical_queries) == 3:
-                bridges_started.set()
-            return await kb.vectors.lexical_search(collection, kb_name, queries, limit=limit)
-
+    class Watched(_LexicalSearches):
         async def search(self, collection, kb_name, queries, *, limit=10):  # type: ignore[no-untyped-def]
             if collection == "entities":
-                await asyncio.wait_for(bridges_started.wait(), timeout=5)
+                await asyncio.wait_for(self.reached.wait(), timeout=5)
             return await kb.vectors.search(collection, kb_name, queries, limit=limit)
 
+    watched = Watched(kb.vectors, count=3)
     retriever = Retriever(
         embedder=kb.embedder,
-        vectors=Watched(),  # type: ignore[arg-type]
+        vectors=watched,  # type: ignore[arg-type]
         graph=kb.graph,
         llm=None,
     )
     context = await retriever.retrieve(KB, QUESTION)
-    assert "quixel array" in lexical_queries[2]
+    assert "quixel array" in watched.queries[2]
     assert sources(context.chunks)[0] == "engine.md"

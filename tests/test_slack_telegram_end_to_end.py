@@ -4,11 +4,8 @@ the fake platform servers — one threaded, streamed answer per question, howeve
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
@@ -26,6 +23,7 @@ from bot.settings import ConversationSettings
 from tests.fakes.fake_slack import BOT_USER_ID, TEAM_ID, FakeSlack, event_body, form_body, sign
 from tests.fakes.fake_telegram import GROUP, TOKEN, FakeTelegram, text_update
 from tests.fakes.scripted_answerer import ScriptedAnswerer
+from tests.worker_harness import drained, serving, until
 
 QUESTION = "how do I roll back a deploy?"
 ANSWER = "Run deployctl rollback --to previous, then watch the error rate [1]."
@@ -56,33 +54,6 @@ async def store(tmp_path: Path) -> AsyncIterator[RedisStateStore]:
 def assistant(store: RedisStateStore) -> TacitAssistant:
     state = ConversationState(store, ConversationSettings(mode="mention"), default_kb="default")
     return TacitAssistant(state, ScriptedAnswerer({QUESTION: ANSWER}, delay=0.02))
-
-
-async def until(check: Callable[[], Any], within: float = 10.0) -> None:
-    deadline = asyncio.get_running_loop().time() + within
-    while not check():
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError("timed out waiting")
-        await asyncio.sleep(0.02)
-
-
-@contextlib.asynccontextmanager
-async def serving(worker: Worker) -> AsyncIterator[None]:
-    task = asyncio.create_task(worker.run())
-    try:
-        yield
-    finally:
-        await worker.stop(drain_timeout=5)
-        await task
-
-
-async def drained(store: RedisStateStore) -> None:
-    for _ in range(200):
-        depth = await RedisEventQueue(store).depth()
-        if depth.waiting == 0 and depth.pending == 0:
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError("the queue did not drain")
 
 
 async def test_slack_mention_retried_and_doubled_gets_one_streamed_answer_and_feedback(

@@ -6,11 +6,9 @@ takes it out again. Also the terminal and HTTP paths, and the refusals."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import json
 import os
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -22,7 +20,6 @@ from starlette.applications import Starlette
 
 from adapters.chat.slack import SlackAdapter
 from adapters.chat.telegram import SECRET_HEADER, TelegramAdapter
-from adapters.state import RedisStateStore
 from adapters.state.redis_queue import RedisEventQueue
 from bot.assistant import NOT_ADMIN
 from bot.queue import EventIngest, Worker
@@ -38,6 +35,7 @@ from tests.fakes.fake_slack import (
 )
 from tests.fakes.fake_telegram import GROUP, TOKEN, FakeTelegram, text_update
 from tests.thread_world import ADMIN, ANSWERER, ASKER, KB, QUESTION, REPLY, World, open_world
+from tests.worker_harness import drained, serving, until
 
 SECRET = "signing-secret"
 HOOK_SECRET = "hook-secret"
@@ -61,34 +59,56 @@ async def world(tmp_path: Path) -> AsyncIterator[World]:
         yield opened
 
 
-async def until(check: Callable[[], Any], within: float = 20.0) -> None:
-    deadline = asyncio.get_running_loop().time() + within
-    while not check():
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError("timed out waiting")
-        await asyncio.sleep(0.02)
+def slack_adapter(
+    slack: FakeSlack, world: World, queue: RedisEventQueue, **options: Any
+) -> SlackAdapter:
+    """The real Slack adapter against the fake Slack, feeding the world's queue."""
+    return SlackAdapter(
+        bot_token="xoxb-test",
+        signing_secret=SECRET,
+        submit=EventIngest(queue).submit,
+        feedback=world.assistant.record_feedback,
+        api_url=slack.api_url,
+        bot_user_id=BOT_USER_ID,
+        native_streaming=False,
+        **options,
+    )
 
 
-async def drained(store: RedisStateStore) -> None:
-    async def empty() -> bool:
-        depth = await RedisEventQueue(store).depth()
-        return depth.waiting == 0 and depth.pending == 0
+async def slack_thread(world: World, channel: str, root: str, reply_ts: str) -> None:
+    """A Slack thread the bot saw: the asker's question at `root`, a person's reply after it."""
+    for user, text, ts in ((ASKER, QUESTION, root), (ANSWERER, REPLY, reply_ts)):
+        message = Message(
+            platform="slack",
+            workspace=TEAM_ID,
+            channel=channel,
+            thread=root,
+            user=user,
+            text=text,
+            message_id=ts,
+            sent_at=float(ts),
+        )
+        assert [e async for e in world.assistant.handle(message)]
 
-    for _ in range(600):
-        if await empty():
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError("the queue did not drain")
 
-
-@contextlib.asynccontextmanager
-async def serving(worker: Worker) -> AsyncIterator[None]:
-    task = asyncio.create_task(worker.run())
-    try:
-        yield
-    finally:
-        await worker.stop(drain_timeout=5)
-        await task
+async def form_reply(
+    slack: FakeSlack,
+    world: World,
+    queue: RedisEventQueue,
+    adapter: SlackAdapter,
+    body: str,
+    key: str,
+) -> dict[str, Any]:
+    """Post a signed form (a slash command, a shortcut) with the worker running; what the bot
+    sent to the response URL named `key`."""
+    async with serving(Worker(queue, world.assistant, {"slack": adapter.deliver}, poll=0.05)):
+        response = await adapter.app.async_dispatch(
+            signed(body, "application/x-www-form-urlencoded")
+        )
+        assert response.status == 200
+        await until(lambda: any(c.params.get("key") == key for c in slack.calls), within=20.0)
+    [call] = [c for c in slack.calls if c.params.get("key") == key]
+    return dict(call.params)
 
 
 def signed(body: str, content_type: str) -> AsyncBoltRequest:
@@ -102,16 +122,7 @@ def signed(body: str, content_type: str) -> AsyncBoltRequest:
 
 async def test_slack_remember_then_ask_then_forget(slack: FakeSlack, world: World) -> None:
     queue = RedisEventQueue(world.store)
-    adapter = SlackAdapter(
-        bot_token="xoxb-test",
-        signing_secret=SECRET,
-        submit=EventIngest(queue).submit,
-        feedback=world.assistant.record_feedback,
-        api_url=slack.api_url,
-        bot_user_id=BOT_USER_ID,
-        stream_interval=0.05,
-        native_streaming=False,
-    )
+    adapter = slack_adapter(slack, world, queue, stream_interval=0.05)
     assert world.assistant.memory is not None
     world.assistant.memory.links["slack"] = adapter.permalink
     channel, root = "CREM", "1700002000.000100"
@@ -125,7 +136,7 @@ async def test_slack_remember_then_ask_then_forget(slack: FakeSlack, world: Worl
         body = event_body(event, event_id=f"EvR{next(events)}")
         response = await adapter.app.async_dispatch(signed(body, "application/json"))
         assert response.status == 200
-        await drained(world.store)
+        await drained(world.store, within=30.0)
 
     def replies(thread_ts: str) -> list[str]:
         return [m.text for m in slack.thread(channel, thread_ts)]
@@ -187,43 +198,16 @@ async def test_slack_slash_command_names_the_thread_by_its_link(
     slack: FakeSlack, world: World
 ) -> None:
     queue = RedisEventQueue(world.store)
-    adapter = SlackAdapter(
-        bot_token="xoxb-test",
-        signing_secret=SECRET,
-        submit=EventIngest(queue).submit,
-        feedback=world.assistant.record_feedback,
-        api_url=slack.api_url,
-        bot_user_id=BOT_USER_ID,
-        native_streaming=False,
-    )
+    adapter = slack_adapter(slack, world, queue)
     channel, root = "CSLASH", "1700003000.000100"
-    thread = [(ASKER, QUESTION, root), (ANSWERER, REPLY, "1700003000.000200")]
-    for user, text, ts in thread:
-        message = Message(
-            platform="slack",
-            workspace=TEAM_ID,
-            channel=channel,
-            thread=root,
-            user=user,
-            text=text,
-            message_id=ts,
-            sent_at=float(ts),
-        )
-        assert [e async for e in world.assistant.handle(message)]
+    await slack_thread(world, channel, root, "1700003000.000200")
 
     async def slash(text: str, key: str) -> str:
         fields = {"command": "/tacit", "text": text, "team_id": TEAM_ID, "channel_id": channel}
         fields |= {"user_id": ADMIN, "trigger_id": f"trig-{key}"}
         fields |= {"response_url": slack.response_url(key)}
-        body = form_body(fields)
-        async with serving(Worker(queue, world.assistant, {"slack": adapter.deliver}, poll=0.05)):
-            response = await adapter.app.async_dispatch(
-                signed(body, "application/x-www-form-urlencoded")
-            )
-            assert response.status == 200
-            await until(lambda: any(c.params.get("key") == key for c in slack.calls))
-        [call] = [c for c in slack.calls if c.params.get("key") == key]
-        return str(call.params["text"])
+        reply = await form_reply(slack, world, queue, adapter, form_body(fields), key)
+        return str(reply["text"])
 
     assert "mention me in the thread" in await slash("remember", "a")
     link = f"https://fake-team.slack.com/archives/{channel}/p{root.replace('.', '')}"
@@ -239,30 +223,11 @@ async def test_slack_message_shortcut_remembers_the_thread_it_was_used_in(
     """⋯ → "Remember in Tacit" on any message of a thread: the thread is remembered, and the
     reply reaches only the one who used it; someone who is no admin is refused the same way."""
     queue = RedisEventQueue(world.store)
-    adapter = SlackAdapter(
-        bot_token="xoxb-test",
-        signing_secret=SECRET,
-        submit=EventIngest(queue).submit,
-        feedback=world.assistant.record_feedback,
-        api_url=slack.api_url,
-        bot_user_id=BOT_USER_ID,
-        native_streaming=False,
-    )
+    adapter = slack_adapter(slack, world, queue)
     assert world.assistant.memory is not None
     world.assistant.memory.links["slack"] = adapter.permalink
     channel, root, reply_ts = "CSHORT", "1700004000.000100", "1700004000.000200"
-    for user, text, ts in ((ASKER, QUESTION, root), (ANSWERER, REPLY, reply_ts)):
-        message = Message(
-            platform="slack",
-            workspace=TEAM_ID,
-            channel=channel,
-            thread=root,
-            user=user,
-            text=text,
-            message_id=ts,
-            sent_at=float(ts),
-        )
-        assert [e async for e in world.assistant.handle(message)]
+    await slack_thread(world, channel, root, reply_ts)
 
     async def shortcut(user: str, key: str) -> str:
         payload = {
@@ -276,16 +241,9 @@ async def test_slack_message_shortcut_remembers_the_thread_it_was_used_in(
             "message": {"type": "message", "ts": reply_ts, "thread_ts": root, "text": REPLY},
             "message_ts": reply_ts,
         }
-        body = form_body({"payload": payload})
-        async with serving(Worker(queue, world.assistant, {"slack": adapter.deliver}, poll=0.05)):
-            response = await adapter.app.async_dispatch(
-                signed(body, "application/x-www-form-urlencoded")
-            )
-            assert response.status == 200
-            await until(lambda: any(c.params.get("key") == key for c in slack.calls))
-        [call] = [c for c in slack.calls if c.params.get("key") == key]
-        assert call.params.get("response_type") == "ephemeral"
-        return str(call.params["text"])
+        reply = await form_reply(slack, world, queue, adapter, form_body({"payload": payload}), key)
+        assert reply.get("response_type") == "ephemeral"
+        return str(reply["text"])
 
     assert await shortcut(ANSWERER, "s1") == NOT_ADMIN
     assert (await shortcut(ADMIN, "s2")).startswith(f"Remembered “{QUESTION}”")
@@ -333,7 +291,7 @@ async def test_telegram_remember_in_a_reply_chain(telegram: FakeTelegram, world:
                     "/telegram/webhook", json=update, headers={SECRET_HEADER: HOOK_SECRET}
                 )
                 assert response.status_code == 200
-                await drained(world.store)
+                await drained(world.store, within=30.0)
 
             await send(text_update(QUESTION, message_id=700, chat=group))
             await send(
