@@ -19,7 +19,7 @@ related entities and the relation's theme. Each query runs on both, interleaved,
 the same machine load; 5 warm-up queries are not counted. LightRAG: QueryParam(mode="hybrid",
 only_need_context=True, enable_rerank=False), its default top-k and budgets. Tacit: retrieve()
 with its defaults (dual level + dense + BM25 chunks + graph-chunk lookups, fused, budgets);
-BM25 runs in process (the embedded default since issue 16).
+BM25 runs in process (the embedded default; docs/BENCHMARKS.md, "The full retriever").
 
 Prints a Markdown table; writes JSON to bench/results/.
 """
@@ -173,6 +173,9 @@ class CachedEmbedder:
         if not keys:
             return np.zeros((0, self.dim), dtype=np.float32)
         return np.stack([self.cache[k] for k in keys]).astype(np.float32)
+
+    async def warm_up(self) -> None:
+        await self.inner.warm_up()
 
     async def aclose(self) -> None:
         await self.inner.aclose()
@@ -416,11 +419,14 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     vectors = MilvusVectorStore(str(tacit_dir / "milvus.db"))
     # Dense searches from an in-memory copy of the vectors (core.gate.vector_cache), as the
     # bot wires it (Services.vector_cache: versioned by the graph store's document hashes);
-    # BM25 from the Lite store's in-process index (adapters/vector/bm25_index.py, issue 16).
+    # BM25 from the Lite store's in-process index (adapters/vector/bm25_index.py).
     cache = VectorCache(vectors, version=documents_version(graph))
     for collection in ("chunks", "entities", "relations"):
         # Opens (loads) each collection before the cache reads it whole.
         await vectors.count(collection, KB)
+    # The graph's in-memory copy (adapters/graph/sqlite_memory.py), as a running bot has it
+    # after its first retrieval (LightRAG loads its graph when it opens, too).
+    await graph.warm(KB)
     systems: dict[str, Retriever] = {
         "tacit": Retriever(
             embedder=embedder, vectors=vectors, graph=graph, llm=keywords, nearest=cache

@@ -43,6 +43,7 @@ sys.path.insert(0, str(ROOT))
 from adapters.embedders.use import USEEmbedder  # noqa: E402
 from adapters.graph import SQLiteGraphStore  # noqa: E402
 from adapters.vector import MilvusVectorStore  # noqa: E402
+from core.gate.vector_cache import CacheOptions, VectorCache  # noqa: E402
 from core.index.nlp_extract import NLPExtractor  # noqa: E402
 from core.index.pipeline import Indexer, IndexOptions  # noqa: E402
 from core.retrieve.budget import chunk_tokens  # noqa: E402
@@ -144,26 +145,46 @@ class MemoEmbedder:
             return await self.inner.embed([])
         return np.stack([self.memo[t] for t in texts])
 
+    async def warm_up(self) -> None:
+        await self.inner.warm_up()
+
     async def aclose(self) -> None:
         await self.inner.aclose()
 
 
 async def evaluate(
-    work: Path, questions: list[dict[str, Any]], methods: dict[str, RetrievalOptions]
+    work: Path,
+    questions: list[dict[str, Any]],
+    methods: dict[str, RetrievalOptions],
+    prefilter_bytes: int | None = None,
 ) -> dict[str, dict[str, float]]:
     graph = SQLiteGraphStore(work / "graph.sqlite")
     vectors = MilvusVectorStore(str(work / "milvus.db"))
+    # --prefilter-bytes: dense searches from the in-memory copy as a long-running bot wires it,
+    # with the reduced-dimension prefilter on every matrix over that many bytes (0: all).
+    nearest = (
+        None
+        if prefilter_bytes is None
+        else VectorCache(vectors, options=CacheOptions(prefilter_bytes=prefilter_bytes))
+    )
     embedder = MemoEmbedder()
     totals: dict[str, dict[str, float]] = {}
     try:
-        baseline = Retriever(embedder=embedder, vectors=vectors, graph=graph, llm=None)
+        baseline = Retriever(
+            embedder=embedder, vectors=vectors, graph=graph, llm=None, nearest=nearest
+        )
         runs: dict[str, Any] = {
             "dense": lambda q: baseline.dense_chunks(KB, q, top_k=DEPTH),
             "hybrid": lambda q: baseline.hybrid_chunks(KB, q, top_k=DEPTH),
         }
         for name, options in methods.items():
             retriever = Retriever(
-                embedder=embedder, vectors=vectors, graph=graph, llm=None, options=options
+                embedder=embedder,
+                vectors=vectors,
+                graph=graph,
+                llm=None,
+                options=options,
+                nearest=nearest,
             )
             runs[name] = lambda q, r=retriever: _chunks(r, q)
         for name, run in runs.items():
@@ -178,6 +199,8 @@ async def evaluate(
             totals[name]["ms/q"] = 1000 * elapsed / len(questions)
             print(name, json.dumps(totals[name]), file=sys.stderr, flush=True)
     finally:
+        if nearest is not None:
+            await nearest.aclose()
         await vectors.aclose()
         await graph.aclose()
         await embedder.aclose()
@@ -224,6 +247,13 @@ def main() -> None:
         help="extra retriever variant NAME:opt=value,... (repeatable)",
     )
     parser.add_argument("--index-only", action="store_true", help="build the indexes, then stop")
+    parser.add_argument(
+        "--prefilter-bytes",
+        type=int,
+        default=None,
+        help="dense searches from the in-memory copy, prefiltering matrices over N bytes "
+        "(0: every matrix; unset: the vector store's exact search)",
+    )
     args = parser.parse_args()
     methods = {"tacit": retriever_options("")}
     for variant in args.variant:
@@ -241,7 +271,7 @@ def main() -> None:
             "index_seconds": round(seconds, 1),
         }
         if not args.index_only:
-            results[dataset] = asyncio.run(evaluate(work, questions, methods))
+            results[dataset] = asyncio.run(evaluate(work, questions, methods, args.prefilter_bytes))
     if args.index_only:
         print(json.dumps(meta))
         return

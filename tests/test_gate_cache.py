@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Hashable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -308,3 +309,142 @@ async def test_a_large_matrix_is_read_once_in_cache_sized_blocks(
     assert _CountingMatrix.products == [(29, 1)]  # one query: one matrix-vector product
     assert [h.id for h in alone] == [h.id for h in hits[0]]
     assert [h.score for h in alone] == pytest.approx([h.score for h in hits[0]], abs=1e-6)
+
+
+# --- the reduced-dimension prefilter of large matrices -----------------------------------------
+
+
+class MemoryVectors:
+    """Records in a list (only what the cache reads of a store: count and fetch_vectors); the
+    prefilter's tests need wider vectors than the Milvus fixture's DIM."""
+
+    def __init__(self, vectors: np.ndarray) -> None:
+        self.records = records(vectors)
+
+    async def count(self, collection: Collection, kb: str) -> int:
+        return len(self.records)
+
+    async def fetch_vectors(
+        self, collection: Collection, kb: str, *, limit: int | None = None
+    ) -> list[VectorRecord]:
+        return self.records[:limit]
+
+
+def clustered(n: int, dim: int, seed: int, *, dims: slice | None = None) -> np.ndarray:
+    """Unit rows around 40 seeded centres (all in `dims` when given), as embeddings cluster."""
+    rng = np.random.default_rng(seed)
+    centres = np.zeros((40, dim), dtype=np.float32)
+    centres[:, dims or slice(None)] = rng.standard_normal((40, dim))[:, dims or slice(None)]
+    rows = centres[rng.integers(0, 40, n)] + 0.35 * rng.standard_normal((n, dim))
+    rows = rows.astype(np.float32)
+    unit: np.ndarray = rows / np.linalg.norm(rows, axis=1, keepdims=True)
+    return unit
+
+
+def exact_top(data: np.ndarray, query: np.ndarray, k: int) -> list[str]:
+    return [f"r{i}" for i in np.argsort(-(data @ query), kind="stable")[:k]]
+
+
+def near(data: np.ndarray, rows: list[int], seed: int) -> np.ndarray:
+    noise = np.random.default_rng(seed).standard_normal((len(rows), data.shape[1]))
+    queries = (data[rows] + 0.5 * noise / np.sqrt(data.shape[1])).astype(np.float32)
+    unit: np.ndarray = queries / np.linalg.norm(queries, axis=1, keepdims=True)
+    return unit
+
+
+PREFILTERED = CacheOptions(prefilter_bytes=0, prefilter_dim=12, prefilter_candidates=200)
+
+
+def recording_products(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, int]]:
+    """The (rows, columns) of every matrix an exact scan multiplies in full."""
+    shapes: list[tuple[int, int]] = []
+    real = vector_cache._similarities
+
+    def recording(matrix: np.ndarray, queries: np.ndarray) -> np.ndarray:
+        shapes.append((int(matrix.shape[0]), int(matrix.shape[1])))
+        return real(matrix, queries)
+
+    monkeypatch.setattr(vector_cache, "_similarities", recording)
+    return shapes
+
+
+async def test_the_prefilter_finds_the_exact_top_k_on_a_clustered_corpus(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    data = clustered(3000, 64, seed=11)
+    cache = VectorCache(MemoryVectors(data), options=PREFILTERED)  # type: ignore[arg-type]
+    shapes = recording_products(monkeypatch)
+    queries = near(data, list(range(0, 3000, 60)), seed=12)
+    found = await cache.search("entities", "kb", queries, limit=10)
+    snapshot = await cache.snapshot("entities", "kb")
+    assert snapshot.prefilter is not None and snapshot.candidates == 200
+    assert shapes == []  # the full vectors were never scanned: only the candidates' rows
+    for query, hits in zip(queries, found, strict=True):
+        assert [h.id for h in hits] == exact_top(data, query, 10)
+        expected = np.sort(data @ query)[::-1][:10]
+        assert [h.score for h in hits] == pytest.approx(expected, abs=1e-5)  # exact scores
+        assert hits[0].text == f"text {hits[0].id}"
+
+
+async def test_a_small_matrix_is_searched_exactly(monkeypatch: pytest.MonkeyPatch) -> None:
+    data = clustered(3000, 64, seed=13)
+    queries = near(data, [5, 500], seed=14)
+    for options in (
+        replace(PREFILTERED, prefilter_bytes=data.nbytes),  # not larger than the threshold
+        replace(PREFILTERED, prefilter_candidates=751),  # rows < 4 × candidates
+        replace(PREFILTERED, prefilter_dim=64),  # keeps every dimension: no reduction
+    ):
+        cache = VectorCache(MemoryVectors(data), options=options)  # type: ignore[arg-type]
+        shapes = recording_products(monkeypatch)
+        found = await cache.search("entities", "kb", queries, limit=10)
+        assert (await cache.snapshot("entities", "kb")).prefilter is None
+        assert shapes == [(3000, 64)]
+        assert [[h.id for h in hits] for hits in found] == [exact_top(data, q, 10) for q in queries]
+
+
+async def test_a_new_copy_fits_its_own_prefilter() -> None:
+    # The second corpus lies where the first has no variance: a projection fitted to the
+    # first would see its rows as all alike and pick candidates at random.
+    first = clustered(3000, 64, seed=15, dims=slice(0, 32))
+    second = clustered(3000, 64, seed=16, dims=slice(32, 64))
+    store = MemoryVectors(first)
+    version = ["v1"]
+
+    async def probe(collection: Collection, kb: str) -> Hashable:
+        return version[0]
+
+    clock = Clock()
+    cache = VectorCache(store, version=probe, options=PREFILTERED, clock=clock)  # type: ignore[arg-type]
+    queries = near(second, list(range(0, 3000, 150)), seed=17)
+    await cache.search("entities", "kb", queries, limit=10)
+    fitted = (await cache.snapshot("entities", "kb")).prefilter
+    assert fitted is not None
+    stale = vector_cache.Snapshot(
+        "v1", 0.0, second, tuple(f"r{i}" for i in range(3000)), ("",) * 3000, ("",) * 3000,
+        fitted, 200,
+    )  # fmt: skip
+    missed = vector_cache._nearest(stale, queries, 10)
+    assert any([h.id for h in hits] != exact_top(second, q, 10) for q, hits in zip(
+        queries, missed, strict=True
+    ))  # fmt: skip
+
+    store.records = records(second)
+    version[0] = "v2"
+    clock.now += 60  # past check_seconds: the next search revalidates in the background
+    await cache.search("entities", "kb", queries, limit=10)
+    await cache.wait_idle()
+    snapshot = await cache.snapshot("entities", "kb")
+    assert snapshot.version == "v2" and snapshot.prefilter is not None
+    assert snapshot.prefilter is not fitted
+    found = await cache.search("entities", "kb", queries, limit=10)
+    assert [[h.id for h in hits] for hits in found] == [exact_top(second, q, 10) for q in queries]
+
+
+def test_the_prefilter_threshold_is_a_gate_setting(tmp_path: Path) -> None:
+    from bot.settings import Settings
+    from bot.wiring import Services
+
+    settings = Settings(home=tmp_path, gate={"cache_prefilter_bytes": 12345})
+    services = Services(settings, graph=None, vectors=None, embedder=None, llm=None)  # type: ignore[arg-type]
+    assert services.vector_cache().options.prefilter_bytes == 12345
+    assert Settings(home=tmp_path).gate.cache_prefilter_bytes == CacheOptions().prefilter_bytes

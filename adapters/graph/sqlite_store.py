@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import sqlite3
 import threading
 import time
@@ -32,6 +33,7 @@ from operator import itemgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
+from adapters.graph.sqlite_memory import MENTIONS, MemoryGraph
 from adapters.graph.sqlite_schema import MIGRATIONS, SCHEMA_VERSION
 from core.errors import StoreError, StoreUnavailable
 from core.models import (
@@ -50,6 +52,8 @@ from core.models import (
 )
 
 T = TypeVar("T")
+
+log = logging.getLogger(__name__)
 
 
 # Error names that mean the file cannot be used right now (as opposed to a rejected statement).
@@ -142,9 +146,24 @@ class SQLiteGraphStore:
     was written by a newer schema. Writes and most reads go through one worker thread and its
     connection; the hot reads of retrieval (neighbourhoods, chunks, chunk entities) through
     READERS reader threads.
+
+    Neighbourhood reads are answered from an in-memory copy of the KB's graph
+    (adapters/graph/sqlite_memory.py) while it is current: each read compares the file's
+    change counter (`PRAGMA data_version`, ~3 µs, which moves on every commit of any other
+    connection: this store's writer and other processes alike) with the copy's. A stale or
+    missing copy is read again in a background thread while reads go to SQLite meanwhile.
+    A KB of more than `memory_entities` entities is not copied (0: never); the copy keeps
+    the first `memory_mentions` mentions of each entity and relation (None: all).
     """
 
-    def __init__(self, path: Path, *, busy_timeout: float = 5.0) -> None:
+    def __init__(
+        self,
+        path: Path,
+        *,
+        busy_timeout: float = 5.0,
+        memory_entities: int = 200_000,
+        memory_mentions: int | None = MENTIONS,
+    ) -> None:
         self._path = Path(path)
         self._busy_timeout = busy_timeout
         self._conn: sqlite3.Connection | None = None
@@ -161,6 +180,14 @@ class SQLiteGraphStore:
         self._reader_local = threading.local()
         self._reader_conns: list[sqlite3.Connection] = []
         self._reader_lock = threading.Lock()
+        self._memory_entities = memory_entities
+        self._memory_mentions = memory_mentions
+        self._memories: dict[str, MemoryGraph] = {}
+        self._too_large: dict[str, int] = {}  # KB -> the version at which it was counted
+        self._building: set[str] = set()
+        self._builder = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tacit-graph-mem")
+        self._probe: sqlite3.Connection | None = None  # only for PRAGMA data_version
+        self._probe_lock = threading.Lock()
 
     @property
     def path(self) -> Path:
@@ -230,7 +257,16 @@ class SQLiteGraphStore:
         if not keys or limit <= 0:
             return Subgraph(entities=(), relations=())
         return await self._read(
-            lambda conn: self._neighbourhood(conn, kb, keys, max(hops, 0), limit, mentions)
+            lambda conn: self._neighbourhood_read(conn, kb, keys, max(hops, 0), limit, mentions)
+        )
+
+    async def warm(self, kb: str) -> bool:
+        """Read the in-memory copy of `kb`'s graph now if it is missing or stale, and wait for
+        it; True when neighbourhood reads of `kb` are then answered from memory."""
+        if self._closed:
+            raise StoreError(f"graph store {self._path} is closed")
+        return await asyncio.get_running_loop().run_in_executor(
+            self._builder, self._build_memory, kb
         )
 
     async def delete_document(self, kb: str, source: str) -> DeletionReport:
@@ -295,6 +331,11 @@ class SQLiteGraphStore:
             # Readers finish what they run, then their connections close (from this thread:
             # they were opened with check_same_thread off for this).
             await asyncio.to_thread(self._readers.shutdown, wait=True)
+            await asyncio.to_thread(self._builder.shutdown, wait=True)
+            with self._probe_lock:
+                if self._probe is not None:
+                    self._reader_conns.append(self._probe)
+                    self._probe = None
             with self._reader_lock:
                 conns, self._reader_conns = self._reader_conns, []
             for conn in conns:
@@ -324,25 +365,97 @@ class SQLiteGraphStore:
 
     def _reader(self) -> sqlite3.Connection:
         """This reader thread's connection, opened on its first read (the schema is migrated
-        by then: the writer's connection did it at construction)."""
+        by then: the writer's connection did it at construction). The in-memory copy's
+        builder thread has one too."""
         conn: sqlite3.Connection | None = getattr(self._reader_local, "conn", None)
         if conn is None:
-            conn = sqlite3.connect(
-                self._path,
-                isolation_level=None,
-                timeout=self._busy_timeout,
-                check_same_thread=False,
-            )
-            conn.execute("PRAGMA query_only = ON")
-            conn.execute("PRAGMA cache_size = -32768")
-            conn.execute("PRAGMA temp_store = MEMORY")
-            with self._reader_lock:
-                if self._closed:
-                    conn.close()
-                    raise StoreError(f"graph store {self._path} is closed")
-                self._reader_conns.append(conn)
+            conn = self._read_only_connection()
             self._reader_local.conn = conn
         return conn
+
+    def _read_only_connection(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(
+            self._path,
+            isolation_level=None,
+            timeout=self._busy_timeout,
+            check_same_thread=False,
+        )
+        conn.execute("PRAGMA query_only = ON")
+        conn.execute("PRAGMA cache_size = -32768")
+        conn.execute("PRAGMA temp_store = MEMORY")
+        with self._reader_lock:
+            if self._closed:
+                conn.close()
+                raise StoreError(f"graph store {self._path} is closed")
+            self._reader_conns.append(conn)
+        return conn
+
+    # --- the in-memory copy of a KB's graph (see the class doc) ------------------------------
+
+    def _data_version(self) -> int:
+        """The file's change counter as the probe connection sees it: it changes with every
+        commit of another connection, this store's writer included."""
+        with self._probe_lock:
+            if self._probe is None:
+                self._probe = sqlite3.connect(
+                    self._path,
+                    isolation_level=None,
+                    timeout=self._busy_timeout,
+                    check_same_thread=False,
+                )
+            return int(self._probe.execute("PRAGMA data_version").fetchone()[0])
+
+    def _memory(self, kb: str) -> MemoryGraph | None:
+        """The current in-memory copy of `kb`, or None (a rebuild starts in the background)."""
+        version = self._data_version()
+        memory = self._memories.get(kb)
+        if memory is not None and memory.version == version:
+            return memory
+        if self._too_large.get(kb) == version:
+            return None
+        with self._reader_lock:
+            if kb in self._building or self._closed:
+                return None
+            self._building.add(kb)
+        try:
+            self._builder.submit(self._build_memory, kb)
+        except RuntimeError:  # shut down meanwhile
+            with self._reader_lock:
+                self._building.discard(kb)
+        return None
+
+    def _build_memory(self, kb: str) -> bool:
+        """Runs in the builder thread: read `kb`'s graph into memory unless the copy is current
+        or the KB is too large; True when a current copy is there."""
+        try:
+            # The version is read before the tables: a commit during the read moves it, and
+            # the next read then finds the copy stale and starts another.
+            version = self._data_version()
+            memory = self._memories.get(kb)
+            if memory is not None and memory.version == version:
+                return True
+            if self._memory_entities <= 0:
+                return False
+            conn: sqlite3.Connection | None = getattr(self._reader_local, "conn", None)
+            if conn is None:
+                conn = self._read_only_connection()
+                # It reads each table once, front to back: a page cache would only hold memory
+                # (the 32 MiB of the readers' kept ~23 MB of the benchmark graph's file).
+                conn.execute("PRAGMA cache_size = -1024")
+                self._reader_local.conn = conn
+            (count,) = conn.execute("SELECT count(*) FROM entities WHERE kb = ?", (kb,)).fetchone()
+            if count > self._memory_entities:
+                self._memories.pop(kb, None)
+                self._too_large[kb] = version
+                return False
+            self._memories[kb] = MemoryGraph.read(conn, kb, version, self._memory_mentions)
+            return True
+        except Exception as exc:  # reads go on from SQLite
+            log.warning("graph store %s: cannot read KB %r into memory: %s", self._path, kb, exc)
+            return False
+        finally:
+            with self._reader_lock:
+                self._building.discard(kb)
 
     def _guarded(self, work: Callable[[sqlite3.Connection], T]) -> T:
         """Runs in the worker thread: the connection, and sqlite3 errors as Tacit errors."""
@@ -706,6 +819,24 @@ class SQLiteGraphStore:
             )
             for src, tgt in pairs
         )
+
+    def _neighbourhood_read(
+        self,
+        conn: sqlite3.Connection,
+        kb: str,
+        keys: list[str],
+        hops: int,
+        limit: int,
+        mentions: int | None,
+    ) -> Subgraph:
+        """From the in-memory copy when it is current and holds the mentions asked for."""
+        capped = None if mentions is None else max(mentions, 0)
+        kept = self._memory_mentions
+        if kept is None or (capped is not None and capped <= kept):
+            memory = self._memory(kb)
+            if memory is not None:
+                return memory.neighbourhood(keys, hops, limit, capped)
+        return self._neighbourhood(conn, kb, keys, hops, limit, mentions)
 
     def _neighbourhood(
         self,

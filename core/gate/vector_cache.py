@@ -55,6 +55,67 @@ class CacheOptions:
     max_rows: int = 200_000  # per collection and KB (200k × 512 float32 = 400 MB)
     check_seconds: float = 10.0
     max_age_seconds: float = 600.0
+    # A matrix of more bytes than this is searched through a reduced-dimension prefilter (see
+    # Prefilter); a smaller one exactly. The default is a last-level cache (32 MB): a matrix
+    # that fits is scanned from the cache, and the prefilter would only add its approximation.
+    prefilter_bytes: int = 32 * 1024 * 1024
+    prefilter_dim: int = 192  # dimensions the prefilter keeps
+    # Candidates the prefilter hands to the exact re-scoring, per query (at least 20× the
+    # limit). Real text needs more dimensions than the benchmark's synthetic names: with 192
+    # dimensions and 800 candidates the top 10 equal the exact top 10 for 575/585 and 555/567
+    # entity searches of the HotpotQA and MuSiQue questions' keywords (128 dimensions: 562 and
+    # 535; 1,600 candidates: 581 and 560, at ~0.4 ms more a scan), and the top 40 for 600/600
+    # on the benchmark's 30k entities; a scan there costs ~2.0 ms against ~4.5 exact
+    # (docs/BENCHMARKS.md).
+    prefilter_candidates: int = 800
+
+
+@dataclass(frozen=True, slots=True)
+class Prefilter:
+    """The rows projected on their principal directions, to pick candidates for exact scoring.
+
+    Why: an exact scan of a matrix larger than the cache is bound by memory bandwidth (a
+    30k × 512 float32 matrix-vector product takes ~6 ms here, the same over 30k × 128 ~1 ms),
+    and a retrieval scans entities and relations side by side, so they also compete for it.
+    The rows' top `dim` principal directions keep most of their variance; the best
+    `candidates` rows by the reduced product are then scored exactly on the full vectors, so
+    the hits and their scores are the exact ones whenever the true top k is among the
+    candidates (docs/BENCHMARKS.md measures how often). The directions are those of the
+    centred rows, but rows and queries are projected as they are: a transform that subtracts
+    the mean from both (faiss's PCAMatrix) adds -(P·row)·(P·mean) to a product, a term that
+    varies by row and so reorders them. numpy rather than faiss (installed with milvus-lite):
+    faiss's flat search over the reduced rows was no faster here (it keeps a heap of the
+    candidates), its refinement step keeps a second full copy of the vectors, and its OpenMP
+    threads are set per calling thread, not for the worker threads scans run on.
+    """
+
+    basis: npt.NDArray[np.float32]  # dimension × dim, orthonormal columns
+    reduced: npt.NDArray[np.float32]  # rows × dim: row @ basis, C-contiguous
+
+    @classmethod
+    def fit(cls, matrix: npt.NDArray[np.float32], dim: int) -> Prefilter:
+        """Principal directions of (an evenly strided sample of at most 20k of) the rows."""
+        sample_rows = 20_000
+        mean = matrix.mean(axis=0, dtype=np.float64).astype(np.float32)
+        sample = matrix[:: max(1, matrix.shape[0] // sample_rows)] - mean
+        # eigh returns ascending eigenvalues; the last `dim` directions carry the most variance.
+        _, vectors = np.linalg.eigh((sample.T @ sample).astype(np.float64))
+        basis = np.ascontiguousarray(vectors[:, ::-1][:, :dim], dtype=np.float32)
+        return cls(basis, np.ascontiguousarray(matrix @ basis, dtype=np.float32))
+
+    def candidates(self, queries: npt.NDArray[np.float32], count: int) -> npt.NDArray[np.intp]:
+        """Per query, the `count` rows with the best reduced products (rows in index order)."""
+        projected = queries @ self.basis
+        # A stack of matrix-vector products in one call, not blocks: each numpy call gives up
+        # the GIL and must take it back, which waits up to the switch interval (5 ms) while
+        # the event loop runs Python; the blocks' 36 calls at 36k rows took 180 ms beside a
+        # busy thread. The reduced rows (18 MB at 36k) mostly stay in the last-level cache for
+        # the second query.
+        approximate = np.matmul(self.reduced, projected[:, :, None])[:, :, 0]
+        cut = approximate.shape[1] - count
+        picked = np.argpartition(approximate, cut, axis=1)[:, cut:]
+        picked.sort(axis=1)  # rows gathered in memory order
+        return picked
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +132,9 @@ class Snapshot:
     ids: tuple[str, ...] = ()
     texts: tuple[str, ...] = ()
     sources: tuple[str, ...] = ()
+    # Fitted to these vectors when the copy is read (a new copy fits its own); None: exact.
+    prefilter: Prefilter | None = None
+    candidates: int = 0  # per query, when prefiltered
 
     @property
     def rows(self) -> int:
@@ -117,10 +181,10 @@ class VectorCache:
         self._background: dict[Key, asyncio.Task[None]] = {}
 
     async def search(
-        self, collection: Collection, kb: str, queries: Vectors, *, limit: int = 10
+        self, collection: Collection, kb: str, vectors: Vectors, *, limit: int = 10
     ) -> list[list[VectorHit]]:
         """Like VectorStore.search: the nearest records per query, best first, by cosine."""
-        matrix = np.asarray(queries, dtype=np.float32)
+        matrix = np.asarray(vectors, dtype=np.float32)
         if matrix.ndim == 1:
             matrix = matrix.reshape(1, -1)
         snapshot = await self.snapshot(collection, kb)
@@ -175,6 +239,19 @@ class VectorCache:
 
     # -- internals ------------------------------------------------------------------------------
 
+    def _prefilter_candidates(self, matrix: npt.NDArray[np.float32]) -> int:
+        """Candidates per query when `matrix` is worth prefiltering, else 0: it must exceed
+        prefilter_bytes, have more dimensions than the prefilter keeps, and many more rows
+        than the candidates (below that the exact scan reads about as much)."""
+        o = self.options
+        rows, dim = matrix.shape
+        candidates = max(o.prefilter_candidates, 1)
+        if matrix.nbytes <= o.prefilter_bytes or not 0 < o.prefilter_dim < dim:
+            return 0
+        if rows < 4 * candidates:
+            return 0
+        return candidates
+
     def _forget_task(self, key: Key) -> Callable[[asyncio.Task[None]], None]:
         def forget(_: asyncio.Task[None]) -> None:
             self._background.pop(key, None)
@@ -216,13 +293,24 @@ class VectorCache:
                 matrix = np.empty((len(records), dim), dtype=np.float32)
                 for row, record in enumerate(records):
                     matrix[row] = record.vector
+                unit = _unit_rows(matrix)
+                candidates = self._prefilter_candidates(unit)
+                # The fit (~0.2-0.4 s at 36k × 512) runs in a worker thread: searches of other
+                # collections go on meanwhile.
+                prefilter = (
+                    await asyncio.to_thread(Prefilter.fit, unit, self.options.prefilter_dim)
+                    if candidates
+                    else None
+                )
                 snapshot = Snapshot(
                     version,
                     now,
-                    _unit_rows(matrix),
+                    unit,
                     tuple(r.id for r in records),
                     tuple(r.text for r in records),
                     tuple(r.source for r in records),
+                    prefilter,
+                    candidates,
                 )
         self._snapshots[key] = snapshot
         self._checked[key] = now
@@ -259,6 +347,10 @@ def _nearest(
     snapshot: Snapshot, queries: npt.NDArray[np.float32], limit: int
 ) -> list[list[VectorHit]]:
     assert snapshot.matrix is not None
+    prefilter = snapshot.prefilter
+    count = max(snapshot.candidates, 20 * limit)
+    if prefilter is not None and count < snapshot.rows:
+        return _prefiltered(snapshot, prefilter, queries, limit, count)
     similarities = _similarities(snapshot.matrix, queries)
     k = min(limit, snapshot.rows)
     if k < snapshot.rows:
@@ -281,3 +373,34 @@ def _nearest(
             ]
         )
     return results
+
+
+def _prefiltered(
+    snapshot: Snapshot,
+    prefilter: Prefilter,
+    queries: npt.NDArray[np.float32],
+    limit: int,
+    count: int,
+) -> list[list[VectorHit]]:
+    """The prefilter's candidates, scored exactly on the full vectors and ranked."""
+    assert snapshot.matrix is not None
+    rows = prefilter.candidates(queries, count)
+    # Every query's candidates in one gather and one stacked product, for the same reason as
+    # in Prefilter.candidates: few numpy calls, few waits for the GIL.
+    scores = np.matmul(snapshot.matrix[rows], queries[:, :, None])[:, :, 0]
+    k = min(limit, rows.shape[1])
+    best = np.argpartition(-scores, k - 1, axis=1)[:, :k]
+    best_scores = np.take_along_axis(scores, best, axis=1)
+    best = np.take_along_axis(best, np.argsort(-best_scores, axis=1, kind="stable"), axis=1)
+    return [
+        [
+            VectorHit(
+                id=snapshot.ids[i],
+                score=min(1.0, max(-1.0, float(score))),
+                text=snapshot.texts[i],
+                source=snapshot.sources[i],
+            )
+            for i, score in zip(rows[q, best[q]].tolist(), scores[q, best[q]].tolist(), strict=True)
+        ]
+        for q in range(len(queries))
+    ]

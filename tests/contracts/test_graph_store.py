@@ -142,8 +142,32 @@ def _nebula_wire_backend(tmp_path: Path) -> GraphBackend:
     )
 
 
+class _MemorySQLiteGraphStore(SQLiteGraphStore):
+    """Answers every neighbourhood read from its in-memory copy of the graph: the copy keeps
+    all mentions, and each read first brings it up to date (the store itself reads from
+    SQLite until its background copy is current)."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path, memory_mentions=None)
+
+    async def neighbourhood(self, kb: str, names: Any, **options: Any) -> Subgraph:
+        assert await self.warm(kb)
+        return await super().neighbourhood(kb, names, **options)
+
+
+def _sqlite_memory_backend(tmp_path: Path) -> GraphBackend:
+    """SQLite with neighbourhoods from the in-memory copy (adapters/graph/sqlite_memory.py)."""
+    path = tmp_path / "graph" / "graph.sqlite"
+
+    async def open_at(target: Path) -> GraphStore:
+        return _MemorySQLiteGraphStore(target)
+
+    return replace(_sqlite_backend(tmp_path), name="sqlite_memory", open=lambda: open_at(path))
+
+
 BACKENDS: dict[str, Callable[[Path], GraphBackend]] = {
     "sqlite": _sqlite_backend,
+    "sqlite_memory": _sqlite_memory_backend,
     "nebula": _nebula_backend,
     "nebula_wire": _nebula_wire_backend,
 }
