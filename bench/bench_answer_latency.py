@@ -1,4 +1,4 @@
-"""Time to the first answer token with a 7B-like endpoint (issue 14), against two baselines.
+"""Time to the first answer token with a 7B-like endpoint, against two baselines.
 
     python bench/bench_answer_latency.py                      # demo KB + 30 SeedBench QA-1
     python bench/bench_answer_latency.py --seed-questions 10 --json-out /tmp/latency.json
@@ -474,7 +474,7 @@ async def _single_shot(
         "answer",
         detect_language(question),
         sources=numbered_sources(RetrievedContext(chunks=tuple(chunks))),
-        question=json.dumps(question, ensure_ascii=False),
+        question=question,
         not_covered="NOT_COVERED",
     )
     first = await _stream(llm, prompt)
@@ -501,7 +501,7 @@ async def _lightrag(
         detect_language(question),
         sources=numbered_sources(context),
         knowledge=knowledge_lines(context),
-        question=json.dumps(question, ensure_ascii=False),
+        question=question,
         not_covered="NOT_COVERED",
     )
     first = await _stream(llm, prompt)

@@ -1,4 +1,4 @@
-"""LLM calls and prompt tokens per question on each answer path (issue 4), with an instant fake LLM.
+"""LLM calls and prompt tokens per question on each answer path, with an instant fake LLM.
 
     python bench/bench_answer_paths.py                 # the demo KB, its 6 answerable questions
     python bench/bench_answer_paths.py --work /tmp/paths --json-out bench/results/paths.json
@@ -148,7 +148,7 @@ async def run(work: Path) -> dict[str, Any]:
             "answer",
             "en",
             sources=sources,
-            question=json.dumps(question, ensure_ascii=False),
+            question=question,
             not_covered="NOT_COVERED",
         )
         seconds = time.perf_counter() - started

@@ -1,4 +1,4 @@
-"""Oversized request bodies against `tacit serve`'s app (issue 13 item 7): how many bytes each
+"""Oversized request bodies against `tacit serve`'s app: how many bytes each
 route pulls before its 413, and how much the process grows, for a body far over the limit.
 
 Two measurements per route:

@@ -1,4 +1,4 @@
-"""Load and faults (issue 13): `tacit serve` under a burst of asks and through a storm of faults.
+"""Load and faults: `tacit serve` under a burst of asks and through a storm of faults.
 
 Everything runs as separate processes on 127.0.0.1, as in production:
 

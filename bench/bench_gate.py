@@ -80,7 +80,7 @@ def rejected_questions() -> list[str]:
 def mirror_kb(work: Path) -> Path:
     """Copies of the KB's md files, and of its rst files under a .txt name (read as plain text,
     as every earlier run of this benchmark indexed them). Copies, not symlinks: the indexer
-    does not follow a symlink out of the folder it indexes (issue 13)."""
+    does not follow a symlink out of the folder it indexes (core/index/loaders.py)."""
     root = work / "kb"
     source = REFUSAL / "kb"
     for path in sorted(source.rglob("*")):

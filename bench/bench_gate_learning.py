@@ -1,4 +1,4 @@
-"""The gate learning from a team's chat (issue 15), simulated through the bot.
+"""The gate learning from a team's chat, simulated through the bot.
 
     python bench/bench_gate_learning.py --work /tmp/tacit-bench-gate [--batches 3]
 

@@ -11,11 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import inspect
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -23,6 +22,7 @@ from bot.conversation_state import ChannelConfig, ConversationState, Decision
 from bot.gate_labels import GateLabels, Label, label_decision
 from bot.thread_memory import ThreadMemory
 from core.answer.events import AnswerEvent, Delta, Final, Retract, Status
+from core.answer.wording import NOT_COVERED
 from core.conversation import (
     Feedback,
     FinalReply,
@@ -38,11 +38,8 @@ from core.text import detect_language
 
 logger = logging.getLogger(__name__)
 
-# Fixed user-facing sentences (not prompts), in the user's language.
-DECLINE = {
-    "en": "Sorry, I can't answer that from the knowledge base.",
-    "zh": "抱歉，知识库里没有能回答这个问题的内容。",
-}
+# Fixed user-facing sentences (not prompts), in the user's language. A question the knowledge
+# base does not cover gets core.answer.wording.NOT_COVERED, whichever part refused it.
 SLOW_DOWN = {
     "en": "I'm getting more questions than I can answer right now; please ask again in a minute.",
     "zh": "现在提问太多了，请一分钟后再问。",
@@ -68,9 +65,14 @@ Reindex = Callable[[str], Awaitable[str]]  # kb -> a one-line report
 
 
 class AnswerSource(Protocol):
-    """What answers a question from a KB (core.answer.pipeline.MultiStageAnswerer, or a fake)."""
+    """What answers a question from a KB (core.answer.pipeline.MultiStageAnswerer, or a fake).
 
-    def ask(self, kb: str, question: str) -> AsyncIterator[AnswerEvent]: ...
+    `history`: the thread's earlier turns, oldest first, against which a follow-up question is
+    read; a source that has no use for them still takes them."""
+
+    def ask(
+        self, kb: str, question: str, *, history: Sequence[ChatMessage] = ()
+    ) -> AsyncIterator[AnswerEvent]: ...
 
 
 class GateVerdict(Protocol):
@@ -100,7 +102,7 @@ class Gatekeeper(Protocol):
 class ScreeningGatekeeper(Gatekeeper, Protocol):
     """A gate whose decision splits in two (core.gate.gate.Gate): screen() runs the cheap
     stages, classify() the LLM's intent-and-safety screening, which the assistant runs while
-    the answer is being prepared (issue 14: the first token in seconds)."""
+    the answer is being prepared (the first token in seconds; docs/BENCHMARKS.md)."""
 
     async def screen(self, kb: str, message: str, *, addressed: bool = False) -> GateVerdict: ...
 
@@ -178,7 +180,7 @@ class TacitAssistant:
         memory: ThreadMemory | None = None,
     ) -> None:
         """Without a gate, the answerer's own refusal (evidence below its threshold) is the
-        gate's verdict. `labels`: where /tacit label and 👍/👎 teach the gate (issue 15).
+        gate's verdict. `labels`: where /tacit label and 👍/👎 teach the gate (bot/gate_labels.py).
         `memory`: what /tacit remember and /tacit forget index into the channel's KB."""
         self.state = state
         self.answerer = answerer
@@ -186,7 +188,6 @@ class TacitAssistant:
         self.reindex = reindex
         self.labels = labels if labels is not None else GateLabels(state.store)
         self.memory = memory
-        self._takes_history = "history" in inspect.signature(answerer.ask).parameters
 
     async def record_feedback(self, feedback: Feedback) -> bool:
         stored = await self.state.add_feedback(feedback)
@@ -269,7 +270,7 @@ class TacitAssistant:
                     scores=_rounded(verdict.scores),
                 )
             )
-            reply = (verdict.reply or DECLINE[language]) if addressed else None
+            reply = (verdict.reply or NOT_COVERED[language]) if addressed else None
             return Refusal(reply, verdict.reason, trace_id)
 
         confirm: Callable[[], Awaitable[GateVerdict]] | None = None
@@ -351,7 +352,7 @@ class TacitAssistant:
         held: Delta | None = None  # the first delta waits until we know it is no refusal
         released = False
         restart = False  # a Retract came: the next text shown replaces what was streamed
-        async for event in self._ask(config.kb, message.text, history):
+        async for event in self.answerer.ask(config.kb, message.text, history=history):
             if isinstance(event, Status):
                 if addressed:
                     yield Thinking(event.text)
@@ -386,7 +387,7 @@ class TacitAssistant:
                             scores=scores,
                         )
                     )
-                    yield silent_or(DECLINE, answer.reason)
+                    yield silent_or(NOT_COVERED, answer.reason)
                     return
                 if held is not None and not released:
                     yield TextDelta(held.text, replace=restart)
@@ -419,15 +420,6 @@ class TacitAssistant:
                 yield FinalReply(answer.text, answer.citations, trace_id)
                 return
         raise TacitError("the answerer ended without a final answer")
-
-    def _ask(
-        self, kb: str, question: str, history: tuple[ChatMessage, ...]
-    ) -> AsyncIterator[AnswerEvent]:
-        if self._takes_history:
-            ask: Any = self.answerer.ask
-            stream: AsyncIterator[AnswerEvent] = ask(kb, question, history=history)
-            return stream
-        return self.answerer.ask(kb, question)
 
     # -- admin commands --------------------------------------------------------------------
 

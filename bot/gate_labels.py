@@ -1,4 +1,4 @@
-"""Labels the gate learns from (issue 11): "should have answered" / "should have stayed silent",
+"""Labels the gate learns from: "should have answered" / "should have stayed silent",
 given by an admin in the console or inferred from 👍/👎 feedback.
 
 Stored in the StateStore as one list per KB (hash-tagged on the KB, beside its gate fit):
@@ -83,7 +83,7 @@ class GateLabels:
         return list(chosen.values())
 
 
-# --- learning from the labels (issue 15) ------------------------------------------------------
+# --- learning from the labels -----------------------------------------------------------------
 
 # Held back from a refit to compare the stored fit with the new one: a new fit that scores worse
 # on these is not stored. At least this many per class, or there is nothing to compare on.

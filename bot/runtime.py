@@ -8,17 +8,16 @@ from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 
-from adapters.state.redis_queue import RedisEventQueue
 from bot.assistant import TacitAssistant
 from bot.conversation_state import ConversationState
 from bot.metrics import Metrics
 from bot.queue import EventIngest
 from bot.settings import Settings
 from bot.thread_memory import ThreadMemory
-from bot.wiring import Services, build_state, open_services
+from bot.wiring import Services, build_event_queue, build_state, open_services
 from core.errors import InputError
 from core.index.loaders import printable
-from core.ports import StateStore
+from core.ports import EventQueue, StateStore
 
 
 @dataclass
@@ -26,7 +25,7 @@ class Runtime:
     settings: Settings
     services: Services
     store: StateStore
-    queue: RedisEventQueue
+    queue: EventQueue
     state: ConversationState
     assistant: TacitAssistant
     ingest: EventIngest
@@ -76,10 +75,7 @@ async def open_runtime(
         services = await stack.enter_async_context(open_services(settings))
         store = await build_state(settings)
         stack.push_async_callback(store.aclose)
-        from adapters.state.redis_store import RedisStateStore
-
-        assert isinstance(store, RedisStateStore)
-        queue = RedisEventQueue(store)
+        queue = build_event_queue(store)
         state = ConversationState(
             store, settings.conversation, default_kb=default_kb or settings.kb
         )

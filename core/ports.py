@@ -3,6 +3,11 @@
 Each has an embedded implementation (a fresh machine, no services) and a production one, both
 tested through one contract suite per port (tests/contracts/). All are async: adapters that
 wrap synchronous clients run them in a thread pool.
+
+A consumer that needs only part of a port names that part where it is used (the retriever's
+core.retrieve.graph_reader.GraphReader, the indexer's core.index.document_store.DocumentStore);
+a part several consumers share lives here (NearestSearch). Every adapter of a port satisfies
+its parts structurally (tests/contracts/test_narrow_ports.py).
 """
 
 from __future__ import annotations
@@ -84,6 +89,11 @@ class Embedder(Protocol):
 
     async def embed(self, texts: Sequence[str]) -> Vectors:
         """Shape (len(texts), dim); an empty input gives shape (0, dim)."""
+        ...
+
+    async def warm_up(self) -> None:
+        """Get ready for the first embed() now (load a model, learn the dimension from the
+        endpoint) rather than during it; returns at once when there is nothing to prepare."""
         ...
 
     async def aclose(self) -> None: ...
@@ -191,7 +201,20 @@ class GraphStore(Protocol):
 
 
 @runtime_checkable
-class VectorStore(Protocol):
+class NearestSearch(Protocol):
+    """Nearest-vector search, what the gate and the retriever search with: a VectorStore, or
+    the in-memory copy of one (core.gate.vector_cache.VectorCache), which answers the same call
+    exactly without a store round trip."""
+
+    async def search(
+        self, collection: Collection, kb: str, vectors: Vectors, *, limit: int = 10
+    ) -> list[list[VectorHit]]:
+        """Nearest records per query vector, best first (cosine similarity)."""
+        ...
+
+
+@runtime_checkable
+class VectorStore(NearestSearch, Protocol):
     """Vectors of chunks, entities and relations, partitioned by knowledge base."""
 
     async def ensure(self, dim: int) -> None:
@@ -201,12 +224,6 @@ class VectorStore(Protocol):
     async def upsert(
         self, collection: Collection, kb: str, records: Sequence[VectorRecord]
     ) -> None: ...
-
-    async def search(
-        self, collection: Collection, kb: str, vectors: Vectors, *, limit: int = 10
-    ) -> list[list[VectorHit]]:
-        """Nearest records per query vector, best first (cosine similarity)."""
-        ...
 
     async def lexical_search(
         self, collection: Collection, kb: str, queries: Sequence[str], *, limit: int = 10

@@ -10,8 +10,11 @@ from typing import Literal, Protocol
 
 Language = Literal["en", "zh"]
 
-# One Chinese character (CJK unified ideographs, extension A, compatibility ideographs).
-CJK_CHAR = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+# Chinese characters: CJK Unified Ideographs, Extension A and the compatibility ideographs, as the
+# body of a regex character class. Every pattern that looks for Chinese text is built from it.
+CJK_IDEOGRAPHS = r"\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
+CJK_CHAR = re.compile(f"[{CJK_IDEOGRAPHS}]")  # one Chinese character
+CJK_RUN = re.compile(f"[{CJK_IDEOGRAPHS}]+")  # Chinese characters written without a break
 _LATIN_WORD = re.compile(r"[A-Za-z]+")
 # Latin letters with a diacritic (Latin-1, Extended-A/B, Extended Additional, the fi/fl
 # ligatures), and combining marks written after a plain Latin letter. Other scripts are left
@@ -47,10 +50,12 @@ _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|(?<=[。！？；])|\n+")
 
 
 def detect_language(text: str) -> Language:
-    """'zh' when Chinese characters outweigh Latin words, else 'en'.
+    """'zh' when there are at least half as many Chinese characters as Latin words, else 'en'.
 
-    A Chinese character carries roughly a word, so counts compare directly; mixed messages
-    ("redis 连接超时怎么办") are Chinese, which is what their authors read.
+    Tacit's one language rule: the reply's language, the prompts' and the LLM adapter's repair
+    prompt all follow it. A Chinese character carries roughly a word, and mixed messages
+    ("redis 连接超时怎么办") are Chinese, which is what their authors read. Only Chinese
+    characters count, not CJK or full-width punctuation.
     """
     cjk = len(CJK_CHAR.findall(text))
     latin = len(_LATIN_WORD.findall(text))

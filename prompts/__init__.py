@@ -2,17 +2,19 @@
 
 A template is `prompts/<name>.<lang>.j2` with a `user` block and, optionally, a `system`
 block. Rendering is strict: a missing template or variable raises, never renders as "".
+Callers pass text as it is; a template shows what a user wrote through the `quoted` filter.
 """
 
 from __future__ import annotations
 
+import json
 from functools import cache
 from pathlib import Path
 from typing import Any
 
 import jinja2
 
-from core.models import ChatMessage, Prompt
+from prompts.messages import ChatMessage, Prompt
 
 TEMPLATE_DIR = Path(__file__).parent
 LANGUAGES = ("en", "zh")
@@ -22,9 +24,18 @@ class PromptError(LookupError):
     """A prompt template is missing or was rendered without a variable it needs."""
 
 
+def quoted(text: str | jinja2.Undefined) -> str:
+    """`text` as one JSON string literal (`{{ question | quoted }}`): its quotes, newlines and
+    backslashes escaped, so nothing in what a user wrote can end the quoted data and go on
+    talking to the model as the prompt. Non-ASCII text stays as written."""
+    if isinstance(text, jinja2.Undefined):
+        str(text)  # a variable the caller did not pass: StrictUndefined raises, render() names it
+    return json.dumps(text, ensure_ascii=False)
+
+
 @cache
 def _environment() -> jinja2.Environment:
-    return jinja2.Environment(
+    environment = jinja2.Environment(
         loader=jinja2.FileSystemLoader(TEMPLATE_DIR),
         undefined=jinja2.StrictUndefined,
         autoescape=False,
@@ -32,6 +43,8 @@ def _environment() -> jinja2.Environment:
         trim_blocks=True,
         lstrip_blocks=True,
     )
+    environment.filters["quoted"] = quoted
+    return environment
 
 
 def render(name: str, lang: str = "en", /, **variables: Any) -> Prompt:

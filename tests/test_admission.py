@@ -1,4 +1,4 @@
-"""Admission control (issue 13, item 3): a bounded number of answers at once, a bounded FIFO line
+"""Admission control: a bounded number of answers at once, a bounded FIFO line
 behind them, 429 with Retry-After past that; the queue workers take only what they can run."""
 
 from __future__ import annotations

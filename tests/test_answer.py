@@ -183,3 +183,11 @@ def test_a_lead_in_sentence_keeps_the_list_item_it_introduces() -> None:
     assert _sentences(text) == [
         "Deploys are frozen at these times: Friday after 15:00 UTC, until Monday."
     ]
+
+
+def test_a_rare_character_in_a_chinese_name_stays_part_of_its_terms() -> None:
+    from core.answer.extractive import _terms
+
+    # 㗎 is in CJK Extension A (Cantonese writing): one Chinese run, so its pairs are terms
+    # like any other characters' (not a break that leaves "港铁" and "站" apart).
+    assert {"港铁", "铁㗎", "㗎站"} <= _terms("港铁㗎站")

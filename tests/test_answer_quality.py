@@ -256,7 +256,7 @@ async def test_widening_never_sends_a_prompt_larger_than_the_budgets_plus_the_qu
                 sources=[],
                 knowledge=[],
                 steps=[],
-                question=json.dumps(PORT_QUESTION),
+                question=PORT_QUESTION,
                 not_covered="NOT_COVERED",
             ).messages
         )

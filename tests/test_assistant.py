@@ -4,16 +4,17 @@ decision log, feedback and admin commands. Answers come from a scripted answer s
 from __future__ import annotations
 
 import itertools
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from adapters.state import RedisStateStore
-from bot.assistant import DECLINE, FAILED, NOT_ADMIN, SLOW_DOWN, TacitAssistant
+from bot.assistant import FAILED, NOT_ADMIN, SLOW_DOWN, AnswerSource, TacitAssistant
 from bot.conversation_state import ConversationState
 from bot.settings import ChannelSettings, ConversationSettings
+from core.answer.wording import NOT_COVERED
 from core.conversation import (
     Assistant,
     Feedback,
@@ -26,6 +27,7 @@ from core.conversation import (
 )
 from core.errors import LLMError, StoreUnavailable
 from core.gate.decision import DECLINE_NOT_A_QUESTION, GateDecision
+from core.models import ChatMessage
 from tests.fakes.scripted_answerer import ScriptedAnswerer
 
 QUESTION = "How do I roll back a deploy?"
@@ -45,7 +47,7 @@ def answerer() -> ScriptedAnswerer:
     return ScriptedAnswerer({QUESTION: ANSWER, "And how long does it take?": "Four minutes [1]."})
 
 
-def make(store: RedisStateStore, answerer: ScriptedAnswerer, **settings: Any) -> TacitAssistant:
+def make(store: RedisStateStore, answerer: AnswerSource, **settings: Any) -> TacitAssistant:
     config = ConversationSettings(**settings)
     reindexed: list[str] = []
 
@@ -141,10 +143,10 @@ async def test_an_addressed_question_the_kb_cannot_answer_gets_a_polite_decline(
     events = await run(assistant, message("What is the meaning of life?"))
     assert not any(isinstance(e, TextDelta) for e in events)
     refusal = final(events)
-    assert isinstance(refusal, Refusal) and refusal.text == DECLINE["en"]
+    assert isinstance(refusal, Refusal) and refusal.text == NOT_COVERED["en"]
     events = await run(assistant, message("生命的意义是什么？"))
     refusal = final(events)
-    assert isinstance(refusal, Refusal) and refusal.text == DECLINE["zh"]
+    assert isinstance(refusal, Refusal) and refusal.text == NOT_COVERED["zh"]
     assert [d["outcome"] for d in await decisions(assistant)] == ["declined", "declined"]
 
 
@@ -519,7 +521,9 @@ async def test_a_retracted_draft_is_replaced_by_the_better_answer(store: RedisSt
     from core.answer.events import Answer, AnswerEvent, Delta, Final, Retract
 
     class Revising:
-        async def ask(self, kb: str, question: str) -> AsyncIterator[AnswerEvent]:
+        async def ask(
+            self, kb: str, question: str, *, history: Sequence[ChatMessage] = ()
+        ) -> AsyncIterator[AnswerEvent]:
             yield Delta("A first ")
             yield Delta("draft.")
             yield Retract("widening the context for a better answer")
@@ -528,7 +532,7 @@ async def test_a_retracted_draft_is_replaced_by_the_better_answer(store: RedisSt
             text = "The better answer [1]."
             yield Final(Answer(question, text, (), False, "answered", "en", "generated"))
 
-    assistant = make(store, Revising())  # type: ignore[arg-type]
+    assistant = make(store, Revising())
     events = await run(assistant, message(QUESTION))
     deltas = [(e.text, e.replace) for e in events if isinstance(e, TextDelta)]
     assert deltas == [

@@ -1,4 +1,4 @@
-"""The assistant answers while the gate's LLM screens the message (issue 14): the cheap stages
+"""The assistant answers while the gate's LLM screens the message: the cheap stages
 decide first, the answer starts at once, and nothing of it is shown until the screening
 confirms; a screening that overturns the message stops the answer and refuses."""
 

@@ -110,6 +110,16 @@ def test_config_show_masks_secrets(cli, monkeypatch: pytest.MonkeyPatch) -> None
     assert "[llm]" in out and "sk-live-123" not in out
 
 
+def test_config_show_explains_each_setting_above_it(cli) -> None:
+    code, out, _ = cli("config", "show", "--explain")
+    assert code == 0
+    lines = out.splitlines()
+    timeout = lines.index("timeout = 60.0")  # [llm] timeout, the first timeout shown
+    assert lines[timeout - 1].startswith("# seconds per call")
+    code, plain, _ = cli("config", "show")
+    assert "# seconds per call" not in plain and "timeout = 60.0" in plain.splitlines()
+
+
 def test_doctor_reports_each_check(cli) -> None:
     code, out, _ = cli("doctor", "--json")
     report = last_json(out)
@@ -155,7 +165,7 @@ def test_ask_with_an_llm_endpoint_streams_a_generated_answer(
     with FakeOpenAIServer() as server:
 
         def by_prompt(body: dict[str, Any]) -> Reply:
-            # The plan and the dual-level keywords are asked at the same time (issue 14), so
+            # The plan and the dual-level keywords are asked at the same time, so
             # replies go by prompt, not by arrival order.
             system = str(body["messages"][0]["content"])
             if system.startswith("You plan how"):  # the logic form, and its one repair

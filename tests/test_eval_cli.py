@@ -8,6 +8,7 @@ its own tests: here what matters is what the evaluation does with its answers).
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -268,6 +269,23 @@ method = "dense"
     )
     code, out, err = cli("eval", "ablate", str(plan), "--out", str(out_dir), "--json")
     assert code == 1 and "retrieval.hopz: unknown setting" in last_json(out)["error"]
+
+
+def test_ablation_without_matplotlib_names_the_extra_before_any_run(
+    cli, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # as if the charts extra were missing
+    plan = tmp_path / "plan.toml"
+    plan.write_text(
+        '[base]\nkind = "retrieval"\nfile = "missing.jsonl"\n\n[[runs]]\nname = "dense"\n',
+        encoding="utf-8",
+    )
+    code, out, _ = cli("eval", "ablate", str(plan), "--out", str(tmp_path / "out"), "--json")
+    assert code == 1
+    line = last_json(out)
+    assert "needs matplotlib" in line["error"]
+    assert "pip install '.[charts]'" in line["hint"]
+    assert not (tmp_path / "out").exists()  # no run started
 
 
 def test_an_empty_kb_and_a_bad_file_are_reported(cli, hashed, tmp_path: Path) -> None:

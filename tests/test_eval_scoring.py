@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 
 import prompts
-from core.errors import InputError, LLMError
+from core.errors import ConfigError, InputError, LLMError
 from core.eval.ablation import apply_overrides, parse_plan
 from core.eval.cache import ResultCache
 from core.eval.datasets import read_choice, read_retrieval
-from core.eval.report import RunReport, markdown, write_reports
+from core.eval.report import RunReport, markdown, write_chart, write_reports
 from core.eval.runs import (
     ChoiceReply,
     RankedChunk,
@@ -279,6 +280,17 @@ def test_ablation_plans_and_dotted_overrides(tmp_path: Path) -> None:
     ]:
         with pytest.raises(InputError, match=message):
             parse_plan(broken, tmp_path)
+
+
+def test_the_chart_without_matplotlib_names_the_extra(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # as if the charts extra were missing
+    run = RunReport("dense", "retrieval", "kb", {"questions": 1, "recall@2": 0.5}, [])
+    with pytest.raises(ConfigError, match="needs matplotlib") as raised:
+        write_chart(tmp_path / "chart.png", [run], "Ablation")
+    assert raised.value.hint is not None and "pip install '.[charts]'" in raised.value.hint
+    assert not (tmp_path / "chart.png").exists()
 
 
 def test_reports_have_one_row_per_run_and_a_chart(tmp_path: Path) -> None:

@@ -4,6 +4,7 @@ messages built to break it. Real embedder (USE), Milvus Lite and embedded Redis;
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -14,13 +15,18 @@ from adapters.embedders.use import USEEmbedder
 from adapters.graph.sqlite_store import SQLiteGraphStore
 from adapters.state import RedisStateStore
 from adapters.vector.milvus_store import MilvusVectorStore
+from core.answer.wording import NOT_COVERED
 from core.conversation import Message
 from core.errors import InputError, LLMBadResponse, LLMTimeout, StoreError
 from core.gate.coverage import SIGNALS
-from core.gate.decision import DECLINE_NOT_A_QUESTION, DECLINE_NOT_COVERED, DECLINE_UNSAFE
+from core.gate.decision import DECLINE_NOT_A_QUESTION, DECLINE_UNSAFE
 from core.gate.gate import Gate, GateOptions
+from core.gate.signals import kb_features
 from core.gate.store import delete_fit, fit_key, load_fit
+from core.gate.vector_cache import VectorCache
 from core.index.pipeline import Indexer, IndexOptions
+from core.models import Collection, VectorHit
+from core.ports import Vectors
 from tests.fakes.fake_llm import FakeLLM
 
 KB = "ops"
@@ -160,7 +166,14 @@ async def fitted(stores, embedder) -> Gate:
 
 @pytest.mark.parametrize(
     ("text", "why"),
-    [("", "empty"), ("   ", "empty"), ("?", "too short"), ("👍", "too short"), ("好", "too short")],
+    [
+        ("", "empty"),
+        ("   ", "empty"),
+        ("?", "too short"),
+        ("👍", "too short"),
+        ("好", "too short"),
+        ("䷀䷁", "too short"),  # symbols in the CJK blocks (Yijing hexagrams) are not letters
+    ],
 )
 async def test_empty_and_tiny_messages_are_filtered(stores, embedder, text, why) -> None:
     gate = make_gate(stores, embedder)
@@ -282,7 +295,7 @@ async def test_fit_is_stored_and_reloaded_by_a_new_gate(stores, embedder, fitted
         assert name in decision.scores
     chatter = await fresh.decide(KB, "haha my dog ate my sandwich", addressed=True)
     assert (chatter.action, chatter.stage) == ("decline", "refusal")
-    assert chatter.reply == DECLINE_NOT_COVERED["en"]
+    assert chatter.reply == NOT_COVERED["en"]
     overheard = await fresh.decide(KB, "今天中午吃什么好呢")
     assert (overheard.action, overheard.reply) == ("silent", None)
 
@@ -294,6 +307,50 @@ async def test_a_refit_reaches_a_running_gate(stores, embedder, fitted) -> None:
     after = await fitted.current_fit(KB)
     assert before is not None and after is not None
     assert after.fitted_at > before.fitted_at and after.target_precision == 1.0
+
+
+class CountingCache(VectorCache):
+    """The gate's in-memory copy of the KB, counting its searches per collection."""
+
+    def __init__(self, vectors: MilvusVectorStore) -> None:
+        super().__init__(vectors)
+        self.searches: Counter[str] = Counter()
+
+    async def search(
+        self, collection: Collection, kb: str, queries: Vectors, *, limit: int = 10
+    ) -> list[list[VectorHit]]:
+        self.searches[collection] += 1
+        return await super().search(collection, kb, queries, limit=limit)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "which port do the metrics use?",  # not a labelled example: the fit judged it never
+        # a request after KB words: the rule embeds it apart and searches it with the message
+        "deployctl rollback, port 8443: who won the 2018 world cup?",
+    ],
+)
+async def test_a_fitted_gate_searches_the_chunks_once_per_message(
+    stores, embedder, text: str
+) -> None:
+    """The coverage rule and the fitted features both need the chunks nearest the message:
+    one search serves both, and the features are those of a search of their own."""
+    vectors, state = stores
+    cache = CountingCache(vectors)
+    gate = Gate(embedder=embedder, vectors=vectors, state=state, cache=cache)
+    fit = await gate.fit(KB, GOOD, BAD, folds=3)
+    decisions = []
+    for attempt in ("first", "again (the verdict is remembered)"):
+        cache.searches.clear()
+        decisions.append(await gate.decide(KB, text))
+        assert "probability" in decisions[-1].scores, attempt
+        assert cache.searches["chunks"] == 1, attempt
+    embedding = await embedder.embed([text])
+    alone = await kb_features(KB, [text], embedding, vectors=cache, use_graph=fit.use_graph)
+    for column, name in enumerate(("chunk_max", "chunk_mean", "chunk_term_overlap")):
+        for decision in decisions:
+            assert decision.scores[name] == pytest.approx(float(alone[0, column]), abs=1e-6)
 
 
 async def test_stored_fit_scores_labelled_messages(fitted) -> None:

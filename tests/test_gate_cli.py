@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from core.gate.decision import DECLINE_NOT_COVERED
+from core.answer.wording import NOT_COVERED
 from tests.conftest import last_json
 from tests.test_gate import BAD, DOCS, GOOD
 
@@ -101,12 +101,12 @@ def test_fit_eval_and_ask_through_the_gate(cli, indexed, labelled) -> None:
     assert code == 0, out
     refused = last_json(out)
     assert refused["refused"] is True and refused["mode"] == "refused"
-    assert refused["answer"] == DECLINE_NOT_COVERED["en"]
+    assert refused["answer"] == NOT_COVERED["en"]
     assert refused["citations"] == []
     assert (refused["gate"]["action"], refused["gate"]["stage"]) == ("decline", "refusal")
 
     code, out, err = cli("ask", "lol my cat is so fat haha", "--kb", "ops")
-    assert code == 0 and DECLINE_NOT_COVERED["en"] in out and "gate: refusal" in err
+    assert code == 0 and NOT_COVERED["en"] in out and "gate: refusal" in err
 
 
 def test_gate_commands_report_bad_input_without_tracebacks(cli, labelled, tmp_path) -> None:

@@ -12,6 +12,7 @@ from core.gate.coverage import (
     KbTerms,
     content_terms,
     find_request,
+    fold,
     is_empty_request,
     judge,
     repetition,
@@ -36,7 +37,7 @@ def kb() -> KbTerms:
 
 
 def verdict(kb: KbTerms, text: str, dense: float = 0.15) -> Coverage:
-    # dense 0.15: what the embedder gives names and identifiers (issue 15: 0.12–0.22)
+    # dense 0.15: what the embedder gives names and identifiers (0.12–0.22)
     return judge(text, dense_max=dense, request_dense=None, kb=kb)
 
 
@@ -86,6 +87,17 @@ def test_identifiers_stay_whole_and_names_fold_accents(kb: KbTerms) -> None:
     (key,) = [t.key for t in content_terms("LUMEN_DISPATCH_CONCURRENCY")]
     assert key == "lumen_dispatch_concurrency"
     assert kb.lookup(content_terms("Tomas")[0]) is not None  # Tomás in the KB
+
+
+def test_accents_fold_by_the_rule_lexical_search_uses() -> None:
+    # Letters NFKD leaves whole (ł, ø, æ, ı) fold too, so a name is one term, found however it
+    # is spelt: "Bolesław Møller" was "boles", "aw", "m", "ller".
+    kb = KbTerms.build(["Bolesław Møller edited the Encyclopædia."])
+    assert [t.surface for t in content_terms("Who is Bolesław Møller?")] == ["boleslaw", "moller"]
+    assert kb.lookup(content_terms("Boleslaw")[0]) is not None
+    assert kb.lookup(content_terms("encyclopaedia")[0]) is not None
+    # Only Latin letters lose their marks: Japanese voicing marks change the word.
+    assert fold("ガス") == "ガス" and fold("Ｔomás") == "tomas"
 
 
 def test_a_name_one_typo_away_is_found_but_not_a_different_word(kb: KbTerms) -> None:

@@ -80,7 +80,7 @@ async def test_unfitted_gate_answers_covered_and_refuses_the_rest(demo, name: st
     covered = [r for r in rows if r["covered"]]
     uncovered = [r for r in rows if not r["covered"]]
     refused_covered, answered_uncovered = await refusals(gate, rows)
-    # ≤ 1 in 20 covered questions refused; ≥ 9 in 10 uncovered ones refused (issue 15)
+    # ≤ 1 in 20 covered questions refused; ≥ 9 in 10 uncovered ones refused (docs/BENCHMARKS.md)
     assert len(refused_covered) * 20 <= len(covered), refused_covered
     assert len(answered_uncovered) * 10 <= len(uncovered), answered_uncovered
 

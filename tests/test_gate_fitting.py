@@ -10,7 +10,13 @@ import pytest
 from core.errors import InputError
 from core.gate.features import char_ngrams, normalise
 from core.gate.fitting import choose_threshold, lexical_self_similarities
-from core.gate.model import GateFit, LexicalIndex, example_features, lexical_features
+from core.gate.model import (
+    GateFit,
+    LexicalIndex,
+    example_features,
+    lexical_features,
+    logistic_probabilities,
+)
 
 MESSAGES = [
     "mmdeploy 怎么安装？",
@@ -97,3 +103,45 @@ def test_example_features_compare_against_each_class() -> None:
     assert good_max.tolist() == [0.9, 0.2] and bad_max.tolist() == [0.2, 0.7]
     assert good_mean[0] == pytest.approx(0.85) and bad_mean[1] == pytest.approx(0.65)
     assert kernel[0] > 0 > kernel[1]  # near the answerable ones, then near the chatter
+
+
+def test_a_class_without_examples_gives_zeros() -> None:
+    similarities = np.array([[0.9, 0.8], [0.1, 0.2]])
+    answerable_only = np.array([1, 1], dtype=np.int8)
+    rows = example_features(similarities, answerable_only, k=2)
+    assert rows[:, [1, 3]].tolist() == [[0.0, 0.0], [0.0, 0.0]]  # bad_max, bad_mean
+    kernel = np.log(np.exp(similarities / 0.05).mean(axis=1))  # log mean kernel weight
+    assert rows[:, 4].tolist() == pytest.approx(kernel.tolist())
+    assert lexical_features(similarities, answerable_only, k=2)[:, [1, 3]].tolist() == [
+        [0.0, 0.0],
+        [0.0, 0.0],
+    ]
+
+
+def test_the_scoring_formula_is_scikit_learns_logistic_regression() -> None:
+    """Fitting trains with scikit-learn; scoring (no scikit-learn) must give its probabilities."""
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.preprocessing import StandardScaler
+
+    rng = np.random.default_rng(0)
+    features = rng.normal(loc=3.0, scale=[1.0, 5.0, 0.2], size=(60, 3))
+    labels = (features @ [1.0, -0.2, 4.0] + rng.normal(size=60) > 13).astype(np.int8)
+    scaler = StandardScaler().fit(features)
+    model = LogisticRegression().fit(scaler.transform(features), labels)
+    ours = logistic_probabilities(
+        features,
+        mean=scaler.mean_,
+        scale=scaler.scale_,
+        coef=model.coef_[0],
+        intercept=float(model.intercept_[0]),
+    )
+    assert np.allclose(ours, model.predict_proba(scaler.transform(features))[:, 1])
+    with np.errstate(over="raise"):  # a far-off message: 0 or 1, not an overflow
+        extreme = logistic_probabilities(
+            np.array([[1e6], [-1e6]]),
+            mean=np.zeros(1),
+            scale=np.ones(1),
+            coef=np.ones(1),
+            intercept=0.0,
+        )
+    assert extreme[0] == 1.0 and extreme[1] == pytest.approx(0.0, abs=1e-20)

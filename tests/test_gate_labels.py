@@ -1,4 +1,4 @@
-"""Learning from the chat (issue 15): admins' /tacit label marks and 👍/👎 on answers become the
+"""Learning from the chat: admins' /tacit label marks and 👍/👎 on answers become the
 gate's labelled examples (bot/gate_labels.py), merged with file examples and refitted.
 
 Through the bot (TacitAssistant with its commands and feedback), on a real embedded Redis; the

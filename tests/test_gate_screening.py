@@ -1,4 +1,4 @@
-"""The gate's LLM screening (issue 14): intent and safety in ONE call, run concurrently with the
+"""The gate's LLM screening: intent and safety in ONE call, run concurrently with the
 coverage check; screen()/classify() for a caller that answers while the LLM screens; a model
 that misbehaves leaves the gate as it is without one. Real embedder and stores, scripted LLM."""
 
@@ -120,14 +120,14 @@ async def test_the_llm_screens_while_coverage_is_checked(stores, embedder) -> No
 
     llm = WaitsForCoverage().script("gate_classify", {"intent": "question", "safe": True})
     gate = make_gate(stores, embedder, llm)
-    check = gate.coverage.check
+    check = gate.coverage.check_with_nearest
 
     async def signalling_check(*args: Any, **kwargs: Any) -> Any:
         coverage_started.set()
         await asyncio.wait_for(llm_started.wait(), timeout=5)
         return await check(*args, **kwargs)
 
-    gate.coverage.check = signalling_check  # type: ignore[method-assign]
+    gate.coverage.check_with_nearest = signalling_check  # type: ignore[method-assign]
     decision = await asyncio.wait_for(gate.decide(KB, QUESTION), timeout=30)
     assert decision.action == "answer" and llm.templates_called == ["gate_classify"]
 

@@ -20,6 +20,7 @@ from adapters.llm.openai_compat import extract_json_object, prompt_language
 from core.errors import LLMBadResponse, LLMError, LLMTimeout
 from core.models import ChatMessage, Prompt
 from core.ports import LLM
+from core.text import detect_language
 from tests.fakes.fake_openai_server import FakeOpenAIServer, Raw, Reply, Status
 
 API_KEY = "sk-test-0123456789secret"
@@ -549,3 +550,14 @@ def test_extract_json_object() -> None:
 def test_prompt_language() -> None:
     assert prompt_language(ask("mmdet 3.0 需要哪个版本的 mmcv？请用中文回答")) == "zh"
     assert prompt_language(ask("Which mmcv does mmdet 3.0 need?")) == "en"
+
+
+def test_prompt_language_is_the_language_every_part_of_tacit_detects() -> None:
+    # Chinese at half as many Chinese characters as Latin words: "重启" and "nginx worker
+    # processes gracefully" is a Chinese request (the adapter once asked for more characters
+    # than words, and read this as English).
+    mixed = "重启 nginx worker processes gracefully"
+    assert prompt_language(Prompt("test", (ChatMessage("user", mixed),))) == "zh"
+    assert detect_language(mixed) == "zh"
+    # Full-width punctuation is not Chinese text: only the ideographs count.
+    assert prompt_language(Prompt("test", (ChatMessage("user", "？？？ ok"),))) == "en"

@@ -262,7 +262,7 @@ def test_the_schema_itself_rejects_so_the_adapters_repair_prompt_sees_the_reason
 
 def test_the_prompt_examples_are_valid_plans() -> None:
     for language in prompts.LANGUAGES:
-        system = prompts.render("logic_form", language, question='"q"', max_steps=MAX_STEPS)
+        system = prompts.render("logic_form", language, question="q", max_steps=MAX_STEPS)
         text = system.messages[0].content
         examples = re.findall(r'^\{"steps": \[.*?^\]\}', text, flags=re.M | re.S)
         assert len(examples) == 3, language

@@ -9,17 +9,17 @@ import pytest
 import prompts
 
 VARIABLES: dict[str, dict[str, Any]] = {
-    "logic_form": {"question": '"Q?"', "max_steps": 12},
+    "logic_form": {"question": "Q?", "max_steps": 12},
     "sub_answer": {
-        "question": '"Q?"',
+        "question": "Q?",
         "context": "[1] (a.md)\nText.",
         "steps": [{"question": "q1", "answer": "a1"}],
     },
-    "precheck": {"question": '"Q?"', "context": "[1] (a.md)\nText."},
-    "postcheck": {"question": '"Q?"', "context": "[1] (a.md)\nText.", "answer": '"A."'},
-    "judge": {"question": '"Q?"', "context": "[1] (a.md)\nText.", "answer": '"A."'},
+    "precheck": {"question": "Q?", "context": "[1] (a.md)\nText."},
+    "postcheck": {"question": "Q?", "context": "[1] (a.md)\nText.", "answer": "A."},
+    "judge": {"question": "Q?", "context": "[1] (a.md)\nText.", "answer": "A."},
     "rewrite_followup": {
-        "question": '"and it?"',
+        "question": "and it?",
         "turns": [{"role": "user", "text": "How big is Orion?"}],
     },
 }
@@ -32,6 +32,7 @@ def test_reasoning_prompt_renders(name: str, language: str) -> None:
     prompt = prompts.render(name, language, **VARIABLES[name])
     assert prompt.template == name
     assert [m.role for m in prompt.messages] == ["system", "user"]
+    # the question as the template quotes it: one JSON string literal
     assert '"Q?"' in prompt.messages[1].content or '"and it?"' in prompt.messages[1].content
 
 

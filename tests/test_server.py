@@ -19,12 +19,13 @@ from starlette.routing import Route
 
 from adapters.state import RedisStateStore
 from adapters.state.redis_queue import RedisEventQueue
-from bot.assistant import DECLINE, TacitAssistant
+from bot.assistant import TacitAssistant
 from bot.conversation_state import ConversationState
 from bot.metrics import Metrics
 from bot.queue import EventIngest, Worker
 from bot.server import HttpResults, build_app
 from bot.settings import ApiToken, ConversationSettings
+from core.answer.wording import NOT_COVERED
 from tests.fakes.loopback_server import serving
 from tests.fakes.scripted_answerer import ScriptedAnswerer
 
@@ -110,7 +111,7 @@ async def test_ask_ends_with_a_refusal_when_the_kb_does_not_cover_it(stack: Stac
     async with serving_lifespan(stack.app()) as url, httpx.AsyncClient(base_url=url) as client:
         events = await sse(client, {"question": "What is the meaning of life?"})
     name, data = events[-1]
-    assert name == "refusal" and data["text"] == DECLINE["en"]
+    assert name == "refusal" and data["text"] == NOT_COVERED["en"]
     assert "below the threshold" in data["reason"]
     assert not any(name == "delta" for name, _ in events)
 

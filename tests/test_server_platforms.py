@@ -17,12 +17,12 @@ from bot.cli import app
 from bot.commands.serve import Service
 from bot.runtime import open_runtime
 from bot.settings import load_settings
+from tests.chat_fakes import SLACK_SIGNING_SECRET
 from tests.fakes.fake_slack import BOT_USER_ID, TEAM_ID, FakeSlack, event_body, sign
 from tests.fakes.fake_telegram import GROUP, FakeTelegram, text_update
 from tests.fakes.fake_telegram import TOKEN as TELEGRAM_TOKEN
 from tests.test_server import serving
 
-SECRET = "platform-test-secret"
 DOC = (
     "# Rollback runbook\n\n## Rolling back a bad deploy\n"
     "Run `deployctl rollback --to previous` to restore the last good release. "
@@ -76,7 +76,7 @@ async def test_slack_events_are_queued_answered_once_in_the_thread_and_chatter_i
             kb="ops",
             slack={
                 "bot_token": "xoxb-test",
-                "signing_secret": SECRET,
+                "signing_secret": SLACK_SIGNING_SECRET,
                 "api_url": fake.api_url,
                 "bot_user_id": BOT_USER_ID,
                 "stream_interval": 0.1,
@@ -100,7 +100,9 @@ async def test_slack_events_are_queued_answered_once_in_the_thread_and_chatter_i
             ]
             async with serving(service.app) as url, httpx.AsyncClient(base_url=url) as client:
                 for body in bodies:
-                    headers = sign(body, SECRET) | {"content-type": "application/json"}
+                    headers = sign(body, SLACK_SIGNING_SECRET) | {
+                        "content-type": "application/json"
+                    }
                     response = await client.post("/slack/events", content=body, headers=headers)
                     assert response.status_code == 200
                 forged = await client.post(
@@ -131,7 +133,11 @@ async def test_slack_and_telegram_run_together_in_one_process(home: Path) -> Non
         config = load_settings(
             home=home,
             kb="ops",
-            slack={"bot_token": "xoxb-test", "signing_secret": SECRET, "api_url": slack.api_url},
+            slack={
+                "bot_token": "xoxb-test",
+                "signing_secret": SLACK_SIGNING_SECRET,
+                "api_url": slack.api_url,
+            },
             telegram={
                 "bot_token": TELEGRAM_TOKEN,
                 "api_url": telegram.base_url,

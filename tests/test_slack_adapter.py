@@ -8,7 +8,6 @@ import asyncio
 import itertools
 import json
 import time
-from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import httpx
@@ -24,11 +23,11 @@ from core.conversation import (
     FinalReply,
     Message,
     Refusal,
-    ReplyEvent,
     TextDelta,
     Thinking,
 )
 from core.errors import ConfigError
+from tests.chat_fakes import SLACK_SIGNING_SECRET, Recorder, fake_server, scripted
 from tests.fakes.fake_slack import (
     BOT_USER_ID,
     TEAM_ID,
@@ -40,33 +39,10 @@ from tests.fakes.fake_slack import (
     sign,
 )
 
-SECRET = "test-signing-secret"
 CHANNEL = "C0001"
 
 
-class Recorder:
-    """The injected callables: what the adapter submitted and what feedback it passed on."""
-
-    def __init__(self) -> None:
-        self.messages: list[Message] = []
-        self.feedback: list[Feedback] = []
-        self.fail_submit = False
-
-    async def submit(self, message: Message) -> str:
-        if self.fail_submit:
-            raise ConnectionError("queue down")
-        self.messages.append(message)
-        return f"entry-{len(self.messages)}"
-
-    async def record_feedback(self, feedback: Feedback) -> bool:
-        self.feedback.append(feedback)
-        return True
-
-
-@pytest.fixture(scope="module")
-def slack() -> Iterator[FakeSlack]:
-    with FakeSlack() as server:
-        yield server
+slack = fake_server(FakeSlack, scope="module")
 
 
 @pytest.fixture
@@ -77,7 +53,7 @@ def recorder() -> Recorder:
 def make_adapter(slack: FakeSlack, recorder: Recorder, **options: Any) -> SlackAdapter:
     return SlackAdapter(
         bot_token="xoxb-test",
-        signing_secret=SECRET,
+        signing_secret=SLACK_SIGNING_SECRET,
         submit=recorder.submit,
         feedback=recorder.record_feedback,
         api_url=slack.api_url,
@@ -94,7 +70,7 @@ def adapter(slack: FakeSlack, recorder: Recorder) -> SlackAdapter:
 
 
 async def dispatch(adapter: SlackAdapter, body: str, *, form: bool = False) -> int:
-    headers = sign(body, SECRET)
+    headers = sign(body, SLACK_SIGNING_SECRET)
     headers["content-type"] = "application/x-www-form-urlencoded" if form else "application/json"
     response = await adapter.app.async_dispatch(AsyncBoltRequest(body=body, headers=headers))
     return response.status
@@ -205,9 +181,9 @@ async def test_bad_or_stale_signature_over_http_is_401(
     asgi = Starlette(routes=adapter.routes())
     transport = httpx.ASGITransport(app=asgi)
     async with httpx.AsyncClient(transport=transport, base_url="http://tacit.test") as http:
-        good = sign(body, SECRET) | {"content-type": "application/json"}
+        good = sign(body, SLACK_SIGNING_SECRET) | {"content-type": "application/json"}
         bad = sign(body, "not-the-secret") | {"content-type": "application/json"}
-        stale = sign(body, SECRET, timestamp=int(time.time()) - 600) | {
+        stale = sign(body, SLACK_SIGNING_SECRET, timestamp=int(time.time()) - 600) | {
             "content-type": "application/json"
         }
         assert (await http.post("/slack/events", content=body, headers=bad)).status_code == 401
@@ -270,7 +246,7 @@ def test_misconfiguration_is_a_config_error(recorder: Recorder) -> None:
     with pytest.raises(ConfigError, match="bot_token"):
         SlackAdapter(
             bot_token="",
-            signing_secret=SECRET,
+            signing_secret=SLACK_SIGNING_SECRET,
             submit=recorder.submit,
             feedback=recorder.record_feedback,
         )
@@ -292,12 +268,6 @@ def incoming(thread: str, channel: str = CHANNEL) -> Message:
         message_id=thread,
         addressed=True,
     )
-
-
-async def scripted(*events: ReplyEvent, pause: float = 0.0) -> AsyncIterator[ReplyEvent]:
-    for event in events:
-        await asyncio.sleep(pause)
-        yield event
 
 
 CITATIONS = (

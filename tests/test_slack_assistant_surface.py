@@ -6,10 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
-
-import pytest
 
 from adapters.graph.sqlite_store import SQLiteGraphStore
 from adapters.state.redis_store import RedisStateStore
@@ -18,21 +15,13 @@ from bot.conversation_state import ConversationState, Decision
 from bot.settings import ConversationSettings
 from core.conversation import FinalReply, Message
 from core.models import DocumentRecord
+from tests import chat_fakes
+from tests.chat_fakes import Recorder, fake_server, scripted
 from tests.fakes.fake_slack import TEAM_ID, FakeSlack, event_body
-from tests.test_slack_adapter import Recorder, dispatch, incoming, make_adapter, scripted
+from tests.test_slack_adapter import dispatch, incoming, make_adapter
 
-
-@pytest.fixture
-def slack() -> Iterator[FakeSlack]:
-    with FakeSlack() as server:
-        yield server
-
-
-@pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[RedisStateStore]:
-    shared = await RedisStateStore.embedded(tmp_path / "state.rdb")
-    yield shared
-    await shared.aclose()
+slack = fake_server(FakeSlack)
+store = chat_fakes.state_store
 
 
 def thread_started(context_channel: str | None) -> dict[str, object]:

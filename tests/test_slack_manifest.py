@@ -15,16 +15,9 @@ from typer.testing import CliRunner
 from adapters.chat.slack_manifest import EVENT_SCOPES, METHOD_SCOPES, manifest
 from bot.cli import app
 from core.conversation import FinalReply, Refusal, TextDelta, Thinking
+from tests.chat_fakes import Recorder, scripted
 from tests.fakes.fake_slack import BOT_USER_ID, TEAM_ID, FakeSlack, event_body
-from tests.test_slack_adapter import (
-    CHANNEL,
-    CITATIONS,
-    Recorder,
-    dispatch,
-    incoming,
-    make_adapter,
-    scripted,
-)
+from tests.test_slack_adapter import CHANNEL, CITATIONS, dispatch, incoming, make_adapter
 
 REPO = Path(__file__).resolve().parents[1]
 DEPLOYED = REPO / "deploy" / "slack-manifest.yaml"

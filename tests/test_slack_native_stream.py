@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -16,23 +15,16 @@ import pytest
 from adapters.chat.slack import SlackAdapter
 from adapters.state.redis_store import RedisStateStore
 from core.conversation import FinalReply, Refusal, ReplyEvent, TextDelta, Thinking
+from tests import chat_fakes
+from tests.chat_fakes import SLACK_SIGNING_SECRET, Recorder, fake_server, scripted
 from tests.fakes.fake_slack import TEAM_ID, Failure, FakeSlack
-from tests.test_slack_adapter import CHANNEL, CITATIONS, Recorder, incoming, scripted
+from tests.test_slack_adapter import CHANNEL, CITATIONS, incoming
 
 ANSWER = "Run **kubectl rollout undo** [1] then check [2]."
 
 
-@pytest.fixture
-def slack() -> Iterator[FakeSlack]:
-    with FakeSlack() as server:
-        yield server
-
-
-@pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[RedisStateStore]:
-    shared = await RedisStateStore.embedded(tmp_path / "state.rdb")
-    yield shared
-    await shared.aclose()
+slack = fake_server(FakeSlack)
+store = chat_fakes.state_store
 
 
 def native_adapter(
@@ -41,7 +33,7 @@ def native_adapter(
     recorder = Recorder()
     return SlackAdapter(
         bot_token="xoxb-test",
-        signing_secret="secret",
+        signing_secret=SLACK_SIGNING_SECRET,
         submit=recorder.submit,
         feedback=recorder.record_feedback,
         api_url=slack.api_url,

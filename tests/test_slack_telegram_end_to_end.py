@@ -4,9 +4,6 @@ the fake platform servers — one threaded, streamed answer per question, howeve
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
-
 import httpx
 import pytest
 from slack_bolt.request.async_request import AsyncBoltRequest
@@ -20,6 +17,8 @@ from bot.assistant import TacitAssistant
 from bot.conversation_state import ConversationState
 from bot.queue import EventIngest, Worker
 from bot.settings import ConversationSettings
+from tests import chat_fakes
+from tests.chat_fakes import SLACK_SIGNING_SECRET, TELEGRAM_WEBHOOK_SECRET, fake_server
 from tests.fakes.fake_slack import BOT_USER_ID, TEAM_ID, FakeSlack, event_body, form_body, sign
 from tests.fakes.fake_telegram import GROUP, TOKEN, FakeTelegram, text_update
 from tests.fakes.scripted_answerer import ScriptedAnswerer
@@ -27,27 +26,11 @@ from tests.worker_harness import drained, serving, until
 
 QUESTION = "how do I roll back a deploy?"
 ANSWER = "Run deployctl rollback --to previous, then watch the error rate [1]."
-SECRET = "signing-secret"
-HOOK_SECRET = "hook-secret"
 
 
-@pytest.fixture(scope="module")
-def slack() -> Iterator[FakeSlack]:
-    with FakeSlack() as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
-def telegram() -> Iterator[FakeTelegram]:
-    with FakeTelegram() as server:
-        yield server
-
-
-@pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[RedisStateStore]:
-    state = await RedisStateStore.embedded(tmp_path / "state.rdb")
-    yield state
-    await state.aclose()
+slack = fake_server(FakeSlack, scope="module")
+telegram = fake_server(FakeTelegram, scope="module")
+store = chat_fakes.state_store
 
 
 @pytest.fixture
@@ -62,7 +45,7 @@ async def test_slack_mention_retried_and_doubled_gets_one_streamed_answer_and_fe
     queue = RedisEventQueue(store)
     adapter = SlackAdapter(
         bot_token="xoxb-test",
-        signing_secret=SECRET,
+        signing_secret=SLACK_SIGNING_SECRET,
         submit=EventIngest(queue).submit,
         feedback=assistant.record_feedback,
         api_url=slack.api_url,
@@ -70,7 +53,7 @@ async def test_slack_mention_retried_and_doubled_gets_one_streamed_answer_and_fe
     )
 
     async def dispatch(body: str, form: bool = False) -> int:
-        headers = sign(body, SECRET)
+        headers = sign(body, SLACK_SIGNING_SECRET)
         headers["content-type"] = (
             "application/x-www-form-urlencoded" if form else "application/json"
         )
@@ -133,7 +116,7 @@ async def test_telegram_update_delivered_twice_gets_one_reply(
         submit=EventIngest(queue).submit,
         feedback=assistant.record_feedback,
         mode="webhook",
-        webhook_secret=HOOK_SECRET,
+        webhook_secret=TELEGRAM_WEBHOOK_SECRET,
         api_url=telegram.base_url,
         edit_interval=0.1,
     )
@@ -147,7 +130,9 @@ async def test_telegram_update_delivered_twice_gets_one_reply(
         ):
             for _ in range(2):  # Telegram re-sends an update it thinks was not received
                 response = await http.post(
-                    "/telegram/webhook", json=update, headers={SECRET_HEADER: HOOK_SECRET}
+                    "/telegram/webhook",
+                    json=update,
+                    headers={SECRET_HEADER: TELEGRAM_WEBHOOK_SECRET},
                 )
                 assert response.status_code == 200
             await until(lambda: any(m.markup for m in telegram.replies_to(GROUP["id"], 900)))

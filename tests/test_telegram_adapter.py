@@ -8,7 +8,7 @@ import asyncio
 import itertools
 import logging
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
@@ -22,11 +22,11 @@ from core.conversation import (
     FinalReply,
     Message,
     Refusal,
-    ReplyEvent,
     TextDelta,
     Thinking,
 )
 from core.errors import ConfigError
+from tests.chat_fakes import TELEGRAM_WEBHOOK_SECRET, Recorder, fake_server, scripted
 from tests.fakes.fake_telegram import (
     ANA,
     BOT,
@@ -39,39 +39,8 @@ from tests.fakes.fake_telegram import (
     text_update,
 )
 
-SECRET = "webhook-secret"
-
-
-class Recorder:
-    def __init__(self) -> None:
-        self.messages: list[Message] = []
-        self.feedback: list[Feedback] = []
-        self.fail_submit = False
-        self.arrived = asyncio.Event()
-
-    async def submit(self, message: Message) -> str:
-        if self.fail_submit:
-            raise ConnectionError("queue down")
-        self.messages.append(message)
-        self.arrived.set()
-        return f"entry-{len(self.messages)}"
-
-    async def record_feedback(self, feedback: Feedback) -> bool:
-        self.feedback.append(feedback)
-        return True
-
-
-@pytest.fixture(scope="module")
-def telegram() -> Iterator[FakeTelegram]:
-    with FakeTelegram() as server:
-        yield server
-
-
-@pytest.fixture
-def own_telegram() -> Iterator[FakeTelegram]:
-    """A server of one's own, for polling: no updates left over from other tests."""
-    with FakeTelegram() as server:
-        yield server
+telegram = fake_server(FakeTelegram, scope="module")
+own_telegram = fake_server(FakeTelegram)  # for polling: no updates left over from other tests
 
 
 @pytest.fixture
@@ -81,7 +50,7 @@ def recorder() -> Recorder:
 
 def make_adapter(telegram: FakeTelegram, recorder: Recorder, **options: Any) -> TelegramAdapter:
     options.setdefault("mode", "webhook")
-    options.setdefault("webhook_secret", SECRET)
+    options.setdefault("webhook_secret", TELEGRAM_WEBHOOK_SECRET)
     options.setdefault("edit_interval", 0.2)
     return TelegramAdapter(
         bot_token=TOKEN,
@@ -107,7 +76,9 @@ async def webhook(adapter: TelegramAdapter) -> AsyncIterator[httpx.AsyncClient]:
         yield client
 
 
-async def post(webhook: httpx.AsyncClient, update: dict[str, Any], secret: str = SECRET) -> int:
+async def post(
+    webhook: httpx.AsyncClient, update: dict[str, Any], secret: str = TELEGRAM_WEBHOOK_SECRET
+) -> int:
     response = await webhook.post("/telegram/webhook", json=update, headers={SECRET_HEADER: secret})
     return response.status_code
 
@@ -301,12 +272,6 @@ def incoming(*, topic: int | None = None, chat_id: int = GROUP["id"]) -> Message
         addressed=True,
         extra={"topic_id": topic} if topic else {},
     )
-
-
-async def scripted(*events: ReplyEvent, pause: float = 0.0) -> AsyncIterator[ReplyEvent]:
-    for event in events:
-        await asyncio.sleep(pause)
-        yield event
 
 
 CITATIONS = (

@@ -6,23 +6,18 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-from collections.abc import Iterator
-
-import pytest
 
 from adapters.chat.telegram import TelegramAdapter
 from adapters.chat.telegram_profile import COMMANDS, DESCRIPTIONS
 from core.conversation import FinalReply, Message, Refusal, TextDelta
+from tests.chat_fakes import TELEGRAM_WEBHOOK_SECRET, Recorder, fake_server, scripted
 from tests.fakes.fake_telegram import GROUP_ID, PRIVATE, TOKEN, Failure, FakeTelegram
-from tests.test_telegram_adapter import CITATIONS, Recorder, incoming, scripted
+from tests.test_telegram_adapter import CITATIONS, incoming
 
 ANSWER = "Run **kubectl rollout undo** [1] and check the deploy [2]."
 
 
-@pytest.fixture
-def telegram() -> Iterator[FakeTelegram]:
-    with FakeTelegram() as server:
-        yield server
+telegram = fake_server(FakeTelegram)
 
 
 def make(telegram: FakeTelegram, **options: object) -> TelegramAdapter:
@@ -35,7 +30,7 @@ def make(telegram: FakeTelegram, **options: object) -> TelegramAdapter:
         edit_interval=0.05,
         draft_interval=0.05,
         mode="webhook",
-        webhook_secret="s",
+        webhook_secret=TELEGRAM_WEBHOOK_SECRET,
         **options,  # type: ignore[arg-type]
     )
 

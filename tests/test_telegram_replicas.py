@@ -11,7 +11,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import httpx
@@ -21,26 +21,17 @@ from adapters.chat.lease import LeasedWork
 from adapters.chat.telegram import SECRET_HEADER, TelegramAdapter
 from adapters.state.redis_store import RedisStateStore
 from core.conversation import FinalReply, Message, ReplyEvent
-from tests import test_server_cli
+from tests import chat_fakes, test_server_cli
+from tests.chat_fakes import TELEGRAM_WEBHOOK_SECRET, Recorder, fake_server
 from tests.fakes.fake_telegram import BOT, GROUP, GROUP_ID, TOKEN, FakeTelegram, text_update
 from tests.test_server_cli import _free_port
-from tests.test_telegram_adapter import Recorder
 
 REPO = Path(__file__).resolve().parents[1]
 indexed_home = test_server_cli.indexed_home  # the fixture: a home with KB "ops" indexed
 
 
-@pytest.fixture
-def telegram() -> Iterator[FakeTelegram]:
-    with FakeTelegram() as server:
-        yield server
-
-
-@pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[RedisStateStore]:
-    shared = await RedisStateStore.embedded(tmp_path / "state.rdb")
-    yield shared
-    await shared.aclose()
+telegram = fake_server(FakeTelegram)
+store = chat_fakes.state_store
 
 
 def _replica(
@@ -144,8 +135,8 @@ async def test_a_reply_to_an_answer_finds_its_thread_on_any_replica(
     """Replica A answers; the reply to that answer arrives at replica B (no forum topic, no
     message_thread_id): B must still put it in A's conversation."""
     seen_a, seen_b = Recorder(), Recorder()
-    a = _replica(telegram, seen_a, store, mode="webhook", webhook_secret="s")
-    b = _replica(telegram, seen_b, store, mode="webhook", webhook_secret="s")
+    a = _replica(telegram, seen_a, store, mode="webhook", webhook_secret=TELEGRAM_WEBHOOK_SECRET)
+    b = _replica(telegram, seen_b, store, mode="webhook", webhook_secret=TELEGRAM_WEBHOOK_SECRET)
     for replica in (a, b):
         await replica.application.initialize()
     try:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -24,6 +24,7 @@ from adapters.state.redis_queue import RedisEventQueue
 from bot.assistant import NOT_ADMIN
 from bot.queue import EventIngest, Worker
 from core.conversation import FinalReply, Message, Refusal, ReplyEvent
+from tests.chat_fakes import SLACK_SIGNING_SECRET, TELEGRAM_WEBHOOK_SECRET, fake_server
 from tests.fakes.fake_slack import (
     BOT_USER_ID,
     TEAM_ID,
@@ -37,20 +38,8 @@ from tests.fakes.fake_telegram import GROUP, TOKEN, FakeTelegram, text_update
 from tests.thread_world import ADMIN, ANSWERER, ASKER, KB, QUESTION, REPLY, World, open_world
 from tests.worker_harness import drained, serving, until
 
-SECRET = "signing-secret"
-HOOK_SECRET = "hook-secret"
-
-
-@pytest.fixture(scope="module")
-def slack() -> Iterator[FakeSlack]:
-    with FakeSlack() as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
-def telegram() -> Iterator[FakeTelegram]:
-    with FakeTelegram() as server:
-        yield server
+slack = fake_server(FakeSlack, scope="module")
+telegram = fake_server(FakeTelegram, scope="module")
 
 
 @pytest.fixture
@@ -65,7 +54,7 @@ def slack_adapter(
     """The real Slack adapter against the fake Slack, feeding the world's queue."""
     return SlackAdapter(
         bot_token="xoxb-test",
-        signing_secret=SECRET,
+        signing_secret=SLACK_SIGNING_SECRET,
         submit=EventIngest(queue).submit,
         feedback=world.assistant.record_feedback,
         api_url=slack.api_url,
@@ -113,7 +102,10 @@ async def form_reply(
 
 def signed(body: str, content_type: str) -> AsyncBoltRequest:
     """A request as Slack sends it: signed with the app's secret."""
-    headers: dict[str, str | Sequence[str]] = {**sign(body, SECRET), "content-type": content_type}
+    headers: dict[str, str | Sequence[str]] = {
+        **sign(body, SLACK_SIGNING_SECRET),
+        "content-type": content_type,
+    }
     return AsyncBoltRequest(body=body, headers=headers)
 
 
@@ -261,7 +253,7 @@ async def test_telegram_remember_in_a_reply_chain(telegram: FakeTelegram, world:
         submit=EventIngest(queue).submit,
         feedback=world.assistant.record_feedback,
         mode="webhook",
-        webhook_secret=HOOK_SECRET,
+        webhook_secret=TELEGRAM_WEBHOOK_SECRET,
         api_url=telegram.base_url,
         edit_interval=0.1,
     )
@@ -288,7 +280,9 @@ async def test_telegram_remember_in_a_reply_chain(telegram: FakeTelegram, world:
 
             async def send(update: dict[str, Any]) -> None:
                 response = await http.post(
-                    "/telegram/webhook", json=update, headers={SECRET_HEADER: HOOK_SECRET}
+                    "/telegram/webhook",
+                    json=update,
+                    headers={SECRET_HEADER: TELEGRAM_WEBHOOK_SECRET},
                 )
                 assert response.status_code == 200
                 await drained(world.store, within=30.0)

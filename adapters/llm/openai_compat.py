@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import re
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,12 +30,9 @@ from core.errors import LLMBadResponse, LLMError, LLMTimeout
 from core.model_output import UnreadableReply, json_values, parse_json_reply, strip_reasoning
 from core.models import Completion, Prompt, TokenUsage
 from core.ports import ModelT
+from core.text import Language, detect_language
 
 log = logging.getLogger(__name__)
-
-
-_CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u3000-\u303f\uff00-\uffef]")
-_LATIN_WORD = re.compile(r"[A-Za-z]+")
 
 
 class _InvalidReply(ValueError):
@@ -376,14 +372,10 @@ def _chunk_parts(chunk: ChatCompletionChunk) -> tuple[str, tuple[int, int] | Non
     return delta, usage
 
 
-def prompt_language(prompt: Prompt) -> str:
-    """Which json_repair template fits: "zh" when the prompt is mostly Chinese, else "en".
-
-    A CJK character carries about as much as a Latin word, so characters are weighed against
-    words: a Chinese prompt quoting code or English terms stays Chinese.
-    """
-    text = "\n".join(m.content for m in prompt.messages)
-    return "zh" if len(_CJK.findall(text)) > len(_LATIN_WORD.findall(text)) else "en"
+def prompt_language(prompt: Prompt) -> Language:
+    """Which json_repair template fits: the language of the prompt's text, by the rule every
+    part of Tacit uses (core.text.detect_language)."""
+    return detect_language("\n".join(m.content for m in prompt.messages))
 
 
 def extract_json_object(text: str) -> Any:

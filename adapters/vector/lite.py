@@ -3,6 +3,7 @@ processes out of it (moved out of milvus_store.py, which uses these)."""
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 
@@ -11,6 +12,24 @@ from pymilvus import MilvusClient, MilvusException
 from core.errors import StoreUnavailable
 
 # -- Milvus Lite: one server per data directory in this process -------------------------------
+
+# Lite keeps no MVCC timestamps, so every query iterator (counting or reading a KB page by page)
+# logs that it falls back to the client's clock: twice in `tacit demo`, on every `tacit ask`, with
+# nothing for a user to do. Only that message is dropped, and only once this process runs Lite;
+# pymilvus's other warnings and errors still reach the terminal.
+_QUERY_ITERATOR_LOGGER = "pymilvus.client.iterator.query_iterator"
+_NO_MVCC_TS = "failed to get mvccTs from milvus server"
+
+
+def _not_lite_mvcc_fallback(record: logging.LogRecord) -> bool:
+    return not record.getMessage().startswith(_NO_MVCC_TS)
+
+
+def _quiet_lite_mvcc_fallback() -> None:
+    logger = logging.getLogger(_QUERY_ITERATOR_LOGGER)
+    if _not_lite_mvcc_fallback not in logger.filters:
+        logger.addFilter(_not_lite_mvcc_fallback)
+
 
 # pymilvus starts one in-process Lite server per path and keeps it until exit; that server holds
 # the directory's lock. Counting our clients per path lets aclose() stop the server (releasing
@@ -60,6 +79,7 @@ def open_lite(path: str, timeout: float) -> MilvusClient:
             # Checked before opening: pymilvus would log a traceback and raise a bare
             # "Open local milvus failed".
             raise _locked_error(path)
+        _quiet_lite_mvcc_fallback()
         try:
             client = MilvusClient(path, timeout=timeout)
         except MilvusException as exc:

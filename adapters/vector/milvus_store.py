@@ -68,8 +68,9 @@ TEXT_BYTES = 65_535
 # Milvus refuses a top-k above 16,384.
 MAX_LIMIT = 16_384
 
-# Collections whose text is BM25-indexed. Only chunks are searched lexically (DESIGN: query
-# step 3); extending this list later needs new collections, so it is a decision, not a default.
+# Collections whose text is BM25-indexed. Only chunks are searched lexically (the retriever's
+# BM25 list, core/retrieve/retriever.py); extending this list later needs new collections, so
+# it is a decision, not a default.
 LEXICAL_COLLECTIONS: tuple[Collection, ...] = ("chunks",)
 
 # Build and search parameters of the index types this adapter knows.
@@ -92,7 +93,7 @@ FETCH_PAGE_ROWS = 1000
 # Lite's flush turns every unflushed row into Python objects before writing it out (a 512-d
 # vector becomes 512 Python floats, ~20 KB a row): flushing the ~54k rows of an indexing run at
 # its end (with the counts after it) lifted the run's 1.1 GB to 2.2-2.4 GB (docs/BENCHMARKS.md,
-# issue 16). 4,096 rows bound a flush to ~80 MB.
+# "Peak memory under 1.5 GB"). 4,096 rows bound a flush to ~80 MB.
 LITE_FLUSH_ROWS = 4096
 
 _PREFIX = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,200}$")
@@ -154,7 +155,7 @@ class MilvusVectorStore:
     that exist keep theirs. Lite defaults to exact search because its HNSW buys nothing there:
     at 36k rows a single search took 95 ms p50 with FLAT against 160 ms with HNSW (Lite's own
     per-search overhead dominates), and building HNSW when Lite flushes an indexing run's rows
-    lifted the indexer's peak memory from 1.97 to 2.43 GB (docs/BENCHMARKS.md, issue 3).
+    lifted the indexer's peak memory from 1.97 to 2.43 GB (docs/BENCHMARKS.md, "Indexing").
     analyzer: the BM25 analyzer of chunk text (DEFAULT_ANALYZER: jieba, for zh+en).
     lexical: where BM25 runs. "memory": an in-process bm25s index per KB, kept in step with
     upsert and delete and persisted in `lexical_path` (default `<uri>.bm25/<prefix>`) — the
@@ -330,7 +331,7 @@ class MilvusVectorStore:
         if self._lite:
             # Flushed on the next read, or here once LITE_FLUSH_ROWS rows wait: a bounded
             # flush keeps an indexing run's memory flat (and costs no more CPU than one flush
-            # of everything at the end, measured in docs/BENCHMARKS.md, issue 16).
+            # of everything at the end: docs/BENCHMARKS.md, "Peak memory under 1.5 GB").
             self._dirty.add(name)
             self._unflushed[name] = self._unflushed.get(name, 0) + len(rows)
             if self._unflushed[name] >= LITE_FLUSH_ROWS:

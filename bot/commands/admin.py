@@ -1,13 +1,16 @@
-"""`tacit config show`, `tacit doctor`, `tacit demo`."""
+"""`tacit config show`, `tacit config docs`, `tacit doctor`, `tacit demo`."""
 
 from __future__ import annotations
 
 import json
-from typing import Any
+import textwrap
+from pathlib import Path
+from typing import Annotated, Any
 
 import typer
 
 from bot.cli_base import JsonOption, app, command, err, out, settings
+from core.errors import InputError
 
 config_app = typer.Typer(help="Inspect the configuration.", no_args_is_help=True)
 app.add_typer(config_app, name="config")
@@ -15,33 +18,85 @@ app.add_typer(config_app, name="config")
 
 @config_app.command("show")
 @command
-async def config_show(as_json: JsonOption = False) -> None:
+async def config_show(
+    as_json: JsonOption = False,
+    explain: Annotated[
+        bool,
+        typer.Option("--explain", help="Put what each setting decides above it, as a comment."),
+    ] = False,
+) -> None:
     """Print the effective configuration (file + environment), secrets masked."""
     data = settings().masked()
     if as_json:
         print(json.dumps(data, ensure_ascii=False))
         return
-    _print_toml(data)
+    _print_toml(data, _descriptions() if explain else {})
 
 
-def _print_toml(data: dict[str, Any]) -> None:
-    """The settings as a tacit.toml would write them; unset values as comments."""
+@config_app.command("docs")
+@command
+async def config_docs(
+    write: Annotated[
+        Path | None,
+        typer.Option(
+            "--write",
+            help="Put the reference into this Markdown file between its markers, keeping the "
+            "prose around them (e.g. docs/configuration.md).",
+        ),
+    ] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Every setting as Markdown: key, type, default, environment variable, what it decides."""
+    from bot import settings_docs
 
-    def line(key: str, value: Any) -> str:
-        return (
+    if write is None:
+        text = settings_docs.render()
+        if as_json:
+            print(json.dumps({"markdown": text}, ensure_ascii=False))
+        else:
+            print(text, end="")
+        return
+    if not write.parent.is_dir():
+        raise InputError(f"{write.parent} is not a folder")
+    changed = settings_docs.write(write)
+    if as_json:
+        print(json.dumps({"file": str(write), "changed": changed}, ensure_ascii=False))
+    else:
+        err.print(f"{write}: {'updated' if changed else 'already up to date'}")
+
+
+def _descriptions() -> dict[tuple[str, ...], str]:
+    """What each key decides, by its path, from the same source as docs/configuration.md."""
+    from bot import settings_docs
+
+    return {doc.path: doc.description for doc in settings_docs.settings()}
+
+
+def _print_toml(data: dict[str, Any], explained: dict[tuple[str, ...], str]) -> None:
+    """The settings as a tacit.toml would write them; unset values as comments.
+
+    With `explained`, each key's description goes above it as a comment, wrapped."""
+
+    def show(path: tuple[str, ...], value: Any) -> None:
+        if path in explained:
+            for text in textwrap.wrap(explained[path], width=88):
+                out.print(f"# {text}", markup=False)
+        key = path[-1]
+        out.print(
             f"# {key} = (unset)"
             if value is None
-            else f"{key} = {json.dumps(value, ensure_ascii=False)}"
+            else f"{key} = {json.dumps(value, ensure_ascii=False)}",
+            markup=False,
         )
 
     for key, value in data.items():
         if not isinstance(value, dict):
-            out.print(line(key, value), markup=False)
+            show((key,), value)
     for name, table in data.items():
         if isinstance(table, dict):
             out.print(f"\n[{name}]", markup=False)
             for key, value in table.items():
-                out.print(line(key, value), markup=False)
+                show((name, key), value)
 
 
 @app.command()

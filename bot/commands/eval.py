@@ -26,7 +26,7 @@ from core.errors import ConfigError, InputError
 from core.eval import datasets
 from core.eval.ablation import apply_overrides, parse_plan
 from core.eval.cache import ResultCache, fingerprint, result_key
-from core.eval.report import RunReport, summary_line, table, write_reports
+from core.eval.report import RunReport, require_chart_library, summary_line, table, write_reports
 from core.eval.runs import (
     DEFAULT_BUDGET,
     METHODS,
@@ -406,6 +406,7 @@ async def ablate(
 ) -> None:
     """One evaluation per run of the plan, each with its settings overrides; one report row
     per run, and a chart."""
+    require_chart_library()  # before the runs, which may take hours, not after them
     try:
         data = tomllib.loads(plan_file.read_text(encoding="utf-8"))
     except FileNotFoundError:

@@ -100,7 +100,8 @@ async def _refit(console: Console, kb: str, job: Job) -> str:
     """The gate's own refit (bot.gate_labels.refit: the `tacit gate fit` file examples merged
     with the chat's labels, stored only if it does no worse on held-back chat examples), then
     the out-of-fold scores of the same examples under the fit now stored, for the curve."""
-    from core.gate.fitting import cue_matrix, fitted_threshold
+    from core.gate.fitting import fitted_threshold
+    from core.gate.model import cue_matrix
 
     gate = console.gate
     assert gate is not None

@@ -7,16 +7,16 @@ order they appear in their sources, so the text still reads as the documents wro
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from core.ports import Embedder
-from core.retrieve.dense import Evidence
-from core.text import split_sentences
+from core.retrieve.context import ScoredChunk
+from core.text import CJK_RUN, split_sentences
 
 _WORD = re.compile(r"[A-Za-z0-9_.:-]{3,}")
-_CJK_RUN = re.compile(r"[\u4e00-\u9fff]+")
 
 # Markdown noise that makes a poor answer sentence on its own.
 _TABLE_RULE = re.compile(r"^[\s|:\-]+$")
@@ -45,7 +45,7 @@ def _sentences(text: str) -> list[str]:
     return sentences
 
 
-def _candidates(evidence: list[Evidence]) -> list[tuple[int, int, str]]:
+def _candidates(evidence: Sequence[ScoredChunk]) -> list[tuple[int, int, str]]:
     found: list[tuple[int, int, str]] = []
     position = 0
     for n, item in enumerate(evidence, start=1):
@@ -57,7 +57,7 @@ def _candidates(evidence: list[Evidence]) -> list[tuple[int, int, str]]:
 
 
 async def best_sentences(
-    question: str, evidence: list[Evidence], embedder: Embedder, *, count: int
+    question: str, evidence: Sequence[ScoredChunk], embedder: Embedder, *, count: int
 ) -> list[EvidenceSentence]:
     """The `count` sentences of the evidence closest to the question, in reading order.
 
@@ -89,7 +89,7 @@ def _terms(text: str) -> set[str]:
     """Words (English) and character pairs (Chinese): the question's own terms in a sentence
     are evidence the embedder alone under-weights, such as names and identifiers."""
     terms = {w.casefold().strip(".:-") for w in _WORD.findall(text)}
-    for run in _CJK_RUN.findall(text):
+    for run in CJK_RUN.findall(text):
         terms.update(run[i : i + 2] for i in range(len(run) - 1))
     return {t for t in terms if t}
 

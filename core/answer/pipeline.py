@@ -11,10 +11,11 @@ explicit "the knowledge base does not cover this":
 - an answer in which the model says the sources do not hold the answer is a refusal
   (core.answer.not_covered), never published and never widened.
 
-Latency (issue 14): the dual-level keywords and retrieval start while the plan is written, so
+Latency: the dual-level keywords and retrieval start while the plan is written, so
 a plan that fails or is not supported costs no extra round trip; a plan that is one lookup
 answers straight from that lookup's context (no sub-answer, no pre-check); the pre-check reads
-the compact context the sub-answers read, not the union of everything retrieved.
+the compact context the sub-answers read, not the union of everything retrieved (measured in
+docs/BENCHMARKS.md, "Answer latency with a 7B-like endpoint").
 
 Feedback rounds stream too: the user watches the first answer arrive; if the judge finds it
 unfaithful or incomplete, the context is widened (within the budgets: core.answer.widening)
@@ -26,7 +27,6 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import json
 from collections.abc import AsyncIterator, Awaitable, Sequence
 from dataclasses import dataclass, replace
 from typing import Literal, TypeVar
@@ -66,7 +66,6 @@ from core.reason.judge import FeedbackPolicy, JudgeScores, judge
 from core.reason.plan import OutputStep, Plan, PlanError, RetrieveStep, is_variable, make_plan
 from core.reason.verify import postcheck, precheck
 from core.retrieve.context import Keywords, RetrievedContext
-from core.retrieve.dense import Evidence
 from core.retrieve.retriever import Retriever
 from core.text import Language, detect_language
 
@@ -273,7 +272,7 @@ class _Run:
     async def _covered(self) -> bool:
         """Refuse cheaply, before any LLM call, when nothing in the KB is close to the question."""
         with self.trace.stage("coverage") as record:
-            if self.options.coverage is not None:  # one rule for gate and answerer (issue 15)
+            if self.options.coverage is not None:  # the gate's rule too (core.gate.coverage)
                 verdict = await self.options.coverage.check(self.kb, self.query)
                 self.scores = (verdict.signals["dense_max"],)
                 record.detail.update(verdict.detail())
@@ -651,7 +650,7 @@ class _Run:
             sources=numbered_sources(context),
             knowledge=knowledge_lines(context),
             steps=steps,
-            question=json.dumps(self.query, ensure_ascii=False),
+            question=self.query,
             not_covered=NOT_COVERED_MARKER,
         )
         hold = StreamHold()
@@ -709,10 +708,7 @@ class _Run:
     async def _evidence_text(self, context: RetrievedContext) -> str:
         """The extractive answer: the best sentences of the first chunks, each cited by the
         chunk's number (the best chunk whole when none of its sentences will do)."""
-        evidence = [
-            Evidence(item.chunk, item.score)
-            for item in context.chunks[: self.options.extractive_chunks]
-        ]
+        evidence = context.chunks[: self.options.extractive_chunks]
         sentences = await best_sentences(
             self.query, evidence, self.embedder, count=self.options.evidence_sentences
         )

@@ -8,9 +8,12 @@ from typing import Literal
 
 MAX_QUESTION_CHARS = 4000
 
+# What a user is told when the knowledge base does not cover a question, whichever part found
+# it: the gate (core.gate), the answerer (core.answer.pipeline) or the chat assistant (bot).
 NOT_COVERED = {
-    "en": "The knowledge base does not cover this.",
-    "zh": "知识库里没有这个问题的答案。",
+    "en": "Sorry, I can only answer questions that my knowledge base covers, and this one "
+    "doesn't seem to be among them.",
+    "zh": "抱歉，我只能回答知识库覆盖的问题，这个问题似乎不在其中。",
 }
 CUT_SHORT = {
     "en": "(The answer was cut short: the language model stopped responding.)",

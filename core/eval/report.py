@@ -3,11 +3,14 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from core.errors import ConfigError
 
 
 @dataclass
@@ -127,8 +130,19 @@ def write_reports(
     return written
 
 
+def require_chart_library() -> None:
+    """matplotlib draws the chart; it is the optional `charts` extra (nothing else needs it)."""
+    if importlib.util.find_spec("matplotlib") is None:
+        raise ConfigError(
+            "the ablation's chart needs matplotlib, which is not installed",
+            hint="pip install '.[charts]' in Tacit's folder (the `charts` extra), or pip install "
+            "matplotlib",
+        )
+
+
 def write_chart(path: Path, runs: Sequence[RunReport], title: str) -> Path:
     """Grouped bars: one group per headline metric, one bar per run."""
+    require_chart_library()
     import matplotlib
 
     matplotlib.use("Agg")  # files only: no display on servers

@@ -11,6 +11,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 
 from core.model_output import strip_reasoning
+from core.text import CJK_CHAR, CJK_IDEOGRAPHS
 
 # --- single-choice answers ---------------------------------------------------------------------
 
@@ -31,7 +32,7 @@ _ANNOUNCE = tuple(
 # The whole reply is a letter, maybe bracketed, maybe with a full stop: "B", "(b)", "C.".
 _BARE = re.compile(r"^[(（\[【]?\s*([A-Za-z])\s*[)）\]】]?\s*[.。．!]?$")
 # The reply starts with a letter that is clearly an option label: "B. …", "B) …", "B：…", "B，…".
-_LEADING = re.compile(r"^[(（\[【]?([A-Z])(?:[)）\]】.．:：,，、]|\s*$|\s*[\u4e00-\u9fff])")
+_LEADING = re.compile(rf"^[(（\[【]?([A-Z])(?:[)）\]】.．:：,，、]|\s*$|\s*[{CJK_IDEOGRAPHS}])")
 # A bracketed capital anywhere: "(C)", "（C）", "【C】".
 _BRACKETED = re.compile(r"[(（\[【]([A-Z])[)）\]】]")
 # A lone capital letter; "A" before a lower-case word is the English article, not an option
@@ -103,7 +104,6 @@ def gold_letter(answer: str) -> str:
 
 _CITATION = re.compile(r"\[\d{1,3}\]")
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
-_CJK_CHAR = re.compile(r"([\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff])")
 _PUNCTUATION = set(string.punctuation) | set("，。！？；：、“”‘’（）《》【】—…·「」")
 
 
@@ -113,7 +113,7 @@ def normalise_answer(text: str) -> str:
     text = _CITATION.sub(" ", text).lower()
     text = "".join(" " if ch in _PUNCTUATION else ch for ch in text)
     text = _ARTICLES.sub(" ", text)
-    text = _CJK_CHAR.sub(r" \1 ", text)
+    text = CJK_CHAR.sub(r" \g<0> ", text)
     return " ".join(text.split())
 
 

@@ -29,7 +29,6 @@ import asyncio
 import difflib
 import logging
 import re
-import unicodedata
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -43,11 +42,11 @@ from core.gate.features import normalise
 from core.gate.vector_cache import Snapshot
 from core.models import Collection, VectorHit
 from core.ports import Embedder, Vectors
+from core.text import CJK_RUN, fold_diacritics
 
 # --- terms --------------------------------------------------------------------------------
 
 _LATIN = re.compile(r"[a-z0-9][a-z0-9_.\-]*[a-z0-9]|[a-z0-9]")
-_CJK_RUN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
 _NUMBER = re.compile(r"^[0-9][0-9.,]*$")
 # Above this Zipf frequency (≈ once in 300k words) a word says nothing about a topic.
 STOP_ZIPF = 5.5
@@ -88,9 +87,9 @@ class Term:
 
 
 def fold(text: str) -> str:
-    """NFKC, case-folded, accents removed: "Tomás" and "tomas" are one name."""
-    decomposed = unicodedata.normalize("NFKD", normalise(text))
-    return "".join(c for c in decomposed if not unicodedata.combining(c))
+    """NFKC, case-folded, Latin diacritics removed: "Tomás" and "tomas" are one name, and
+    "Bolesław" one word. Accents fold by the rule lexical search uses (core.text)."""
+    return fold_diacritics(normalise(text))
 
 
 @lru_cache(maxsize=65536)
@@ -144,7 +143,7 @@ def content_terms(text: str) -> list[Term]:
         if weight <= 0.0 or len(word) < 2:
             continue
         found.append(Term(_key(word), word, weight, identifier or z < 3.5))
-    for run in _CJK_RUN.findall(folded):
+    for run in CJK_RUN.findall(folded):
         # Words, not every bigram: a bigram across two words ("户修" in 商户修改) is in no
         # passage and would count against a question the KB does cover.
         for word in _cjk_words(run):
@@ -171,7 +170,7 @@ def is_empty_request(text: str) -> bool:
     for word in _LATIN.findall(folded):
         if word not in _FRAME and not _NUMBER.match(word) and zipf(word, "en") < FUNCTION_ZIPF:
             return False
-    for run in _CJK_RUN.findall(folded):
+    for run in CJK_RUN.findall(folded):
         for word in _cjk_words(run):
             if len(word) >= 2 and word not in _CJK_FRAME and zipf(word, "zh") < FUNCTION_ZIPF:
                 return False
@@ -266,7 +265,7 @@ class KbTerms:
             for word in list(keys):
                 if any(c in word for c in "_.-"):
                     keys.update(_key(p) for p in re.split(r"[_.\-]+", word) if p)
-            for run in _CJK_RUN.findall(folded):
+            for run in CJK_RUN.findall(folded):
                 keys.update(run[i : i + 2] for i in range(len(run) - 1))
             for key in keys:
                 found.setdefault(key, []).append(index)
@@ -282,7 +281,7 @@ class KbTerms:
         hit = self.postings.get(term.key)
         if hit is not None:
             return hit
-        if len(term.key) >= 3 and _CJK_RUN.fullmatch(term.key):
+        if len(term.key) >= 3 and CJK_RUN.fullmatch(term.key):
             # the KB indexes CJK bigrams: a longer word is in the passages holding all of its
             # bigrams (an approximation that only errs towards "found")
             found: npt.NDArray[np.int32] | None = None
@@ -513,12 +512,26 @@ class CoverageRule:
         self, kb: str, text: str, *, embedding: npt.NDArray[np.floating[Any]] | None = None
     ) -> Coverage:
         """Does the KB cover what `text` asks? `embedding`: the text's, if already made."""
+        verdict, _ = await self.check_with_nearest(kb, text, embedding=embedding)
+        return verdict
+
+    async def check_with_nearest(
+        self,
+        kb: str,
+        text: str,
+        *,
+        embedding: npt.NDArray[np.floating[Any]] | None = None,
+        limit: int = 1,
+    ) -> tuple[Coverage, list[VectorHit] | None]:
+        """check(), and the `limit` chunks nearest the message (best first) from the rule's
+        own search: the fitted gate's features need the top few, and one search serves both
+        (the rule reads only the best). None when the verdict was remembered: no search ran."""
         terms = await self.kb_terms(kb)
         key = (kb, text, id(terms))
         known = self._verdicts.get(key)
         if known is not None:
             self._verdicts.move_to_end(key)
-            return known
+            return known, None
         request = find_request(text)
         wanted = [] if embedding is not None else [text]
         if not request.whole:
@@ -529,7 +542,7 @@ class CoverageRule:
         )
         if made is not None:
             rows.extend(made)
-        hits = await self.snapshots.search("chunks", kb, np.stack(rows), limit=1)
+        hits = await self.snapshots.search("chunks", kb, np.stack(rows), limit=max(1, limit))
         best = [h[0].score if h else 0.0 for h in hits]
         verdict = judge(
             text,
@@ -541,7 +554,7 @@ class CoverageRule:
         self._verdicts[key] = verdict
         if len(self._verdicts) > self._remember:
             self._verdicts.popitem(last=False)
-        return verdict
+        return verdict, hits[0]
 
     async def signal_rows(
         self, kb: str, texts: Sequence[str], embeddings: npt.NDArray[np.floating[Any]]

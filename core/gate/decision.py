@@ -13,12 +13,8 @@ Intent = Literal["question", "chitchat", "greeting", "feeling", "command", "othe
 INTENTS: tuple[Intent, ...] = ("question", "chitchat", "greeting", "feeling", "command", "other")
 
 # Fixed user-facing sentences (not prompts): the polite decline a refused message gets when the
-# bot was addressed. Overheard messages that are refused get silence instead.
-DECLINE_NOT_COVERED = {
-    "en": "Sorry, I can only answer questions that my knowledge base covers, and this one "
-    "doesn't seem to be among them.",
-    "zh": "抱歉，我只能回答知识库覆盖的问题，这个问题似乎不在其中。",
-}
+# bot was addressed. Overheard messages that are refused get silence instead. A message the
+# knowledge base does not cover gets core.answer.wording.NOT_COVERED, as every refusal does.
 DECLINE_NOT_A_QUESTION = {
     "en": "Hi! I answer technical questions about the documents I know. What would you like "
     "to ask?",

@@ -1,8 +1,9 @@
 """What the refusal scorer looks at in a message's own text: cues and vocabulary terms.
 
-The knowledge-base and example-similarity features need the embedder and the stores, and are
-computed in core.gate.scorer; everything here is a pure function of the text, so fitting and
-scoring see exactly the same features.
+The features that need the embedder and the stores are computed elsewhere: the knowledge base's
+in core.gate.signals and core.gate.coverage, the labelled examples' in core.gate.model.
+Everything here is a pure function of the text, so fitting and scoring see exactly the same
+features.
 """
 
 from __future__ import annotations
@@ -13,12 +14,12 @@ import unicodedata
 from collections import Counter
 from functools import lru_cache
 
+from core.text import CJK_CHAR, CJK_RUN
+
 # Terms the vocabulary model learns from: Latin words (identifiers such as `mmdeploy` or
 # `onnxruntime` are whole words), and Chinese characters with their bigrams — Chinese has no
 # spaces, and character bigrams approximate words without a segmenter's dictionary.
 _LATIN_TERM = re.compile(r"[a-z][a-z0-9_+#.\-]*[a-z0-9+#]|[a-z]")
-_CJK_RUN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
-_CJK_CHAR = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 
 # Cues of a technical question versus chatter, in both languages.
 _QUESTION_MARK = re.compile(r"[?？]")
@@ -58,7 +59,7 @@ def terms(text: str) -> list[str]:
     """The vocabulary terms of a message (see the comment on _LATIN_TERM)."""
     text = normalise(text)
     found = _LATIN_TERM.findall(text)
-    for run in _CJK_RUN.findall(text):
+    for run in CJK_RUN.findall(text):
         found.extend(run)
         found.extend(run[i : i + 2] for i in range(len(run) - 1))
     return found
@@ -92,7 +93,7 @@ def text_cues(text: str) -> list[float]:
     norm = normalise(text)
     chars = len(norm.strip())
     latin = sum(len(w) for w in _LATIN_TERM.findall(norm))
-    cjk = len(_CJK_CHAR.findall(norm))
+    cjk = len(CJK_CHAR.findall(norm))
     letters = latin + cjk
     return [
         math.log1p(chars),
@@ -110,7 +111,7 @@ def overlap(message_terms: Counter[str], passage: str) -> float:
 
     Single Chinese characters are skipped: they match almost any passage and say nothing.
     """
-    wanted = {t for t in message_terms if not (len(t) == 1 and _CJK_CHAR.match(t))}
+    wanted = {t for t in message_terms if not (len(t) == 1 and CJK_CHAR.match(t))}
     if not wanted:
         return 0.0
     return len(wanted & passage_terms(passage)) / len(wanted)

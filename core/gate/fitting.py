@@ -21,17 +21,19 @@ from sklearn.model_selection import StratifiedKFold
 from sklearn.preprocessing import StandardScaler
 
 from core.errors import InputError
-from core.gate.features import text_cues
 from core.gate.model import (
+    DEFAULT_FOLDS,
     GateFit,
     LexicalIndex,
     Matrix,
+    cue_matrix,
     example_features,
+    feature_matrix,
     feature_names,
     lexical_features,
+    logistic_probabilities,
 )
 
-DEFAULT_FOLDS = 5
 # The F1-best threshold of one set of out-of-fold scores moves with the fold split; the median
 # over a few splits is steadier (about +0.5 F1 points held out on the refusal set).
 THRESHOLD_REPEATS = 3
@@ -148,13 +150,11 @@ def design_matrix(
     similarities = np.asarray(embeddings @ examples.T, dtype=np.float64)
     if leave_self_out:
         np.fill_diagonal(similarities, -1.0)
-    return np.hstack(
-        [
-            kb_rows,
-            example_features(similarities, example_labels),
-            lexical_features(lexical, example_labels),
-            cue_rows,
-        ]
+    return feature_matrix(
+        kb_rows,
+        example_features(similarities, example_labels),
+        lexical_features(lexical, example_labels),
+        cue_rows,
     )
 
 
@@ -166,8 +166,9 @@ class _Model:
     intercept: float
 
     def probabilities(self, features: Matrix) -> npt.NDArray[np.float64]:
-        logits = ((features - self.mean) / self.scale) @ self.coef + self.intercept
-        return 1.0 / (1.0 + np.exp(-np.clip(logits, -50, 50)))
+        return logistic_probabilities(
+            features, mean=self.mean, scale=self.scale, coef=self.coef, intercept=self.intercept
+        )
 
 
 def _train(features: Matrix, labels: npt.NDArray[np.int8]) -> _Model:
@@ -266,10 +267,6 @@ def fitted_threshold(
         first = scores if first is None else first
     assert first is not None
     return float(np.median(thresholds)), first
-
-
-def cue_matrix(texts: Sequence[str]) -> Matrix:
-    return np.asarray([text_cues(t) for t in texts], dtype=np.float64)
 
 
 def fit_gate(

@@ -22,7 +22,6 @@ string to classify, and the other stages only measure it.
 from __future__ import annotations
 
 import asyncio
-import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -33,29 +32,31 @@ import numpy.typing as npt
 from pydantic import BaseModel
 
 import prompts
+from core.answer.wording import NOT_COVERED
 from core.conversation import Message
 from core.errors import InputError, LLMBadResponse, LLMError, StoreError, StoreUnavailable
 from core.gate.coverage import CoverageOptions, CoverageRule
 from core.gate.decision import (
     DECLINE_NOT_A_QUESTION,
-    DECLINE_NOT_COVERED,
     DECLINE_UNSAFE,
     INTENTS,
     GateDecision,
     Intent,
     Stage,
 )
-from core.gate.features import normalise, text_cues
-from core.gate.model import GateFit, Matrix
+from core.gate.features import normalise
+from core.gate.model import DEFAULT_FOLDS, GateFit, Matrix, cue_matrix, feature_matrix
 from core.gate.prior import PriorScore, RequestPrior, shipped_prior
-from core.gate.signals import has_graph_vectors, kb_features
-from core.gate.store import fit_stamp, load_fit, save_fit
+from core.gate.signals import CHUNKS_PER_MESSAGE, has_graph_vectors, kb_features
+from core.gate.store import fit_command, fit_stamp, load_fit, save_fit
 from core.gate.vector_cache import CacheOptions, VectorCache
+from core.models import VectorHit
 from core.ports import LLM, Embedder, StateStore, VectorStore
 from core.text import Language, detect_language
 
 _COMMAND = re.compile(r"^/[A-Za-z_][\w@-]*(\s|$)")  # /start, /help@tacit_bot
-_HAS_CONTENT = re.compile(r"[\w\u3400-\u9fff]")  # a letter, digit or CJK character
+# A letter or digit of any script: Chinese characters are letters to Unicode (\w matches them).
+_HAS_CONTENT = re.compile(r"\w")
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,7 +194,7 @@ class Gate:
         filtered = self._filter(text, from_bot=from_bot, addressed=addressed, language=language)
         if filtered is not None:
             return filtered
-        text = text.strip()[: self.options.max_chars]
+        text = self._scored_part(text)
         banned = self._banned_topic(text)
         if banned is not None:
             return _refuse(
@@ -242,7 +243,7 @@ class Gate:
                 reason,
                 language,
                 addressed,
-                DECLINE_NOT_COVERED,
+                NOT_COVERED,
                 intent=intent,
                 scores=scores,
             )
@@ -294,6 +295,10 @@ class Gate:
             )
         return None
 
+    def _scored_part(self, text: str) -> str:
+        """What the gate scores of a message, decided or labelled: its beginning, stripped."""
+        return text.strip()[: self.options.max_chars]
+
     def _banned_topic(self, text: str) -> str | None:
         folded = normalise(text)
         for topic in self.options.banned_topics:
@@ -328,7 +333,7 @@ class Gate:
         prompt = prompts.render(
             "gate_classify",
             language,
-            message=_as_data(text),
+            message=text,
             banned_topics=[t.strip() for t in self.options.banned_topics if t.strip()],
         )
         try:
@@ -359,7 +364,11 @@ class Gate:
         if fit is not None and (incompatible := self._incompatibility(kb, fit)):
             fit, missing = None, incompatible
         embedding = await self.embedder.embed([text])
-        coverage = await self.coverage.check(kb, text, embedding=embedding[0])
+        # With a fit, the rule's search of the chunks also brings the nearest few that the
+        # fitted features need: one search of the KB per message, not two.
+        coverage, nearest = await self.coverage.check_with_nearest(
+            kb, text, embedding=embedding[0], limit=1 if fit is None else CHUNKS_PER_MESSAGE
+        )
         if fit is None:
             scores = dict(coverage.signals)
             prior, why_not = self._prior_score(text)
@@ -375,7 +384,9 @@ class Gate:
             else:
                 missing = f"{missing}; {why_not}"
             return scores, coverage.covered, f"{coverage.reason} ({missing})", prior
-        features = await self._features(kb, [text], embedding, fit)
+        features = await self._features(
+            kb, [text], embedding, fit, chunk_hits=None if nearest is None else [nearest]
+        )
         probability = float(fit.probabilities(features)[0])
         scores = dict(zip(fit.features, (float(x) for x in features[0]), strict=True))
         scores.update(probability=probability, threshold=fit.threshold)
@@ -401,26 +412,38 @@ class Gate:
         texts: Sequence[str],
         embeddings: npt.NDArray[np.floating[Any]],
         fit: GateFit,
+        *,
+        chunk_hits: Sequence[Sequence[VectorHit]] | None = None,
     ) -> Matrix:
-        kb_rows = np.hstack(
-            [
-                await kb_features(
-                    kb, texts, embeddings, vectors=self.cache, use_graph=fit.use_graph
-                ),
-                await self.coverage.signal_rows(kb, texts, embeddings),
-            ]
+        kb_rows = await self._kb_rows(
+            kb, texts, embeddings, use_graph=fit.use_graph, chunk_hits=chunk_hits
         )
-        cues = np.asarray([text_cues(t) for t in texts], dtype=np.float64)
-        return np.hstack(
-            [kb_rows, fit.example_features(embeddings), fit.lexical_features(texts), cues]
+        examples, lexical = fit.example_features(embeddings), fit.lexical_features(texts)
+        return feature_matrix(kb_rows, examples, lexical, cue_matrix(texts))
+
+    async def _kb_rows(
+        self,
+        kb: str,
+        texts: Sequence[str],
+        embeddings: npt.NDArray[np.floating[Any]],
+        *,
+        use_graph: bool,
+        chunk_hits: Sequence[Sequence[VectorHit]] | None = None,
+    ) -> Matrix:
+        """The features that read the KB, per text: its nearest chunks (and entities and
+        relations), then the coverage rule's signals. `chunk_hits`: the nearest chunks, when
+        already searched (see core.gate.signals.kb_features)."""
+        nearness = await kb_features(
+            kb, texts, embeddings, vectors=self.cache, use_graph=use_graph, chunk_hits=chunk_hits
         )
+        return np.hstack([nearness, await self.coverage.signal_rows(kb, texts, embeddings)])
 
     def _check_compatible(self, kb: str, fit: GateFit) -> None:
         if fit.embedder != self.embedder.name or fit.dim != self.embedder.dim:
             raise StoreError(
                 f"the gate of knowledge base {kb!r} was fitted with embedder {fit.embedder} "
                 f"({fit.dim}-d), but {self.embedder.name} ({self.embedder.dim}-d) is configured",
-                hint=f"fit it again: tacit gate fit --kb {kb} --good FILE --bad FILE",
+                hint=f"fit it again: {fit_command(kb)}",
             )
 
     def _incompatibility(self, kb: str, fit: GateFit) -> str:
@@ -469,19 +492,14 @@ class Gate:
                 hint=f"index documents first: tacit index --kb {kb} PATH",
             )
         self.cache.invalidate(kb)  # a fit reads the KB as it is now, not a copy of a minute ago
-        texts = [t.strip()[: self.options.max_chars] for t in (*good, *bad) if t.strip()]
+        texts = [self._scored_part(t) for t in (*good, *bad) if t.strip()]
         labels = np.asarray(
             [1] * sum(1 for t in good if t.strip()) + [0] * sum(1 for t in bad if t.strip()),
             dtype=np.int8,
         )
         use_graph = await has_graph_vectors(self.vectors, kb)
         embeddings = np.asarray(await self.embedder.embed(texts), dtype=np.float32)
-        kb_rows = np.hstack(
-            [
-                await kb_features(kb, texts, embeddings, vectors=self.cache, use_graph=use_graph),
-                await self.coverage.signal_rows(kb, texts, embeddings),
-            ]
-        )
+        kb_rows = await self._kb_rows(kb, texts, embeddings, use_graph=use_graph)
         return texts, labels, embeddings, kb_rows, use_graph
 
     async def fit(
@@ -491,7 +509,7 @@ class Gate:
         bad: Sequence[str],
         *,
         precision: float | None = None,
-        folds: int = 5,
+        folds: int = DEFAULT_FOLDS,
     ) -> GateFit:
         """Fit on the labelled messages and store the fit with the KB."""
         fit = await self.trial_fit(kb, good, bad, precision=precision, folds=folds)
@@ -506,7 +524,7 @@ class Gate:
         bad: Sequence[str],
         *,
         precision: float | None = None,
-        folds: int = 5,
+        folds: int = DEFAULT_FOLDS,
     ) -> GateFit:
         """A fit on the labelled messages, not stored (to compare before storing it)."""
         from core.gate.fitting import fit_gate  # scikit-learn is needed only to fit
@@ -532,7 +550,7 @@ class Gate:
         if fit is None:
             raise InputError(
                 f"knowledge base {kb!r} has no fitted gate",
-                hint=f"fit one: tacit gate fit --kb {kb} --good FILE --bad FILE",
+                hint=f"fit one: {fit_command(kb)}",
             )
         return fit, await self.score_with(kb, fit, texts)
 
@@ -555,12 +573,6 @@ def _request_prior() -> RequestPrior | str:
         return shipped_prior()
     except (OSError, ValueError, KeyError) as exc:
         return f"request prior unreadable ({exc}): reinstall Tacit"
-
-
-def _as_data(text: str) -> str:
-    """The message as a JSON string literal: quotes and newlines escaped, so nothing in it
-    can end the quoted data and start talking to the model as the prompt."""
-    return json.dumps(text, ensure_ascii=False)
 
 
 def _refuse(

@@ -18,9 +18,10 @@ import numpy as np
 import numpy.typing as npt
 
 from core.gate.coverage import SIGNALS
-from core.gate.features import CUE_NAMES, char_ngrams
+from core.gate.features import CUE_NAMES, char_ngrams, text_cues
 
 FIT_VERSION = 3  # 2: lexical (character n-gram) neighbour features; 3: coverage signals
+DEFAULT_FOLDS = 5  # cross-validation folds of a fit (its threshold comes from held-out scores)
 KNN_K = 10  # neighbours averaged per class; 10 beat 1, 3 and 5 in cross-validation
 # Temperature of the soft nearest-neighbour score: at 0.05 the few closest examples dominate
 # while every example still counts; it added about half a point of F1 to the top-k means.
@@ -33,7 +34,7 @@ GRAPH_FEATURES: tuple[str, ...] = ("entity_max", "relation_max")
 COVERAGE_FEATURES: tuple[str, ...] = SIGNALS
 EXAMPLE_FEATURES: tuple[str, ...] = ("good_max", "bad_max", "good_mean", "bad_mean", "good_kernel")
 # The same nearest-example view through character n-grams (TF-IDF cosine) instead of the
-# embedder: +0.7 to +1.2 F1 points held out on the refusal set (issue 5).
+# embedder: +0.7 to +1.2 F1 points held out on the refusal set (docs/BENCHMARKS.md, "Gate").
 LEXICAL_FEATURES: tuple[str, ...] = ("good_lex_max", "bad_lex_max", "good_lex_mean", "bad_lex_mean")
 
 Matrix = npt.NDArray[np.float64]
@@ -51,6 +52,38 @@ def feature_names(use_graph: bool) -> tuple[str, ...]:
     )
 
 
+def feature_matrix(
+    kb_rows: Matrix, example_rows: Matrix, lexical_rows: Matrix, cue_rows: Matrix
+) -> Matrix:
+    """The feature groups side by side in feature_names() order: `kb_rows` holds KB_FEATURES,
+    the GRAPH_FEATURES when fitted with them, and COVERAGE_FEATURES (core.gate.signals and
+    the coverage rule); then example_features, lexical_features and cue_matrix."""
+    return np.hstack([kb_rows, example_rows, lexical_rows, cue_rows])
+
+
+def cue_matrix(texts: Sequence[str]) -> Matrix:
+    """The text cues (CUE_NAMES) of each text, one row each."""
+    rows = [text_cues(t) for t in texts]
+    return np.asarray(rows, dtype=np.float64).reshape(len(texts), len(CUE_NAMES))
+
+
+def _per_class(
+    similarities: npt.NDArray[np.floating[Any]], labels: npt.NDArray[np.int8], label: int
+) -> Matrix:
+    """The columns of `similarities` (message × example) of the examples labelled `label`."""
+    return np.asarray(similarities[:, labels == label], dtype=np.float64)
+
+
+def _best_k(part: Matrix, k: int) -> tuple[Matrix, Matrix]:
+    """Per row, the best similarity and the mean of the best k (zeros when the class has no
+    examples: a fit always has both classes)."""
+    if part.shape[1] == 0:
+        return np.zeros(part.shape[0]), np.zeros(part.shape[0])
+    top = min(k, part.shape[1])
+    best = np.partition(part, part.shape[1] - top, axis=1)[:, -top:]
+    return best.max(axis=1), best.mean(axis=1)
+
+
 def example_features(
     similarities: npt.NDArray[np.floating[Any]],
     labels: npt.NDArray[np.int8],
@@ -62,27 +95,22 @@ def example_features(
     non-answerable examples: best and mean of the best k, per class; and a soft vote, the log
     ratio of the mean kernel weight exp(similarity / tau) of answerable to non-answerable
     examples (a kernel density ratio: positive when the message sits among answerable ones).
-
-    A class with no examples contributes zeros (a fit always has both classes).
+    In EXAMPLE_FEATURES order; a class with no examples contributes zeros.
     """
-    rows = similarities.shape[0]
-    columns: list[Matrix] = []
-    log_density: list[Matrix] = []
-    for label in (1, 0):
-        part = np.asarray(similarities[:, labels == label], dtype=np.float64)
-        if part.shape[1] == 0:
-            columns.extend([np.zeros(rows), np.zeros(rows)])
-            log_density.append(np.zeros(rows))
-            continue
-        top = min(k, part.shape[1])
-        best = np.partition(part, part.shape[1] - top, axis=1)[:, -top:]
-        columns.extend([best.max(axis=1), best.mean(axis=1)])
-        scaled = part / tau
-        peak = scaled.max(axis=1)
-        log_density.append(peak + np.log(np.exp(scaled - peak[:, None]).mean(axis=1)))
-    good_max, good_mean, bad_max, bad_mean = columns
-    kernel = log_density[0] - log_density[1]
+    good, bad = _per_class(similarities, labels, 1), _per_class(similarities, labels, 0)
+    (good_max, good_mean), (bad_max, bad_mean) = _best_k(good, k), _best_k(bad, k)
+    kernel = _log_kernel_density(good, tau) - _log_kernel_density(bad, tau)
     return np.stack([good_max, bad_max, good_mean, bad_mean, kernel], axis=1)
+
+
+def _log_kernel_density(part: Matrix, tau: float) -> Matrix:
+    """log of the mean of exp(similarity / tau) per row, computed stably (0 with no examples)."""
+    if part.shape[1] == 0:
+        return np.zeros(part.shape[0])
+    scaled = part / tau
+    peak = scaled.max(axis=1)
+    log_density: Matrix = peak + np.log(np.exp(scaled - peak[:, None]).mean(axis=1))
+    return log_density
 
 
 def lexical_features(
@@ -90,18 +118,21 @@ def lexical_features(
 ) -> Matrix:
     """Per row of `similarities` (message × example, lexical cosine): best and mean of the
     best k per class, in LEXICAL_FEATURES order. A class with no examples gives zeros."""
-    rows = similarities.shape[0]
-    columns: dict[int, tuple[Matrix, Matrix]] = {}
-    for label in (1, 0):
-        part = np.asarray(similarities[:, labels == label], dtype=np.float64)
-        if part.shape[1] == 0:
-            columns[label] = (np.zeros(rows), np.zeros(rows))
-            continue
-        top = min(k, part.shape[1])
-        best = np.partition(part, part.shape[1] - top, axis=1)[:, -top:]
-        columns[label] = (best.max(axis=1), best.mean(axis=1))
-    (good_max, good_mean), (bad_max, bad_mean) = columns[1], columns[0]
+    good_max, good_mean = _best_k(_per_class(similarities, labels, 1), k)
+    bad_max, bad_mean = _best_k(_per_class(similarities, labels, 0), k)
     return np.stack([good_max, bad_max, good_mean, bad_mean], axis=1)
+
+
+def logistic_probabilities(
+    features: Matrix, *, mean: Matrix, scale: Matrix, coef: Matrix, intercept: float
+) -> npt.NDArray[np.float64]:
+    """Per row, a logistic regression's probability of the positive class (answerable): the
+    features standardised by `mean` and `scale`, weighed by `coef`, plus `intercept`, through
+    the logistic function. The logit is clipped to ±50, where the probability is already 0 or
+    1 to double precision, so exp cannot overflow."""
+    logits = np.asarray(((features - mean) / scale) @ coef + intercept, dtype=np.float64)
+    probabilities: npt.NDArray[np.float64] = 1.0 / (1.0 + np.exp(-np.clip(logits, -50, 50)))
+    return probabilities
 
 
 @dataclass
@@ -237,10 +268,13 @@ class GateFit:
 
     def probabilities(self, features: Matrix) -> npt.NDArray[np.float64]:
         """P(answerable) per row of a feature matrix in `self.features` order."""
-        z = (features - np.asarray(self.mean)) / np.asarray(self.scale)
-        logits = np.asarray(z @ np.asarray(self.coef) + self.intercept, dtype=np.float64)
-        probabilities: npt.NDArray[np.float64] = 1.0 / (1.0 + np.exp(-np.clip(logits, -50, 50)))
-        return probabilities
+        return logistic_probabilities(
+            features,
+            mean=np.asarray(self.mean),
+            scale=np.asarray(self.scale),
+            coef=np.asarray(self.coef),
+            intercept=self.intercept,
+        )
 
     def example_features(self, embeddings: npt.NDArray[np.floating[Any]]) -> Matrix:
         # float32 on both sides (a float64 query would copy every example to float64 first),

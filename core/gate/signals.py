@@ -4,25 +4,15 @@ each message comes to the KB's chunks (and entities and relations, when the KB h
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from core.gate.features import overlap, term_counts
-from core.gate.model import Matrix
-from core.models import Collection, VectorHit
-from core.ports import Vectors, VectorStore
-
-
-class Searcher(Protocol):
-    """What kb_features searches with: the vector store itself, or the gate's in-memory copy
-    of it (core.gate.vector_cache.VectorCache)."""
-
-    async def search(
-        self, collection: Collection, kb: str, vectors: Vectors, *, limit: int = 10
-    ) -> list[list[VectorHit]]: ...
-
+from core.gate.model import GRAPH_FEATURES, KB_FEATURES, Matrix
+from core.models import VectorHit
+from core.ports import NearestSearch, VectorStore
 
 CHUNKS_PER_MESSAGE = 5  # the mean of the top five says "many passages are about this"
 OVERLAP_CHUNKS = 3  # term overlap is checked against the best three passages
@@ -39,15 +29,22 @@ async def kb_features(
     texts: Sequence[str],
     embeddings: npt.NDArray[np.floating[Any]],
     *,
-    vectors: Searcher,
+    vectors: NearestSearch,
     use_graph: bool,
+    chunk_hits: Sequence[Sequence[VectorHit]] | None = None,
 ) -> Matrix:
-    """One row per message: chunk_max, chunk_mean, chunk_term_overlap
-    (then entity_max, relation_max when `use_graph`)."""
+    """One row per message: KB_FEATURES (then GRAPH_FEATURES when `use_graph`).
+
+    `chunk_hits`: each message's nearest chunks, best first, when a search the caller made
+    already found them (at least CHUNKS_PER_MESSAGE where the KB has them; the rest is cut):
+    the gate searches the chunks once per message for these and the coverage rule."""
     rows: list[list[float]] = []
     for start in range(0, len(texts), SEARCH_BATCH):
         part = np.asarray(embeddings[start : start + SEARCH_BATCH], dtype=np.float32)
-        chunk_hits = await vectors.search("chunks", kb, part, limit=CHUNKS_PER_MESSAGE)
+        if chunk_hits is None:
+            found = await vectors.search("chunks", kb, part, limit=CHUNKS_PER_MESSAGE)
+        else:
+            found = [list(h) for h in chunk_hits[start : start + SEARCH_BATCH]]
         graph_hits: list[tuple[float, float]] = [(0.0, 0.0)] * len(part)
         if use_graph:
             entity = await vectors.search("entities", kb, part, limit=1)
@@ -56,7 +53,8 @@ async def kb_features(
                 (e[0].score if e else 0.0, r[0].score if r else 0.0)
                 for e, r in zip(entity, relation, strict=True)
             ]
-        for offset, hits in enumerate(chunk_hits):
+        for offset, nearest in enumerate(found):
+            hits = nearest[:CHUNKS_PER_MESSAGE]
             scores = [h.score for h in hits] + [0.0] * (CHUNKS_PER_MESSAGE - len(hits))
             wanted = term_counts(texts[start + offset])
             lexical = max((overlap(wanted, h.text) for h in hits[:OVERLAP_CHUNKS]), default=0.0)
@@ -64,5 +62,5 @@ async def kb_features(
             if use_graph:
                 row.extend(graph_hits[offset])
             rows.append(row)
-    width = 5 if use_graph else 3
+    width = len(KB_FEATURES) + (len(GRAPH_FEATURES) if use_graph else 0)
     return np.asarray(rows, dtype=np.float64).reshape(len(rows), width)

@@ -15,6 +15,11 @@ from core.gate.model import FIT_VERSION, GateFit
 from core.ports import StateStore
 
 
+def fit_command(kb: str) -> str:
+    """The command that fits the gate of `kb` (every hint about a missing or unusable fit)."""
+    return f"tacit gate fit --kb {kb} --good FILE --bad FILE"
+
+
 def fit_key(kb: str) -> str:
     return f"gate:{{{kb}}}:fit"
 
@@ -46,13 +51,13 @@ async def load_fit(state: StateStore, kb: str) -> GateFit | None:
             raise StoreError(
                 f"the gate fit of knowledge base {kb!r} has format version {version}, this "
                 f"Tacit reads version {FIT_VERSION}",
-                hint=f"fit it again: tacit gate fit --kb {kb} --good FILE --bad FILE",
+                hint=f"fit it again: {fit_command(kb)}",
             )
         return GateFit.from_json(data)
     except (ValueError, KeyError, TypeError) as exc:
         raise StoreError(
             f"the stored gate fit of knowledge base {kb!r} is unreadable ({exc})",
-            hint=f"fit it again: tacit gate fit --kb {kb} --good FILE --bad FILE",
+            hint=f"fit it again: {fit_command(kb)}",
         ) from exc
 
 

@@ -15,10 +15,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from core.errors import LLMError
+from core.index.document_store import GraphDescriptions
 from core.index.embedding import RunEmbedder
 from core.model_output import clean_text_reply, is_refusal
 from core.models import Collection, DeletionReport, Entity, Relation, VectorRecord, normalise_name
-from core.ports import LLM, Embedder, GraphStore, VectorStore
+from core.ports import LLM, Embedder, VectorStore
 from core.text import count_tokens, detect_language
 from prompts import render
 
@@ -77,7 +78,7 @@ class VectorSyncResult:
 class GraphVectorSync:
     def __init__(
         self,
-        graph: GraphStore,
+        graph: GraphDescriptions,
         vectors: VectorStore,
         embedder: Embedder,
         *,

@@ -8,7 +8,7 @@ Every document has a stable source id: a path relative to the parent of the inde
 ("docs/runbook.md"), or for a corpus record "<file source>#<record id>". A file name that is not
 UTF-8 shows its odd bytes as `\\xNN` escapes, so every id is plain text that any store accepts.
 
-Hostile trees are expected (issue 13): discovery never follows a symlink out of the indexed
+Hostile trees are expected: discovery never follows a symlink out of the indexed
 folder, never opens a FIFO or a device, and reports a path it cannot read (too long, no
 permission, a broken symlink, a symlink loop) as one skipped file instead of stopping. A JSONL
 corpus is read line by line, so memory is bounded by one record, not by the file.

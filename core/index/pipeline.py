@@ -27,6 +27,7 @@ from typing import Any, Protocol
 
 from core.errors import LLMError
 from core.index.communities import detect_communities
+from core.index.document_store import DocumentStore
 from core.index.embedding import RunEmbedder
 from core.index.extract import Extraction, Extractor
 from core.index.graph_vectors import GraphVectorSync, PendingVectors
@@ -42,7 +43,7 @@ from core.index.loaders import (
 )
 from core.index.split import RecursiveSplitter, split_document
 from core.models import ChunkRecord, DocumentRecord, GraphStats, VectorRecord
-from core.ports import LLM, Embedder, GraphStore, Vectors, VectorStore
+from core.ports import LLM, Embedder, Vectors, VectorStore
 
 
 class IndexProgress(Protocol):
@@ -162,7 +163,7 @@ class Indexer:
 
     def __init__(
         self,
-        graph: GraphStore,
+        graph: DocumentStore,
         vectors: VectorStore,
         embedder: Embedder,
         options: IndexOptions | None = None,

@@ -21,7 +21,6 @@ falls through to dual-level retrieval. Every step is timed and traced.
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -383,7 +382,7 @@ class _Run:
         prompt = prompts.render(
             "sub_answer",
             self.language,
-            question=json.dumps(question, ensure_ascii=False),
+            question=question,
             context=render_context(context),
             steps=history_lines(history),
         )

@@ -11,7 +11,6 @@ adds noise. An empty history changes nothing and costs no call.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Sequence
 
@@ -88,13 +87,10 @@ async def _rewrite(
     prompt = prompts.render(
         "rewrite_followup",
         language,
-        # Each turn is one JSON string literal: a turn cannot forge another turn's line
-        # ("\nassistant: …") or close the thread block, whatever it contains.
-        turns=[
-            {"role": role, "text": json.dumps(_cut(text), ensure_ascii=False)}
-            for role, text in turns
-        ],
-        question=json.dumps(question, ensure_ascii=False),
+        # The template quotes each turn as one JSON string literal: a turn cannot forge another
+        # turn's line ("\nassistant: …") or close the thread block, whatever it contains.
+        turns=[{"role": role, "text": _cut(text)} for role, text in turns],
+        question=question,
     )
     reply = await llm.chat(prompt, max_tokens=max_tokens)
     return read_rewrite(reply.text, question)

@@ -17,7 +17,6 @@ stopping rule). The weaker score is the measure because acceptance needs both.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -88,8 +87,8 @@ async def judge(
         "judge",
         language,
         context=context_text,
-        question=json.dumps(question, ensure_ascii=False),
-        answer=json.dumps(answer, ensure_ascii=False),
+        question=question,
+        answer=answer,
     )
     reply = await llm.chat_json(prompt, JudgeReply)
     return JudgeScores(reply.faithfulness, reply.completeness, reply.reason.strip()[:300])

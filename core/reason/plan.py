@@ -28,7 +28,6 @@ it. What still fails becomes a PlanError, and the pipeline falls through to dual
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Annotated, Any, Literal, get_args
 
@@ -540,7 +539,7 @@ async def make_plan(llm: LLM, question: str, language: Language) -> Plan:
     prompt = prompts.render(
         "logic_form",
         language,
-        question=json.dumps(question, ensure_ascii=False),
+        question=question,
         max_steps=MAX_STEPS,
     )
     try:

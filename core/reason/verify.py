@@ -12,7 +12,6 @@ LLM failure is raised (LLMError) for the caller's stage handling to record.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 
 import prompts
@@ -51,7 +50,7 @@ async def precheck(
         "precheck",
         language,
         context=context_text,
-        question=json.dumps(question, ensure_ascii=False),
+        question=question,
     )
     reply = await llm.chat(prompt, max_tokens=max_tokens)
     return Verdict(parse_verdict(reply.text) is True, reply.text)
@@ -71,8 +70,8 @@ async def postcheck(
         "postcheck",
         language,
         context=context_text,
-        question=json.dumps(question, ensure_ascii=False),
-        answer=json.dumps(answer, ensure_ascii=False),
+        question=question,
+        answer=answer,
     )
     reply = await llm.chat(prompt, max_tokens=max_tokens)
     return Verdict(parse_verdict(reply.text) is True, reply.text)

@@ -13,24 +13,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
 
-from core.models import Collection, Entity, Relation, VectorHit, normalise_name
-from core.ports import GraphStore, Vectors
+from core.models import Entity, Relation, VectorHit, normalise_name
+from core.ports import NearestSearch, Vectors
 from core.retrieve.context import ScoredEntity, ScoredRelation
+from core.retrieve.graph_reader import GraphReader
 
 # A neighbour found by walking the graph scores this fraction of its seed's score per hop: it
 # was never matched against the question.
 HOP_DECAY = 0.5
-
-
-class NearestSearch(Protocol):
-    """Nearest-vector search: a VectorStore, or an in-memory copy of one (core.gate's
-    VectorCache answers the same call exactly, without a store round trip)."""
-
-    async def search(
-        self, collection: Collection, kb: str, vectors: Vectors, *, limit: int = 10
-    ) -> list[list[VectorHit]]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,7 +51,7 @@ def _edge_rank(relation: Relation, degree: dict[str, int]) -> tuple[int, int]:
 async def low_level(
     kb: str,
     *,
-    graph: GraphStore,
+    graph: GraphReader,
     vectors: NearestSearch,
     queries: Vectors | None,
     names: Sequence[str] = (),
@@ -131,7 +122,7 @@ def _neighbour_score(
 async def high_level(
     kb: str,
     *,
-    graph: GraphStore,
+    graph: GraphReader,
     vectors: NearestSearch,
     queries: Vectors | None,
     top_k: int,

@@ -1,6 +1,6 @@
 """Which chunks the graph points at: the entities' own passages, and the bridges to them.
 
-Measured on HotpotQA (docs/BENCHMARKS.md, "Retrieval (issue 4)"), attaching every source chunk
+Measured on HotpotQA (docs/BENCHMARKS.md, "Retrieval and answers"), attaching every source chunk
 of the matched entities and relations made the fused ranking worse than BM25 + dense alone
 (recall@5 0.69 against 0.755): a term's chunks are mostly passages that merely mention it.
 What the graph adds is two precise pointers:
@@ -29,8 +29,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from core.models import normalise_name, unique_in_order
-from core.ports import GraphStore, VectorStore
+from core.ports import VectorStore
 from core.retrieve.context import ScoredEntity
+from core.retrieve.graph_reader import GraphReader
 from core.retrieve.names import passage_names
 from core.text import fold_diacritics
 
@@ -52,7 +53,7 @@ def names_entity(heading: str, key: str) -> bool:
 
 
 async def own_passages(
-    kb: str, graph: GraphStore, vectors: VectorStore, keys: Sequence[str], *, hits: int
+    kb: str, graph: GraphReader, vectors: VectorStore, keys: Sequence[str], *, hits: int
 ) -> dict[str, list[str]]:
     """Entity key -> the chunks whose heading names it, among the `hits` best BM25 hits of the
     name (one batched search, one chunk read)."""
@@ -73,7 +74,7 @@ def name_keys(names: Sequence[str]) -> list[str]:
 
 
 async def chunk_mentions(
-    kb: str, graph: GraphStore, chunk_ids: Sequence[str], *, names: int
+    kb: str, graph: GraphReader, chunk_ids: Sequence[str], *, names: int
 ) -> dict[str, list[str]]:
     """Chunk id -> what it mentions, as entity keys: its graph entities and, when `names` > 0,
     up to that many names read from its text (core.retrieve.names; the extractor's terms miss
@@ -94,7 +95,7 @@ async def chunk_mentions(
 
 async def first_hop_mentions(
     kb: str,
-    graph: GraphStore,
+    graph: GraphReader,
     first_hop: Sequence[str],
     *,
     bridge_from: int,
@@ -109,7 +110,7 @@ async def first_hop_mentions(
 
 async def first_hop_homes(
     kb: str,
-    graph: GraphStore,
+    graph: GraphReader,
     vectors: VectorStore,
     first_hop: Sequence[str],
     mentioned: Mapping[str, Sequence[str]],
@@ -126,7 +127,7 @@ async def first_hop_homes(
 
 async def graph_chunks(
     kb: str,
-    graph: GraphStore,
+    graph: GraphReader,
     vectors: VectorStore,
     *,
     matched: Sequence[tuple[ScoredEntity, str]],

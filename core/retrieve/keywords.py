@@ -17,7 +17,6 @@ extractor's own term functions, so a question is cut the way the documents were 
 
 from __future__ import annotations
 
-import json
 import re
 
 from pydantic import BaseModel, Field
@@ -149,7 +148,7 @@ async def extract_keywords(
     prompt = render(
         "keywords",
         detect_language(question),
-        question=json.dumps(question, ensure_ascii=False),
+        question=question,
         max_keywords=limit,
     )
     try:

@@ -22,7 +22,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 
 from core.models import VectorHit
-from core.ports import LLM, Embedder, GraphStore, VectorStore
+from core.ports import LLM, Embedder, NearestSearch, VectorStore
 from core.retrieve.budget import fit_chunks, fit_graph
 from core.retrieve.context import (
     Keywords,
@@ -31,7 +31,7 @@ from core.retrieve.context import (
     ScoredEntity,
     ScoredRelation,
 )
-from core.retrieve.dual_level import HOP_DECAY, NearestSearch, high_level, low_level
+from core.retrieve.dual_level import HOP_DECAY, high_level, low_level
 from core.retrieve.fusion import Fusion, fuse
 from core.retrieve.graph_chunks import (
     first_hop_homes,
@@ -40,12 +40,13 @@ from core.retrieve.graph_chunks import (
     name_keys,
     own_passages,
 )
+from core.retrieve.graph_reader import GraphReader
 from core.retrieve.keywords import MAX_KEYWORDS, extract_keywords
 
 
 @dataclass(frozen=True, slots=True)
 class RetrievalOptions:
-    """Defaults per issue 4; the bot's settings map onto these fields."""
+    """Defaults as measured in docs/BENCHMARKS.md; the bot's settings map onto these fields."""
 
     entity_top_k: int = 40
     relation_top_k: int = 40
@@ -69,7 +70,7 @@ class RetrievalOptions:
     graph_weight: float = 1.5
     # Reciprocal rank fusion's constant (lower favours each list's head): 30 rather than the
     # textbook 60 lifted MuSiQue recall@5 by one question (0.607 -> 0.610) and recall@2 on
-    # both dev sets, HotpotQA recall@5 unchanged (docs/BENCHMARKS.md, issue 16).
+    # both dev sets, HotpotQA recall@5 unchanged (docs/BENCHMARKS.md, "The full retriever").
     rrf_k: int = 30
     candidate_pool: int = 60  # hits per chunk list before fusion
     # Graph chunks (core.retrieve.graph_chunks): own passages of entities matching at least
@@ -86,12 +87,12 @@ class RetrievalOptions:
     bridge_from: int = 3
     bridge_hops: int = 1
     # 5 rather than 3: MuSiQue recall@5 0.574 -> 0.583, HotpotQA unchanged (0.865), the dev
-    # sets of docs/BENCHMARKS.md (issue 16); with BM25 in process the wider lookup is free.
+    # sets of docs/BENCHMARKS.md; with BM25 in process the wider lookup is free.
     home_hits: int = 5
     # Names read from the text of the bridging chunks (core.retrieve.names), at most this many
     # a chunk, besides the graph's entities of those chunks (0: the entities only). The
     # extractor's ten terms a chunk miss most bridges: recall@5 0.865 -> 0.910 (HotpotQA),
-    # 0.583 -> 0.607 (MuSiQue), no question lost (docs/BENCHMARKS.md, issue 16).
+    # 0.583 -> 0.607 (MuSiQue), no question lost (docs/BENCHMARKS.md, "The full retriever").
     bridge_names: int = 32
     source_chunks: int = 0
     neighbour_limit: int = 60  # entities reached by walking, beyond the matched ones
@@ -125,7 +126,7 @@ class Retriever:
         *,
         embedder: Embedder,
         vectors: VectorStore,
-        graph: GraphStore,
+        graph: GraphReader,
         llm: LLM | None,
         options: RetrievalOptions | None = None,
         nearest: NearestSearch | None = None,

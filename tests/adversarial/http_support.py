@@ -22,13 +22,13 @@ from bot.queue import EventIngest
 from bot.server import build_app, http_admins
 from bot.settings import ApiToken, ConversationSettings, ServerSettings
 from core.conversation import Feedback, Message
+from tests.chat_fakes import SLACK_SIGNING_SECRET as SLACK_SECRET
+from tests.chat_fakes import TELEGRAM_WEBHOOK_SECRET as TELEGRAM_SECRET
 from tests.fakes.fake_slack import BOT_USER_ID, FakeSlack
 from tests.fakes.fake_telegram import TOKEN as TELEGRAM_TOKEN
 from tests.fakes.fake_telegram import FakeTelegram
 from tests.fakes.scripted_answerer import ScriptedAnswerer
 
-SLACK_SECRET = "adversarial-signing-secret"
-TELEGRAM_SECRET = "adversarial-webhook-secret"
 ADMIN_TOKEN = "admin-token-0123456789abcdef"
 ALICE_TOKEN = "alice-token-0123456789abcdef"
 ANON_TOKEN = "anonymous-token-0123456789ab"

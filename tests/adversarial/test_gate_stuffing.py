@@ -1,4 +1,4 @@
-"""KB-word stuffing (issue 13 item 6, issue 15): the knowledge base's own words stuffed in front
+"""KB-word stuffing: the knowledge base's own words stuffed in front
 of an off-topic request must not buy an answer — with no fit (the coverage rule) and with a
 fitted gate (the rule vetoes what the fit answers). Real embedder (USE), Milvus Lite, embedded
 Redis; no LLM."""

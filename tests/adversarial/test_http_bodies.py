@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -27,8 +27,10 @@ from tests.adversarial.http_support import (
     bearer,
     call_asgi,
     endless,
+    fake_platforms,
     tacit_app,
 )
+from tests.chat_fakes import fake_server
 from tests.fakes.fake_slack import FakeSlack, event_body, sign
 from tests.fakes.fake_telegram import FakeTelegram
 from tests.fakes.loopback_server import serving
@@ -36,10 +38,7 @@ from tests.fakes.loopback_server import serving
 CHUNK = 64 * 1024
 
 
-@pytest.fixture(scope="module")
-def fakes() -> Iterator[tuple[FakeSlack, FakeTelegram]]:
-    with FakeSlack() as slack, FakeTelegram() as telegram:
-        yield slack, telegram
+fakes = fake_server(fake_platforms, scope="module")
 
 
 @pytest.fixture

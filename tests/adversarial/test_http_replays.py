@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import httpx
@@ -20,18 +20,17 @@ from tests.adversarial.http_support import (
     SLACK_SECRET,
     TELEGRAM_SECRET,
     Served,
+    fake_platforms,
     tacit_app,
 )
+from tests.chat_fakes import fake_server
 from tests.fakes.fake_slack import BOT_USER_ID, FakeSlack, event_body, sign
 from tests.fakes.fake_telegram import FakeTelegram, text_update
 
 JSON = {"content-type": "application/json"}
 
 
-@pytest.fixture(scope="module")
-def fakes() -> Iterator[tuple[FakeSlack, FakeTelegram]]:
-    with FakeSlack() as slack, FakeTelegram() as telegram:
-        yield slack, telegram
+fakes = fake_server(fake_platforms, scope="module")
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""Hostile files against the indexer (issue 13, items 4 and 10): one file never stops a run.
+"""Hostile files against the indexer: one file never stops a run.
 
 Every case is a file an adversarial run put in a folder to be indexed: names that are not
 UTF-8, hold line breaks, terminal escapes or Rich markup, or are too long for the OS; JSON
@@ -247,7 +247,7 @@ def test_a_zip_bomb_behind_a_docx_name_is_refused_before_it_is_inflated(tmp_path
 
 
 def test_a_chunk_id_is_made_for_any_text() -> None:
-    # The UnicodeEncodeError of issue 13: a name Python kept as lone surrogates.
+    # A UnicodeEncodeError an adversarial run found: a name Python kept as lone surrogates.
     assert len(chunk_id("docs/caf\udce9.md", 0, "text")) == 32
     assert chunk_id("docs/caf\udce9.md", 0, "t") != chunk_id("docs/caf\udce8.md", 0, "t")
 

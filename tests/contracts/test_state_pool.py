@@ -1,4 +1,4 @@
-"""The Redis connection pool under a burst (issue 13, item 3).
+"""The Redis connection pool under a burst.
 
 redis-py's asyncio ConnectionPool raises "Too many connections" as soon as every connection is
 busy: 200 concurrent asks failed half their requests. The store's pool waits for a connection

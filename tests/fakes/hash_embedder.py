@@ -41,5 +41,8 @@ class HashEmbedder:
         out /= np.linalg.norm(out, axis=1, keepdims=True)
         return out
 
+    async def warm_up(self) -> None:
+        return None  # no model to load, the dimension is given
+
     async def aclose(self) -> None:
         return None

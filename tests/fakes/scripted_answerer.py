@@ -7,7 +7,7 @@ answer or a refusal, not how the answer was found (tests/test_answer.py covers t
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 
 from core.answer.events import Answer, AnswerEvent, Citation, Delta, Final, Status
@@ -34,9 +34,9 @@ class ScriptedAnswerer:
     delay: float = 0.0  # seconds per delta, to hold an answer in flight
 
     async def ask(
-        self, kb: str, question: str, *, history: tuple[ChatMessage, ...] = ()
+        self, kb: str, question: str, *, history: Sequence[ChatMessage] = ()
     ) -> AsyncIterator[AnswerEvent]:
-        self.calls.append(AskCall(kb, question, history))
+        self.calls.append(AskCall(kb, question, tuple(history)))
         if not question.strip():
             raise InputError("the question is empty")
         language = detect_language(question)

@@ -1,0 +1,42 @@
+"""What retrieval reads from the graph: four reads of core.ports.GraphStore, nothing it writes.
+
+Each read's contract is GraphStore's (core/ports.py), which every graph adapter implements and
+the contract suite tests; a GraphStore is a GraphReader as it stands. A retriever typed with
+this much can be tested against a fake of four reads, and cannot change the graph.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol, runtime_checkable
+
+from core.models import ChunkRecord, Entity, Subgraph
+
+
+@runtime_checkable
+class GraphReader(Protocol):
+    async def get_chunks(self, kb: str, chunk_ids: Sequence[str]) -> list[ChunkRecord]:
+        """The chunks' records: a passage's text and heading, a fused ranking's citations."""
+        ...
+
+    async def chunk_entities(self, kb: str, chunk_ids: Sequence[str]) -> dict[str, list[str]]:
+        """The entities each chunk mentions: a bridge's first step."""
+        ...
+
+    async def neighbourhood(
+        self,
+        kb: str,
+        names: Sequence[str],
+        *,
+        hops: int = 1,
+        limit: int = 200,
+        mentions: int | None = None,
+    ) -> Subgraph:
+        """The matched entities' and relations' records and what lies within `hops`."""
+        ...
+
+    async def community_members(
+        self, kb: str, communities: Sequence[int], *, limit: int = 50
+    ) -> list[Entity]:
+        """The matched entities' communities, a feedback round's widening."""
+        ...
