@@ -7,7 +7,7 @@ KB, and the graph view with a 500-node neighbourhood in a real browser.
 
 Steps: index the KB into a fresh data home (skipped when --work already holds it, or when
 --home names a data home indexed beforehand, e.g. by `tacit index` while you did other work),
-write `--decisions` decisions straight into the decision log (bot/decision_log.py, as the bot
+write `--decisions` decisions straight into the decision log (bot/wiring.py's, as the bot
 would: 8 channels, two KBs, every outcome and stage, 1% with feedback), write a synthetic KB
 `synthetic` whose entity `hub` has `--hub` neighbours (tests/browser/synthetic_graph.py: the
 500-node neighbourhood the target names), start `tacit serve` on 127.0.0.1, log in to the
@@ -78,13 +78,13 @@ def _env(home: Path, code: Path | None = None) -> dict[str, str]:
 
 async def seed_decisions(home: Path, count: int) -> float:
     """Write `count` decisions into the log of the home's embedded Redis; seconds taken."""
-    from bot.decision_log import DecisionLog
     from bot.settings import load_settings
-    from bot.wiring import build_state
+    from bot.wiring import build_decision_log, build_state
 
     settings = load_settings(home=home)
     store = await build_state(settings)
-    log = DecisionLog(store, keep_per_channel=count, ttl=60 * 86400.0, keep_text_days=30.0)
+    kept = {"decision_log": count, "trace_ttl": 60 * 86400.0, "keep_text_days": 30.0}
+    log = build_decision_log(store, settings.conversation.model_copy(update=kept))
     if await log.total() >= count:  # seeded by an earlier run on this work folder
         await store.aclose()
         return 0.0

@@ -21,7 +21,7 @@ Latency. A KB of at least 10,000 chunks ("gate10k": the refusal KB's chunk vecto
 small noise, so the collection searched is that large), a stored fit, no LLM; decide() on chat
 messages one at a time: p50/p95 per message and messages per second, beside the baseline's
 embed-and-search (one Milvus Lite search). The gate searches its in-memory copy of the KB's
-vectors (core.gate.vector_cache), read once before timing starts.
+vectors (core.vector_cache), read once before timing starts.
 
 Prints Markdown tables and writes JSON to bench/results/ (gitignored). The machine is shared:
 the load average is recorded with the results.

@@ -48,7 +48,6 @@ sys.path.insert(0, str(ROOT))
 from adapters.embedders.use import USEEmbedder  # noqa: E402
 from adapters.graph import SQLiteGraphStore  # noqa: E402
 from adapters.vector import MilvusVectorStore  # noqa: E402
-from core.gate.vector_cache import VectorCache, documents_version  # noqa: E402
 from core.index.graph_vectors import GraphVectorSync, PendingVectors  # noqa: E402
 from core.index.pipeline import embedding_text  # noqa: E402
 from core.models import (  # noqa: E402
@@ -63,6 +62,7 @@ from core.models import (  # noqa: E402
 )
 from core.retrieve.retriever import RetrievalOptions, Retriever  # noqa: E402
 from core.text import count_tokens  # noqa: E402
+from core.vector_cache import VectorCache, documents_version  # noqa: E402
 
 KB = "synthetic"
 ENTITIES, RELATIONS, CHUNKS, DOCS = 30_000, 36_000, 5_000, 500
@@ -417,7 +417,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
 
     graph = SQLiteGraphStore(tacit_dir / "graph.sqlite")
     vectors = MilvusVectorStore(str(tacit_dir / "milvus.db"))
-    # Dense searches from an in-memory copy of the vectors (core.gate.vector_cache), as the
+    # Dense searches from an in-memory copy of the vectors (core.vector_cache), as the
     # bot wires it (Services.vector_cache: versioned by the graph store's document hashes);
     # BM25 from the Lite store's in-process index (adapters/vector/bm25_index.py).
     cache = VectorCache(vectors, version=documents_version(graph))

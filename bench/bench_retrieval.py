@@ -43,12 +43,12 @@ sys.path.insert(0, str(ROOT))
 from adapters.embedders.use import USEEmbedder  # noqa: E402
 from adapters.graph import SQLiteGraphStore  # noqa: E402
 from adapters.vector import MilvusVectorStore  # noqa: E402
-from core.gate.vector_cache import CacheOptions, VectorCache  # noqa: E402
 from core.index.nlp_extract import NLPExtractor  # noqa: E402
 from core.index.pipeline import Indexer, IndexOptions  # noqa: E402
 from core.retrieve.budget import chunk_tokens  # noqa: E402
 from core.retrieve.context import ScoredChunk  # noqa: E402
 from core.retrieve.retriever import RetrievalOptions, Retriever  # noqa: E402
+from core.vector_cache import CacheOptions, VectorCache  # noqa: E402
 
 KB = "bench"
 DEPTH = 60  # chunks ranked per method: enough for 4k tokens of these short paragraphs

@@ -1,6 +1,6 @@
 """Admission control: how many answers run at once, and who waits for the next free slot.
 
-Issue 13 found every ask of a burst admitted at once: they shared the LLM and the stores, all
+A burst once had every ask admitted at once: they shared the LLM and the stores, all
 finished together at the end of the burst (90 concurrent: p50 20.6 s, max 21.1 s), and past a
 hundred the Redis pool gave out. Here a bounded number of answers run (`max_concurrent`), a
 bounded line waits behind them in arrival order (`max_queued`), and anyone past that is told to

@@ -22,7 +22,7 @@ from bot.conversation_state import ChannelConfig, ConversationState, Decision
 from bot.gate_labels import GateLabels, Label, label_decision
 from bot.thread_memory import ThreadMemory
 from core.answer.events import AnswerEvent, Delta, Final, Retract, Status
-from core.answer.wording import NOT_COVERED
+from core.answer.wording import FAILED, NOT_COVERED, SLOW_DOWN
 from core.conversation import (
     Feedback,
     FinalReply,
@@ -38,16 +38,6 @@ from core.text import detect_language
 
 logger = logging.getLogger(__name__)
 
-# Fixed user-facing sentences (not prompts), in the user's language. A question the knowledge
-# base does not cover gets core.answer.wording.NOT_COVERED, whichever part refused it.
-SLOW_DOWN = {
-    "en": "I'm getting more questions than I can answer right now; please ask again in a minute.",
-    "zh": "现在提问太多了，请一分钟后再问。",
-}
-FAILED = {
-    "en": "Sorry, something went wrong while answering; please try again later.",
-    "zh": "抱歉，回答时出错了，请稍后再试。",
-}
 NOT_ADMIN = "Only this channel's admins can run /tacit commands."
 COMMAND_HELP = (
     "/tacit mode [mention|auto|on|off] — show or change how this channel is answered\n"

@@ -10,7 +10,7 @@ Cluster slot):
     {platform:workspace:channel:thread}:posts           people's messages, for /tacit remember
     {platform:workspace:channel:thread}:first           the first of them (a long thread keeps it)
     {platform:workspace:channel}:config                 run-time overrides of the channel
-    {decisions}:…                                       the decision log (bot/decision_log.py)
+    {decisions}:…                                       the decision log (core.ports.DecisionLog)
     {platform:workspace:channel}:feedback               votes, newest kept (list)
     {trace:<trace id>}                                  what an answer was (for feedback)
     {result:<platform>:<message id>}                    a queued HTTP event's outcome
@@ -27,11 +27,11 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-from bot.decision_log import DecisionLog
 from bot.settings import ChannelMode, ConversationSettings
+from bot.wiring import build_decision_log
 from core.conversation import Feedback, Message, conversation_key
 from core.models import ChatMessage
-from core.ports import StateStore
+from core.ports import DecisionLog, StateStore
 from core.thread_qa import ThreadPost
 
 ClaimResult = Literal["new", "mine", "duplicate", "delivered"]
@@ -111,12 +111,7 @@ class ConversationState:
         self.store = store
         self.settings = settings
         self.default_kb = default_kb
-        self.log = DecisionLog(
-            store,
-            keep_per_channel=settings.decision_log,
-            ttl=settings.trace_ttl,
-            keep_text_days=settings.keep_text_days,
-        )
+        self.log: DecisionLog = build_decision_log(store, settings)
 
     # -- dedupe ----------------------------------------------------------------------------
 

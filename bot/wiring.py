@@ -7,14 +7,22 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from bot.settings import Settings
+from bot.settings import ConversationSettings, Settings
 from core.answer.pipeline import MultiStageAnswerer, PipelineOptions
 from core.gate.coverage import CoverageOptions, CoverageRule
 from core.gate.gate import Gate, GateOptions
-from core.gate.vector_cache import CacheOptions, VectorCache, documents_version
 from core.index.pipeline import Indexer, IndexOptions
-from core.ports import LLM, Embedder, EventQueue, GraphStore, StateStore, VectorStore
+from core.ports import (
+    LLM,
+    DecisionLog,
+    Embedder,
+    EventQueue,
+    GraphStore,
+    StateStore,
+    VectorStore,
+)
 from core.retrieve.retriever import RetrievalOptions, Retriever
+from core.vector_cache import CacheOptions, VectorCache, documents_version
 
 if TYPE_CHECKING:
     from adapters.chat.common import ChatAdapter, RecordFeedback, SubmitMessage
@@ -135,6 +143,22 @@ def build_event_queue(state: StateStore) -> EventQueue:
 
     assert isinstance(state, RedisStateStore)
     return RedisEventQueue(state)
+
+
+def build_decision_log(state: StateStore, conversation: ConversationSettings) -> DecisionLog:
+    """The decision log, in the state store's server beside the conversations it records
+    (`state` is build_state's)."""
+    from adapters.state.redis_decision_log import RedisDecisionLog
+    from adapters.state.redis_store import RedisStateStore
+
+    if not isinstance(state, RedisStateStore):
+        raise TypeError("the decision log needs the Redis state store (sorted sets, scripts)")
+    return RedisDecisionLog(
+        state,
+        keep_per_channel=conversation.decision_log,
+        ttl=conversation.trace_ttl,
+        keep_text_days=conversation.keep_text_days,
+    )
 
 
 def build_chat_adapters(

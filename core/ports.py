@@ -13,12 +13,13 @@ its parts structurally (tests/contracts/test_narrow_ports.py).
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping, Sequence
-from typing import Protocol, TypeVar, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
 from pydantic import BaseModel
 
+from core.decision_log import DecisionFilter, DecisionPage
 from core.models import (
     ChunkRecord,
     Collection,
@@ -203,7 +204,7 @@ class GraphStore(Protocol):
 @runtime_checkable
 class NearestSearch(Protocol):
     """Nearest-vector search, what the gate and the retriever search with: a VectorStore, or
-    the in-memory copy of one (core.gate.vector_cache.VectorCache), which answers the same call
+    the in-memory copy of one (core.vector_cache.VectorCache), which answers the same call
     exactly without a store round trip."""
 
     async def search(
@@ -339,3 +340,50 @@ class EventQueue(Protocol):
     async def depth(self) -> QueueDepth: ...
 
     async def aclose(self) -> None: ...
+
+
+class DecisionLog(Protocol):
+    """Every decision about a message (core.decision_log), kept so the console can page and
+    filter it: a channel keeps its newest decisions, older ones expire, and each day's counts
+    (outcomes per channel, answer times, votes) are kept beside them."""
+
+    async def record(self, decision: Mapping[str, Any]) -> None:
+        """Keep a decision (a dict with trace_id, outcome, stage, platform, workspace, channel,
+        at, …); its `text` is kept apart and expires sooner."""
+        ...
+
+    async def vote(self, trace_id: str, vote: Mapping[str, Any], *, helpful: bool) -> bool:
+        """Attach a 👍/👎 to a kept decision (False: no such decision)."""
+        ...
+
+    async def page(
+        self, where: DecisionFilter, *, before: str = "", limit: int = 50
+    ) -> DecisionPage:
+        """Newest first, `limit` at most, older than the cursor `before`."""
+        ...
+
+    async def get(self, trace_id: str) -> dict[str, Any] | None: ...
+
+    async def get_many(self, trace_ids: Sequence[str]) -> list[dict[str, Any]]: ...
+
+    async def channel_recent(self, channel: str, count: int) -> list[dict[str, Any]]:
+        """The channel's newest `count` decisions, oldest first."""
+        ...
+
+    async def total(self) -> int: ...
+
+    async def facets(self) -> dict[str, list[str]]:
+        """The channels and KBs seen: {"channels": [...], "kbs": [...]}."""
+        ...
+
+    async def days(
+        self, count: int, *, now: float | None = None
+    ) -> list[tuple[str, dict[str, int]]]:
+        """The counters of the last `count` days (UTC), oldest first."""
+        ...
+
+    async def days_and_total(
+        self, count: int, *, now: float | None = None
+    ) -> tuple[list[tuple[str, dict[str, int]]], int]:
+        """days() and total() together."""
+        ...

@@ -200,7 +200,7 @@ async def test_a_worker_takes_only_what_the_spare_slots_can_run() -> None:
 
 
 async def test_a_burst_of_events_is_queued_not_refused_with_a_small_pool(tmp_path: Path) -> None:
-    # Issue 13: 150 concurrent /v1/events gave 20 × 503 when the Redis pool ran out.
+    # 150 concurrent /v1/events gave 20 × 503 when the Redis pool ran out.
     from bot.server import build_app
     from tests.fakes.scripted_answerer import ScriptedAnswerer
 

@@ -5,16 +5,15 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import AsyncIterator, Sequence
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from adapters.state import RedisStateStore
-from bot.assistant import FAILED, NOT_ADMIN, SLOW_DOWN, AnswerSource, TacitAssistant
+from bot.assistant import NOT_ADMIN, AnswerSource, TacitAssistant
 from bot.conversation_state import ConversationState
 from bot.settings import ChannelSettings, ConversationSettings
-from core.answer.wording import NOT_COVERED
+from core.answer.wording import DECLINE_NOT_A_QUESTION, FAILED, NOT_COVERED, SLOW_DOWN
 from core.conversation import (
     Assistant,
     Feedback,
@@ -26,8 +25,9 @@ from core.conversation import (
     Thinking,
 )
 from core.errors import LLMError, StoreUnavailable
-from core.gate.decision import DECLINE_NOT_A_QUESTION, GateDecision
+from core.gate.decision import GateDecision
 from core.models import ChatMessage
+from tests import chat_fakes
 from tests.fakes.scripted_answerer import ScriptedAnswerer
 
 QUESTION = "How do I roll back a deploy?"
@@ -35,11 +35,7 @@ ANSWER = "Run deployctl rollback --to previous [1]."
 _ids = itertools.count(1)
 
 
-@pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[RedisStateStore]:
-    state = await RedisStateStore.embedded(tmp_path / "state.rdb")
-    yield state
-    await state.aclose()
+store = chat_fakes.state_store
 
 
 @pytest.fixture

@@ -21,6 +21,7 @@ from bot.metrics import Metrics
 from bot.queue import EventIngest, Worker, encode_message
 from bot.settings import ConversationSettings
 from core.conversation import FinalReply, Message, Refusal, ReplyEvent
+from tests import chat_fakes
 from tests.fakes.scripted_answerer import ScriptedAnswerer
 from tests.worker_harness import until
 
@@ -28,11 +29,7 @@ QUESTION = "How do I roll back a deploy?"
 ANSWER = "Run deployctl rollback --to previous, then watch the error rate [1]."
 
 
-@pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[RedisStateStore]:
-    state = await RedisStateStore.embedded(tmp_path / "state.rdb")
-    yield state
-    await state.aclose()
+store = chat_fakes.state_store
 
 
 class Platform:

@@ -5,24 +5,17 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
-import pytest
-
+from adapters.state.redis_decision_log import RedisDecisionLog
 from adapters.state.redis_store import RedisStateStore
 from bot.conversation_state import ConversationState
-from bot.decision_log import DecisionFilter, DecisionLog, percentile_of_histogram, text_digest
 from bot.settings import ConversationSettings
 from core.conversation import Feedback
+from core.decision_log import DecisionFilter, percentile_of_histogram, text_digest
+from tests import chat_fakes
 
-
-@pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[RedisStateStore]:
-    state = await RedisStateStore.embedded(tmp_path / "state.rdb")
-    yield state
-    await state.aclose()
+store = chat_fakes.state_store
 
 
 def decision(n: int, at: float, **fields: Any) -> dict[str, Any]:
@@ -50,9 +43,9 @@ def decision(n: int, at: float, **fields: Any) -> dict[str, Any]:
     return row
 
 
-def log_of(store: RedisStateStore, **options: Any) -> DecisionLog:
+def log_of(store: RedisStateStore, **options: Any) -> RedisDecisionLog:
     settings = {"keep_per_channel": 1000, "ttl": 30 * 86400.0, "keep_text_days": 30.0}
-    return DecisionLog(store, **{**settings, **options})
+    return RedisDecisionLog(store, **{**settings, **options})
 
 
 async def test_pages_newest_first_through_a_cursor(store: RedisStateStore) -> None:

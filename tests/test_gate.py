@@ -15,18 +15,17 @@ from adapters.embedders.use import USEEmbedder
 from adapters.graph.sqlite_store import SQLiteGraphStore
 from adapters.state import RedisStateStore
 from adapters.vector.milvus_store import MilvusVectorStore
-from core.answer.wording import NOT_COVERED
+from core.answer.wording import DECLINE_NOT_A_QUESTION, DECLINE_UNSAFE, NOT_COVERED
 from core.conversation import Message
 from core.errors import InputError, LLMBadResponse, LLMTimeout, StoreError
 from core.gate.coverage import SIGNALS
-from core.gate.decision import DECLINE_NOT_A_QUESTION, DECLINE_UNSAFE
 from core.gate.gate import Gate, GateOptions
 from core.gate.signals import kb_features
 from core.gate.store import delete_fit, fit_key, load_fit
-from core.gate.vector_cache import VectorCache
 from core.index.pipeline import Indexer, IndexOptions
 from core.models import Collection, VectorHit
 from core.ports import Vectors
+from core.vector_cache import VectorCache
 from tests.fakes.fake_llm import FakeLLM
 
 KB = "ops"

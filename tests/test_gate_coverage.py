@@ -59,6 +59,17 @@ def verdict(kb: KbTerms, text: str, dense: float = 0.15) -> Coverage:
         ("priya natarajan owns which component", "priya natarajan owns which", True),
         ("Lumen 的 lumenctl：今天天气怎么样？", "今天天气怎么样", False),
         ("lumenctl breaker open syntax?", "lumenctl breaker open syntax", True),
+        # several questions: the last leans on the ones before it (a relay run refused this
+        # one on "改大有什么风险" alone: "what is the risk of raising it?")
+        (
+            "LUMEN_DISPATCH_CONCURRENCY 的默认值是多少？改大有什么风险？",
+            "lumen_dispatch_concurrency 的默认值是多少",
+            True,
+        ),
+        ("What is the spool? How big is a segment?", "what is the spool? how big", True),
+        # …but a bare term with a question mark is no question of its own
+        ("lumenctl? lumenctl? who won the 2018 world cup?", "who won the 2018", False),
+        ("Lumen Lumen: is it up? tell me a joke", "is it up? tell me a joke", False),
     ],
 )
 def test_the_request_is_the_clause_that_asks(text: str, asked: str, whole: bool) -> None:

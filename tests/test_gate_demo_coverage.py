@@ -1,6 +1,7 @@
-"""Issue 15's target, as a test: with no fitted gate and no LLM, on the demo KB, the gate
-answers what the KB covers (names, config keys, numbers, Chinese and English) and refuses the
-rest — off-topic questions, chatter and KB words stuffed in front of an off-topic request.
+"""The unfitted gate's target as a test (docs/BENCHMARKS.md, "Gate coverage without a fit"):
+with no fitted gate and no LLM, on the demo KB, the gate answers what the KB covers (names,
+config keys, numbers, Chinese and English) and refuses the rest — off-topic questions,
+chatter and KB words stuffed in front of an off-topic request.
 
 The set (tests/data/demo_coverage.jsonl) was written before the coverage rule was tuned;
 tests/data/demo_coverage_holdout.jsonl after its first version, and never tuned on. Real

@@ -9,6 +9,7 @@ import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import numpy as np
 import pytest
 import pytest_asyncio
 
@@ -16,11 +17,13 @@ import core.gate.prior as prior_module
 from adapters.embedders.use import USEEmbedder
 from adapters.state import RedisStateStore
 from adapters.vector.milvus_store import MilvusVectorStore
+from core.answer.wording import DECLINE_NOT_A_QUESTION
 from core.gate.coverage import SIGNALS
-from core.gate.decision import DECLINE_NOT_A_QUESTION
 from core.gate.gate import PRIOR_SCORE, Gate, GateOptions
+from core.gate.model import logistic
 from core.gate.prior import (
     WEIGHTS,
+    RequestPrior,
     features,
     marked,
     prepared,
@@ -118,6 +121,18 @@ def test_a_marked_message_is_a_question_whatever_its_words() -> None:
     score = shipped_prior().score("lol that deploy was wild?")
     assert score.marked and score.is_request
     assert "marked as a question" in score.describe()
+
+
+@pytest.mark.parametrize("logit", [-3.0, 0.0, 2.5, 40.0, -700.0, 1e6])
+def test_the_prior_scores_through_the_fitted_gates_logistic(logit: float) -> None:
+    """One logistic function for both regressions (core.gate.model.logistic), its clipping
+    included: far-off messages are 0 or 1 without an overflow."""
+    text = "restart the spool"
+    weights = dict.fromkeys(features(text), 0.0)
+    weights[features(text)[0]] = logit
+    prior = RequestPrior(weights, 0.0, 0.5, {})
+    with np.errstate(over="raise"):
+        assert prior.probability(text) == float(logistic(logit))
 
 
 # --- in the gate ----------------------------------------------------------------------------

@@ -319,7 +319,7 @@ async def test_retry_after_within_the_limit_is_waited_exactly(
 async def test_retry_after_beyond_the_limit_gives_up_at_once(
     server: FakeOpenAIServer, make_llm: MakeLLM
 ) -> None:
-    # Issue 13: an hour's Retry-After was waited out as 60 s and retried. It means "not now":
+    # An hour's Retry-After was waited out as 60 s and retried. It means "not now":
     # fail at once, and say what the server asked for.
     waits: list[float] = []
 

@@ -9,7 +9,11 @@ from pytest_socket import SocketConnectBlockedError
 
 
 def test_connecting_outside_loopback_is_blocked() -> None:
-    with pytest.raises(SocketConnectBlockedError):
+    # pytest-socket also warns with the blocked host: expected here, so caught, not reported.
+    with (
+        pytest.warns(UserWarning, match="192.0.2.1"),
+        pytest.raises(SocketConnectBlockedError),
+    ):
         socket.create_connection(("192.0.2.1", 80), timeout=1).close()
 
 

@@ -102,3 +102,18 @@ def test_user_text_is_shown_as_one_json_string_literal(name: str, language: str)
 def test_a_missing_quoted_variable_is_named() -> None:
     with pytest.raises(PromptError, match="'question' is undefined"):
         render("logic_form", "en", max_steps=3)
+
+
+@pytest.mark.parametrize(
+    ("language", "private", "work"),
+    [("en", "home addresses", "what they own"), ("zh", "住址", "负责或维护什么")],
+)
+def test_the_safety_screen_keeps_colleagues_work_apart_from_private_data(
+    language: str, private: str, work: str
+) -> None:
+    # A model shown only "personal data of other people" judged "Who is Priya Natarajan and
+    # what does she own?" unsafe (relay run): a team's questions about its own people are the
+    # questions its knowledge base answers, so the screen says what private data is.
+    prompt = render("gate_classify", language, message="x", banned_topics=[])
+    system = prompt.messages[0].content
+    assert private in system and work in system

@@ -274,7 +274,7 @@ async def test_a_name_in_the_question_leads_to_the_page_it_titles(kb: Setup) -> 
 
 
 async def test_dense_searches_can_come_from_an_in_memory_copy(kb: Setup) -> None:
-    from core.gate.vector_cache import VectorCache
+    from core.vector_cache import VectorCache
 
     searched: list[str] = []
 

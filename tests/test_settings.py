@@ -84,21 +84,35 @@ def test_the_example_config_is_valid() -> None:
     assert settings.llm.model
 
 
-def test_answer_options_defaults_match_the_settings() -> None:
-    from bot.settings import AnswerSettings, RetrievalSettings
-    from core.answer.pipeline import PipelineOptions
-    from core.retrieve.retriever import RetrievalOptions
+def test_every_setting_mapped_onto_a_core_option_has_its_default(tmp_path: Path) -> None:
+    """Built from default settings the way the bot builds them (bot/wiring.py), every core
+    option equals its dataclass default: a default written in bot/settings.py and in core
+    cannot drift apart, whatever the setting is called on either side."""
+    from dataclasses import fields, replace
 
-    answer, pipeline = AnswerSettings(), PipelineOptions()
-    for name in (
-        "stages",
-        "check",
-        "feedback_rounds",
-        "feedback_threshold",
-        "stage_timeout",
-        "follow_ups",
-    ):
-        assert getattr(answer, name) == getattr(pipeline, name), name
-    retrieval, options = RetrievalSettings(), RetrievalOptions()
-    for name, value in retrieval.model_dump().items():
-        assert getattr(options, name) == value, name
+    from bot.settings import Settings
+    from bot.wiring import Services
+
+    settings = Settings(home=tmp_path)
+    services = Services(settings, graph=None, vectors=None, embedder=None, llm=None)  # type: ignore[arg-type]
+    answer = services.answerer().options
+    # Not defaults of a setting: the answerer shares the gate's coverage rule, and passes
+    # llm.max_tokens per call where the option's None leaves it to the LLM (built with the same).
+    assert answer.coverage is services.coverage_rule()
+    assert answer.max_tokens == settings.llm.max_tokens
+    built = [
+        services.vector_cache().options,
+        services.coverage_options(),
+        services.retriever().options,
+        services.gate(None).options,  # type: ignore[arg-type]
+        services.indexer(extractor="nlp").options,
+        replace(answer, coverage=None, max_tokens=None),
+    ]
+    for options in built:
+        default = type(options)()
+        differ = {
+            f.name: (getattr(options, f.name), getattr(default, f.name))
+            for f in fields(options)
+            if getattr(options, f.name) != getattr(default, f.name)
+        }
+        assert not differ, f"{type(options).__name__} (setting, core default): {differ}"

@@ -3,10 +3,10 @@ index (adapters/vector/bm25_index.py), so both find the same chunks for the same
 
 jieba segments Chinese into words and English on spaces and punctuation, so one analyzer serves
 the zh+en KBs Tacit is built for. Milvus servers ship jieba; Lite and the in-process index need
-the `jieba` package. Both run jieba's search mode (`cut_for_search`: a long word also yields
-the dictionary words inside it), lower-case, and drop the stop
-words below. (The standard analyzer splits on non-word characters only: a run of Chinese
-characters becomes a single token and Chinese lexical search finds nothing.)
+the `jieba` package. Both run jieba's search mode (`cut_for_search`, through
+core.chinese_words: a long word also yields the dictionary words inside it), lower-case, and
+drop the stop words below. (The standard analyzer splits on non-word characters only: a run of
+Chinese characters becomes a single token and Chinese lexical search finds nothing.)
 
 The in-process index also folds Latin diacritics first (core.text.fold_diacritics), at index
 and at query time alike: jieba cuts a word at its first non-ASCII letter ("Aschenbrödel" ->
@@ -23,11 +23,9 @@ from its texts.
 
 from __future__ import annotations
 
-import functools
-import logging
-from collections.abc import Callable, Iterable
 from typing import Any
 
+from core.chinese_words import search_words
 from core.text import fold_diacritics
 
 # Bumped whenever analyse() cuts any text differently: saved in-process indexes record it.
@@ -60,16 +58,7 @@ DEFAULT_ANALYZER: dict[str, Any] = {
 }
 
 
-@functools.cache
-def _cut_for_search() -> Callable[[str], Iterable[str]]:
-    import jieba
-
-    jieba.setLogLevel(logging.WARNING)  # its dictionary-loading chatter goes to stderr
-    cut: Callable[[str], Iterable[str]] = jieba.cut_for_search
-    return cut
-
-
 def analyse(text: str) -> list[str]:
     """The BM25 terms of `text`, in order, repeats kept (term frequency counts them)."""
-    terms = (t.strip().lower() for t in _cut_for_search()(fold_diacritics(text)))
+    terms = (t.strip().lower() for t in search_words(fold_diacritics(text)))
     return [t for t in terms if t and t not in STOP_WORDS]

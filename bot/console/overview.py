@@ -15,8 +15,8 @@ import prompts
 from bot import doctor
 from bot.console.charts import legend, stacked_bars
 from bot.console.context import Console, logger
-from bot.decision_log import percentile_of_histogram
 from bot.settings import Settings
+from core.decision_log import percentile_of_histogram
 
 HEALTH_EVERY_S = 60.0
 STATS_EVERY_S = 10.0

@@ -13,7 +13,7 @@ from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Re
 from bot.console import overview
 from bot.console.auth import Session
 from bot.console.context import Console, logger
-from bot.decision_log import DecisionFilter
+from core.decision_log import DecisionFilter
 
 PAGE_SIZE = 50
 OUTCOME_CHOICES = ("answered", "declined", "silent", "rate_limited", "ignored", "command", "error")

@@ -107,7 +107,15 @@ def render_cited(context: RetrievedContext, numbers: Sequence[int] | None) -> st
 
 
 def _cut(text: str) -> str:
-    return text if len(text) <= MAX_FACT_CHARS else text[: MAX_FACT_CHARS - 1] + "…"
+    """A fact of at most MAX_FACT_CHARS, ended at a word when one ends near the limit: a word
+    cut in half ("del…") reads to a model like a different word."""
+    if len(text) <= MAX_FACT_CHARS:
+        return text
+    kept = text[: MAX_FACT_CHARS - 1]
+    space = kept.rfind(" ")
+    if space >= MAX_FACT_CHARS * 0.8:  # text without spaces (Chinese) is cut where it is
+        kept = kept[:space]
+    return kept.rstrip(" ,;:") + "…"
 
 
 def valid_marks(text: str, context: RetrievedContext) -> list[int]:

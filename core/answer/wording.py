@@ -1,6 +1,6 @@
-"""Fixed user-facing sentences (not prompts): what Tacit says when it will not, or cannot fully,
-answer, what the chat shows while it works (one line per stage), and the limit on what it will
-read as a question."""
+"""Fixed user-facing sentences (not prompts), en/zh, in one place: what Tacit says when it will
+not, or cannot fully, answer (the gate, the answerer and the chat alike), what the chat shows
+while it works (one line per stage), and the limit on what it will read as a question."""
 
 from __future__ import annotations
 
@@ -14,6 +14,26 @@ NOT_COVERED = {
     "en": "Sorry, I can only answer questions that my knowledge base covers, and this one "
     "doesn't seem to be among them.",
     "zh": "抱歉，我只能回答知识库覆盖的问题，这个问题似乎不在其中。",
+}
+# The polite decline a refused message gets when the bot was addressed (overheard messages
+# that are refused get silence instead): not a question, or a topic it does not answer.
+DECLINE_NOT_A_QUESTION = {
+    "en": "Hi! I answer technical questions about the documents I know. What would you like "
+    "to ask?",
+    "zh": "你好！我负责回答知识库文档相关的技术问题，请问有什么想问的？",
+}
+DECLINE_UNSAFE = {
+    "en": "Sorry, I can't help with that topic.",
+    "zh": "抱歉，这个话题我无法回答。",
+}
+# The chat's own replies: too many questions at once, or an answer that failed.
+SLOW_DOWN = {
+    "en": "I'm getting more questions than I can answer right now; please ask again in a minute.",
+    "zh": "现在提问太多了，请一分钟后再问。",
+}
+FAILED = {
+    "en": "Sorry, something went wrong while answering; please try again later.",
+    "zh": "抱歉，回答时出错了，请稍后再试。",
 }
 CUT_SHORT = {
     "en": "(The answer was cut short: the language model stopped responding.)",

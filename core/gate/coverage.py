@@ -20,14 +20,13 @@ on its terms; the words around it only count when the request itself has no cont
 now?"). A message that repeats one term is not a question about it.
 
 Everything here is pure: the KB's terms come from the chunk texts the gate already keeps in
-memory (core.gate.vector_cache), indexed once per KB version.
+memory (core.vector_cache), indexed once per KB version.
 """
 
 from __future__ import annotations
 
 import asyncio
 import difflib
-import logging
 import re
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -38,11 +37,12 @@ from typing import Any, Protocol
 import numpy as np
 import numpy.typing as npt
 
+from core import chinese_words
 from core.gate.features import normalise
-from core.gate.vector_cache import Snapshot
 from core.models import Collection, VectorHit
 from core.ports import Embedder, Vectors
 from core.text import CJK_RUN, fold_diacritics
+from core.vector_cache import Snapshot
 
 # --- terms --------------------------------------------------------------------------------
 
@@ -157,10 +157,7 @@ def content_terms(text: str) -> list[Term]:
 
 @lru_cache(maxsize=16384)
 def _cjk_words(run: str) -> tuple[str, ...]:
-    import jieba  # loads its dictionary on first use (about a second)
-
-    jieba.setLogLevel(logging.WARNING)
-    return tuple(jieba.lcut(run))
+    return tuple(chinese_words.words(run))
 
 
 def is_empty_request(text: str) -> bool:
@@ -203,7 +200,9 @@ class Request:
 def find_request(text: str) -> Request:
     """The clause that asks. Segments are split at punctuation; the request is the last
     segment that asks, from its asking word on ("… who won the 2018 world cup", "lumenctl
-    lumenctl write me a poem"); with no asking segment, the whole message."""
+    lumenctl write me a poem"), together with the whole questions right before it ("What is
+    the default of X? What happens if I raise it?": the second leans on the first); with no
+    asking segment, the whole message."""
     folded = fold(text).strip()
     if not folded:
         return Request("", True, False)
@@ -215,33 +214,47 @@ def find_request(text: str) -> Request:
     segments.append((start, len(folded)))
     question_mark = "?" in folded or "？" in text
     chosen: tuple[int, int] | None = None
-    for begin, end in reversed(segments):
-        segment = folded[begin:end]
-        words = [(m.start(), m.group()) for m in _LATIN.finditer(segment)]
-        opener: int | None = None
-        if words and words[0][1] in (_WH | _AUX | _IMPERATIVE):
-            opener = words[0][0]
-        else:
-            # an imperative further on starts the request ("lumenctl lumenctl write me a
-            # poem"); a wh-word in situ asks about the whole segment ("Priya owns which?")
-            for offset, word in words:
-                if word in _IMPERATIVE:
-                    opener = offset
-                    break
-            if opener is None and any(word in _WH for _, word in words):
-                opener = 0
-        if opener is None and _CJK_QUESTION.search(segment):
-            opener = 0
-        if opener is None and segment.rstrip().endswith(("?", "？")):
-            opener = 0
-        if opener is not None:
-            chosen = (begin + opener, end)
-            break
+    for index in range(len(segments) - 1, -1, -1):
+        begin, end = segments[index]
+        opener = _opener(folded[begin:end])
+        if opener is None:
+            continue
+        chosen = (begin + opener, end)
+        # Earlier segments that are questions of their own (an asking word and a question
+        # mark), up to the first that is not: KB words stuffed in front ("Lumen Lumen Lumen:
+        # what is …?", "lumenctl? lumenctl? who won …?") ask nothing and stay out.
+        for before, after in reversed(segments[:index]):
+            segment = folded[before:after]
+            earlier = _opener(segment, by_mark=False)
+            if earlier is None or not segment.rstrip().endswith(("?", "？")):
+                break
+            chosen = (before + earlier, end)
+        break
     if chosen is None:
         return Request(folded, True, question_mark)
     request = folded[chosen[0] : chosen[1]].strip(" ,:;.…-—–")
     whole = not folded[: chosen[0]].strip(" ,:;.…-—–?!")
     return Request(request, whole, True)
+
+
+def _opener(segment: str, *, by_mark: bool = True) -> int | None:
+    """Where a segment starts asking (a wh-word, an auxiliary, an imperative, a Chinese
+    question word or, with `by_mark`, a closing question mark), or None when it does not ask."""
+    words = [(m.start(), m.group()) for m in _LATIN.finditer(segment)]
+    if words and words[0][1] in (_WH | _AUX | _IMPERATIVE):
+        return words[0][0]
+    # an imperative further on starts the request ("lumenctl lumenctl write me a poem"); a
+    # wh-word in situ asks about the whole segment ("Priya owns which?")
+    for offset, word in words:
+        if word in _IMPERATIVE:
+            return offset
+    if any(word in _WH for _, word in words):
+        return 0
+    if _CJK_QUESTION.search(segment):
+        return 0
+    if by_mark and segment.rstrip().endswith(("?", "？")):
+        return 0
+    return None
 
 
 # --- the knowledge base's terms -------------------------------------------------------------

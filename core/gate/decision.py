@@ -12,19 +12,6 @@ Stage = Literal["filter", "intent", "refusal", "safety"]
 Intent = Literal["question", "chitchat", "greeting", "feeling", "command", "other"]
 INTENTS: tuple[Intent, ...] = ("question", "chitchat", "greeting", "feeling", "command", "other")
 
-# Fixed user-facing sentences (not prompts): the polite decline a refused message gets when the
-# bot was addressed. Overheard messages that are refused get silence instead. A message the
-# knowledge base does not cover gets core.answer.wording.NOT_COVERED, as every refusal does.
-DECLINE_NOT_A_QUESTION = {
-    "en": "Hi! I answer technical questions about the documents I know. What would you like "
-    "to ask?",
-    "zh": "你好！我负责回答知识库文档相关的技术问题，请问有什么想问的？",
-}
-DECLINE_UNSAFE = {
-    "en": "Sorry, I can't help with that topic.",
-    "zh": "抱歉，这个话题我无法回答。",
-}
-
 
 @dataclass(frozen=True, slots=True)
 class GateDecision:

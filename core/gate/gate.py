@@ -32,27 +32,20 @@ import numpy.typing as npt
 from pydantic import BaseModel
 
 import prompts
-from core.answer.wording import NOT_COVERED
+from core.answer.wording import DECLINE_NOT_A_QUESTION, DECLINE_UNSAFE, NOT_COVERED
 from core.conversation import Message
 from core.errors import InputError, LLMBadResponse, LLMError, StoreError, StoreUnavailable
 from core.gate.coverage import CoverageOptions, CoverageRule
-from core.gate.decision import (
-    DECLINE_NOT_A_QUESTION,
-    DECLINE_UNSAFE,
-    INTENTS,
-    GateDecision,
-    Intent,
-    Stage,
-)
+from core.gate.decision import INTENTS, GateDecision, Intent, Stage
 from core.gate.features import normalise
 from core.gate.model import DEFAULT_FOLDS, GateFit, Matrix, cue_matrix, feature_matrix
 from core.gate.prior import PriorScore, RequestPrior, shipped_prior
 from core.gate.signals import CHUNKS_PER_MESSAGE, has_graph_vectors, kb_features
 from core.gate.store import fit_command, fit_stamp, load_fit, save_fit
-from core.gate.vector_cache import CacheOptions, VectorCache
 from core.models import VectorHit
 from core.ports import LLM, Embedder, StateStore, VectorStore
 from core.text import Language, detect_language
+from core.vector_cache import CacheOptions, VectorCache
 
 _COMMAND = re.compile(r"^/[A-Za-z_][\w@-]*(\s|$)")  # /start, /help@tacit_bot
 # A letter or digit of any script: Chinese characters are letters to Unicode (\w matches them).
@@ -122,7 +115,7 @@ class Gate:
         self.embedder = embedder
         self.vectors = vectors
         # Every KB search of the gate goes through the in-memory copy of the KB's vectors
-        # (see core.gate.vector_cache for how it stays fresh); a KB too large for it is
+        # (see core.vector_cache for how it stays fresh); a KB too large for it is
         # searched in the store.
         self.cache = cache or VectorCache(vectors, options=CacheOptions())
         self.state = state

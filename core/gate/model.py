@@ -123,16 +123,22 @@ def lexical_features(
     return np.stack([good_max, bad_max, good_mean, bad_mean], axis=1)
 
 
+def logistic(logits: npt.ArrayLike) -> npt.NDArray[np.float64]:
+    """The logistic function of each logit: the probability a logistic regression gives (the
+    fitted gate's here, the request prior's in core.gate.prior). The logit is clipped to ±50,
+    where the probability is already 0 or 1 to double precision, so exp cannot overflow."""
+    clipped = np.clip(np.asarray(logits, dtype=np.float64), -50.0, 50.0)
+    probabilities: npt.NDArray[np.float64] = 1.0 / (1.0 + np.exp(-clipped))
+    return probabilities
+
+
 def logistic_probabilities(
     features: Matrix, *, mean: Matrix, scale: Matrix, coef: Matrix, intercept: float
 ) -> npt.NDArray[np.float64]:
     """Per row, a logistic regression's probability of the positive class (answerable): the
     features standardised by `mean` and `scale`, weighed by `coef`, plus `intercept`, through
-    the logistic function. The logit is clipped to ±50, where the probability is already 0 or
-    1 to double precision, so exp cannot overflow."""
-    logits = np.asarray(((features - mean) / scale) @ coef + intercept, dtype=np.float64)
-    probabilities: npt.NDArray[np.float64] = 1.0 / (1.0 + np.exp(-np.clip(logits, -50, 50)))
-    return probabilities
+    the logistic function."""
+    return logistic(((features - mean) / scale) @ coef + intercept)
 
 
 @dataclass

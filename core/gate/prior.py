@@ -29,7 +29,6 @@ from __future__ import annotations
 import gzip
 import itertools
 import json
-import math
 import re
 import unicodedata
 from dataclasses import dataclass
@@ -37,6 +36,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from core.gate.model import logistic
 from core.text import CJK_CHAR
 
 WEIGHTS = Path(__file__).parent / "data" / "request_prior.json.gz"
@@ -149,7 +149,7 @@ class RequestPrior:
 
     def probability(self, text: str) -> float:
         z = self.intercept + sum(self.weights.get(f, 0.0) for f in features(text))
-        return 1.0 / (1.0 + math.exp(-max(-30.0, min(30.0, z))))
+        return float(logistic(z))
 
     def score(self, text: str, *, threshold: float | None = None) -> PriorScore:
         cut = self.threshold if threshold is None else threshold

@@ -14,10 +14,9 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from functools import cache
 from itertools import combinations
-from typing import Any
 
+from core import chinese_words
 from core.index.extract import Extraction
 from core.models import ChunkRecord, EntityMention, RelationMention, normalise_name
 from core.text import detect_language, split_sentences
@@ -188,22 +187,9 @@ def _score(phrase: str, count: int) -> float:
     return count * (1.0 + technical + capitalised + 0.3 * (words - 1))
 
 
-@cache
-def _jieba_tfidf() -> Any:
-    import logging
-
-    import jieba
-    import jieba.analyse
-
-    jieba.setLogLevel(logging.WARNING)  # its dictionary-loading chatter goes to stderr
-    # The module's own instance: importing jieba.analyse has loaded it already, and another
-    # TFIDF() would load a second copy of the IDF table (+38 MB).
-    return jieba.analyse.default_tfidf
-
-
 def chinese_terms(text: str, limit: int) -> list[str]:
     """jieba's TF-IDF keywords of the chunk, best first; English words in it count too."""
-    tags = _jieba_tfidf().extract_tags(text, topK=limit * 2)
+    tags = chinese_words.keywords(text, limit * 2)
     terms: list[str] = []
     for tag in tags:
         word = str(tag).strip()

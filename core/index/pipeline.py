@@ -76,7 +76,9 @@ class IndexOptions:
     embed_batch: int = 64
     concurrency: int = 4  # chunks extracted at once (LLM calls in flight)
     batch_chunks: int = 512  # chunks per batch of documents (bounds memory, sets crash loss)
-    summarize_over_tokens: int = 0  # summarise longer merged descriptions with the LLM; 0: never
+    # Summarise an entity's merged descriptions with the LLM above this many tokens (0: never);
+    # an indexer without an LLM never does.
+    summarize_over_tokens: int = 400
     communities: bool = True
     corpus_fields: CorpusFields = field(default_factory=CorpusFields)
 

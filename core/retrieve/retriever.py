@@ -132,7 +132,7 @@ class Retriever:
         nearest: NearestSearch | None = None,
     ) -> None:
         """nearest: where dense searches go when not to `vectors` — an in-memory copy of the
-        vectors (core.gate.vector_cache.VectorCache): Milvus Lite scans a collection row by
+        vectors (core.vector_cache.VectorCache): Milvus Lite scans a collection row by
         row per search, tens of milliseconds at 30k entities. BM25 always goes to `vectors`."""
         self.embedder = embedder
         self.vectors = vectors

@@ -64,7 +64,7 @@ ROUTES = ["/v1/ask", "/v1/feedback", "/v1/events", EVENTS_PATH, WEBHOOK_PATH]
 async def test_a_50_mb_chunked_body_is_refused_within_a_chunk_of_the_limit(
     served: Served, path: str
 ) -> None:
-    """Issue 13 item 7: a 400 MB chunked body grew RSS by 620 MB before its 413."""
+    """A 400 MB chunked body grew RSS by 620 MB before its 413."""
     reply = await call_asgi(served.app, path, endless(CHUNK), _authorised_headers(path))
     assert reply.status == 413, reply.body
     assert reply.pulled <= LIMIT + CHUNK  # not one chunk more than needed to know
@@ -119,7 +119,7 @@ MALFORMED_JSON = [b"null", b"[1,2]", b'"x"', b"1", b"{", b"\xff\xfe", b"", DEEP]
 
 @pytest.mark.parametrize("body", MALFORMED_JSON, ids=lambda b: repr(b[:12]))
 async def test_telegram_bodies_that_are_not_updates_are_400(served: Served, body: bytes) -> None:
-    """Issue 13 item 9: null, [1,2] and "x" with the right secret were 500s with tracebacks."""
+    """Null, [1,2] and "x" with the right secret were 500s with tracebacks."""
     reply = await call_asgi(served.app, WEBHOOK_PATH, [body], _authorised_headers(WEBHOOK_PATH))
     assert reply.status == 400, reply.body
     assert served.recorder.messages == []
@@ -200,7 +200,7 @@ async def test_signed_but_malformed_slack_bodies_are_never_500(
 async def test_slack_requests_with_bad_signature_headers_are_401(
     served: Served, headers: dict[str, str]
 ) -> None:
-    """Issue 13 item 9: a missing or non-numeric timestamp was a 500 with a traceback."""
+    """A missing or non-numeric timestamp was a 500 with a traceback."""
     body = event_body({"type": "app_mention", "channel": "C1", "user": "U1", "ts": "1.0"})
     reply = await call_asgi(
         served.app, EVENTS_PATH, [body.encode()], {"content-type": "application/json"} | headers
@@ -215,7 +215,7 @@ async def test_slack_requests_with_bad_signature_headers_are_401(
 async def test_bad_requests_never_put_their_bodies_in_the_log(
     served: Served, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """Issue 13 item 8: at INFO slack_bolt logged the full body of every badly signed request
+    """At INFO slack_bolt logged the full body of every badly signed request
     (a 10 MB POST, a 10 MB log line). Here at DEBUG, the chattiest level."""
     caplog.set_level(logging.DEBUG)
     marker = "LOGGED-BODY-MARKER"

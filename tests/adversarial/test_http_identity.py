@@ -67,7 +67,7 @@ async def channel_mode(served: Served) -> str:
 
 
 async def test_a_body_cannot_claim_an_admin_over_ask(served: Served) -> None:
-    """Issue 13 item 10: `"user": "UADMIN"` over HTTP ran an admin command."""
+    """`"user": "UADMIN"` over HTTP ran an admin command."""
     before = await channel_mode(served)
     async with client_of(served) as client:
         for token in (ALICE_TOKEN, ANON_TOKEN):
@@ -130,7 +130,7 @@ async def _answer_on_slack(served: Served) -> str:
 
 
 async def test_a_body_cannot_replace_a_slack_users_vote(served: Served) -> None:
-    """Issue 13 item 10: a caller claiming UADMIN replaced UADMIN's vote on a Slack trace."""
+    """A caller claiming UADMIN replaced UADMIN's vote on a Slack trace."""
     trace_id = await _answer_on_slack(served)
     assert await served.assistant.record_feedback(
         Feedback(trace_id, "UADMIN", True, platform="slack")
@@ -193,7 +193,7 @@ async def _queue_and_answer(
 
 
 async def test_a_result_is_read_only_in_its_own_channel(tmp_path: Path) -> None:
-    """Issue 13 item 5: one message id in two channels bound to two KBs returned channel B's
+    """One message id in two channels bound to two KBs returned channel B's
     answer (and its secret) to channel A's poll."""
     answerer = ScriptedAnswerer({"secret of A?": "A's answer", "secret of B?": "B's secret"})
     async with tacit_app(tmp_path, answerer=answerer) as served, client_of(served) as client:
@@ -225,7 +225,7 @@ async def test_a_result_is_read_only_in_its_own_channel(tmp_path: Path) -> None:
 
 
 async def test_a_cli_event_shows_its_result(tmp_path: Path) -> None:
-    """Issue 13 item 10: `"platform": "cli"` was stored under cli and read under http."""
+    """`"platform": "cli"` was stored under cli and read under http."""
     async with tacit_app(tmp_path) as served, client_of(served) as client:
         body = {"platform": "cli", "channel": "term", "text": QUESTION, "message_id": "c-1"}
         await _queue_and_answer(served, client, [(ALICE_TOKEN, body | {"addressed": True})])
@@ -238,7 +238,7 @@ async def test_a_cli_event_shows_its_result(tmp_path: Path) -> None:
 
 
 async def test_a_client_that_hangs_up_is_not_counted_as_a_duplicate(tmp_path: Path) -> None:
-    """Issue 13 item 10: SSE client disconnects were counted as outcome="duplicate"."""
+    """SSE client disconnects were counted as outcome="duplicate"."""
     slow = ScriptedAnswerer({QUESTION: ANSWER * 20}, delay=0.05)
     async with (
         tacit_app(tmp_path, answerer=slow) as served,
@@ -287,7 +287,7 @@ def test_weak_or_clashing_tokens_stop_at_start(tmp_path: Path, tokens: list[Any]
 
 
 async def test_only_an_admin_token_labels_a_decision_for_the_gate(served: Served) -> None:
-    """Issue 15: admins teach the gate over HTTP too; the label names the caller's token user,
+    """Admins teach the gate over HTTP too; the label names the caller's token user,
     never a body's, and other tokens cannot steer what the bot answers."""
     trace_id = await _answer_on_slack(served)
     body = {"trace_id": trace_id, "label": "silent"}

@@ -74,7 +74,7 @@ async def post(app: Any, path: str, body: bytes, headers: dict[str, str]) -> htt
 
 
 async def test_polling_mode_has_no_webhook_to_post_to(tmp_path: Path) -> None:
-    """Issue 13 item 1: a bot token alone (polling, the default) mounted /telegram/webhook, and
+    """A bot token alone (polling, the default) mounted /telegram/webhook, and
     its secret check compared two empty strings: '/tacit mode off' from anyone ran."""
     settings = load_settings(home=tmp_path, telegram={"bot_token": TELEGRAM_TOKEN})
     assert settings.telegram.mode == "polling"
@@ -142,7 +142,7 @@ async def test_webhook_mode_with_a_secret_takes_only_that_secret(tmp_path: Path)
 
 
 async def test_socket_mode_without_a_signing_secret_has_no_events_route(tmp_path: Path) -> None:
-    """Issue 13 item 2: Socket Mode with no signing secret turned verification off and still
+    """Socket Mode with no signing secret turned verification off and still
     mounted /slack/events: an unsigned POST ran '/tacit mode off' as UADMIN."""
     settings = load_settings(
         home=tmp_path,
@@ -244,7 +244,7 @@ async def test_every_v1_route_wants_a_configured_token(tmp_path: Path) -> None:
 
 
 async def test_health_tells_strangers_only_ok(tmp_path: Path) -> None:
-    """Issue 13 item 10: /healthz showed the Redis version and queue depth to anyone."""
+    """/healthz showed the Redis version and queue depth to anyone."""
     async with tacit_app(tmp_path) as served:
         transport = httpx.ASGITransport(app=served.app)
         async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:

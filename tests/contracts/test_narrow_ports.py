@@ -1,10 +1,10 @@
 """The parts of a port that consumers name are satisfied by every adapter of the port.
 
 A part (the retriever's GraphReader, the indexer's DocumentStore and GraphDescriptions, the
-NearestSearch the gate and the retriever share) repeats the signatures of the port methods it
-needs. mypy checks the port against each part where bot/wiring.py hands a store over; this
-checks the adapters themselves, and the port, member by member: present, as a coroutine, with
-the parameters (names, kinds, defaults) the part declares.
+vector cache's DocumentListing, the NearestSearch the gate and the retriever share) repeats the
+signatures of the port methods it needs. mypy checks the port against each part where
+bot/wiring.py hands a store over; this checks the adapters themselves, and the port, member by
+member: present, as a coroutine, with the parameters (names, kinds, defaults) the part declares.
 """
 
 from __future__ import annotations
@@ -17,10 +17,10 @@ import pytest
 from adapters.graph.nebula_store import NebulaGraphStore
 from adapters.graph.sqlite_store import SQLiteGraphStore
 from adapters.vector.milvus_store import MilvusVectorStore
-from core.gate.vector_cache import VectorCache
 from core.index.document_store import DocumentStore, GraphDescriptions
 from core.ports import GraphStore, NearestSearch, VectorStore
 from core.retrieve.graph_reader import GraphReader
+from core.vector_cache import DocumentListing, VectorCache
 
 GRAPH_ADAPTERS = (SQLiteGraphStore, NebulaGraphStore)
 
@@ -29,6 +29,7 @@ PARTS: list[tuple[type[Any], type[Any], tuple[type[Any], ...]]] = [
     (GraphReader, GraphStore, GRAPH_ADAPTERS),
     (GraphDescriptions, GraphStore, GRAPH_ADAPTERS),
     (DocumentStore, GraphStore, GRAPH_ADAPTERS),
+    (DocumentListing, GraphStore, GRAPH_ADAPTERS),
     (NearestSearch, VectorStore, (MilvusVectorStore, VectorCache)),
 ]
 
@@ -62,6 +63,7 @@ def test_the_parts_are_narrower_than_their_ports() -> None:
     assert set(members(DocumentStore)) >= set(members(GraphDescriptions))
     assert not set(members(DocumentStore)) & {"get_chunks", "chunk_entities", "aclose"}
     assert members(NearestSearch) == ["search"]
+    assert members(DocumentListing) == ["get_documents"]
 
 
 @pytest.mark.parametrize(("part", "port", "implementation"), CASES)

@@ -1,4 +1,5 @@
-"""The gate's in-memory copy of a KB's vectors: exact search, freshness, and the size cap."""
+"""The in-memory copy of a KB's vectors the gate and the retriever search: exact search,
+freshness, and the size cap."""
 
 from __future__ import annotations
 
@@ -13,11 +14,11 @@ import pytest
 
 from adapters.graph.sqlite_store import SQLiteGraphStore
 from adapters.vector.milvus_store import MilvusVectorStore
+from core import vector_cache
 from core.errors import StoreUnavailable
-from core.gate import vector_cache
-from core.gate.vector_cache import CacheOptions, VectorCache, documents_version
 from core.models import ChunkRecord, Collection, DocumentRecord, VectorHit, VectorRecord
 from core.ports import Vectors
+from core.vector_cache import CacheOptions, VectorCache, documents_version
 
 DIM = 16
 

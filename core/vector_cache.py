@@ -1,5 +1,8 @@
 """An in-memory copy of a knowledge base's vectors, searched exactly by BLAS.
 
+Shared by the gate (core/gate/gate.py, core/gate/coverage.py) and the retriever
+(core/retrieve/retriever.py): both search through it as a core.ports.NearestSearch.
+
 Why: the gate scores every message of a group chat, and a Milvus Lite search scans its
 collection row by row in Python (about 11 ms at 12k chunks, linear in the collection). The
 same 12k × 512 float32 matrix in memory (24 MB) answers a query in about a millisecond, and
@@ -12,7 +15,7 @@ the bot passes the graph store's digest of its documents' content hashes, which 
 when a document is edited without changing its chunk count). At most every `check_seconds` a
 search starts a background check of the version; when it changed, or the copy is older than
 `max_age_seconds`, the copy is read again in the background while searches go on with the old
-one. So a gate may answer from the previous KB for `check_seconds` plus the time of a reload
+one. So a search may answer from the previous KB for `check_seconds` plus the time of a reload
 (seconds at 10k chunks on Lite) after an indexing run; `invalidate` makes the next search
 reload at once. The max age bounds the one gap a version cannot see: a reload that reads the
 vectors between the indexer's graph update and its vector write.
@@ -24,14 +27,15 @@ import asyncio
 import hashlib
 import logging
 import time
-from collections.abc import Awaitable, Callable, Hashable
+from collections.abc import Awaitable, Callable, Hashable, Sequence
 from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
 
-from core.models import Collection, VectorHit
-from core.ports import GraphStore, Vectors, VectorStore
+from core.models import Collection, DocumentRecord, VectorHit
+from core.ports import Vectors, VectorStore
 
 log = logging.getLogger(__name__)
 
@@ -145,7 +149,17 @@ class Snapshot:
         return 0 if self.matrix is None else int(self.matrix.shape[1])
 
 
-def documents_version(graph: GraphStore) -> VersionProbe:
+@runtime_checkable
+class DocumentListing(Protocol):
+    """What documents_version reads: core.ports.GraphStore.get_documents, which every graph
+    store has (tests/contracts/test_narrow_ports.py)."""
+
+    async def get_documents(
+        self, kb: str, sources: Sequence[str] | None = None
+    ) -> list[DocumentRecord]: ...
+
+
+def documents_version(graph: DocumentListing) -> VersionProbe:
     """A version probe from the graph store: a digest of the KB's documents and their content
     hashes (the indexer records a document's hash after writing its vectors)."""
 
@@ -160,7 +174,7 @@ def documents_version(graph: GraphStore) -> VersionProbe:
 
 
 class VectorCache:
-    """Exact in-memory search over the vectors of the KBs a gate scores against."""
+    """Exact in-memory search over the vectors of the KBs the gate and the retriever search."""
 
     def __init__(
         self,
@@ -270,7 +284,7 @@ class VectorCache:
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # a failed check keeps the copy; the next one tries again
-            log.warning("gate vector cache: cannot refresh %s of KB %r: %s", key[0], key[1], exc)
+            log.warning("vector cache: cannot refresh %s of KB %r: %s", key[0], key[1], exc)
 
     async def _load(self, key: Key, version: Hashable | None = None) -> Snapshot:
         collection, kb = key

@@ -1,4 +1,4 @@
-"""The decision log, stored so the console can page and filter it at 100k decisions.
+"""The decision log in Redis, stored so the console can page and filter it at 100k decisions.
 
 Key layout (every key shares the hash tag `{decisions}`, so the log lives in one Redis Cluster
 slot and its scripts may touch any of its keys):
@@ -25,24 +25,22 @@ filters are common and at most `SCAN_CAP` lookups when they are rare. A channel 
 
 from __future__ import annotations
 
-import hashlib
 import json
-import math
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from adapters.state.redis_store import RedisStateStore
-from core.ports import StateStore
+from core.decision_log import (
+    DecisionFilter,
+    DecisionPage,
+    day_of,
+    latency_bucket,
+    text_digest,
+)
 
 TAG = "{decisions}"
 SCAN_CAP = 50_000  # ids a filtered page may look at before it stops and hands back a cursor
-# Upper bounds (ms) of the answer-time histogram buckets; p50/p95 are read from these.
-LATENCY_BUCKETS_MS = (
-    *(25, 50, 100, 200, 300, 500, 750),
-    *(1000, 1500, 2000, 3000, 5000, 7500, 10_000, 15_000, 20_000, 30_000, 60_000, 120_000),
-)
 PAST_DAYS_EVERY_S = 60.0
 FACETS_EVERY_S = 10.0  # how stale the overview's earlier days may be
 _FORGET_PER_RECORD = 100  # expired decisions removed by each new one (amortised clean-up)
@@ -162,77 +160,12 @@ return 1
 """
 
 
-@dataclass(frozen=True, slots=True)
-class DecisionFilter:
-    """What the console filters the log by; empty fields do not filter."""
-
-    channel: str = ""  # platform:workspace:channel
-    kb: str = ""
-    outcome: str = ""
-    stage: str = ""
-    feedback: str = ""  # "up" or "down"
-    since: float | None = None  # epoch seconds
-    until: float | None = None
-
-    def index_names(self) -> list[str]:
-        names = []
-        if self.channel:
-            names.append(f"ch:{self.channel}")
-        if self.kb:
-            names.append(f"kb:{self.kb}")
-        if self.outcome:
-            names.append(f"o:{self.outcome}")
-        if self.stage:
-            names.append(f"s:{self.stage}")
-        if self.feedback in ("up", "down"):
-            names.append(f"fb:{self.feedback}")
-        return names or ["all"]
-
-
-@dataclass(frozen=True, slots=True)
-class DecisionPage:
-    decisions: list[dict[str, Any]]
-    next_cursor: str  # pass as `before` for the next (older) page; "" when there is none
-    scanned: int
-
-
-def text_digest(text: str) -> str:
-    return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
-
-
-def day_of(at: float) -> str:
-    return time.strftime("%Y-%m-%d", time.gmtime(at))
-
-
-def latency_bucket(ms: float) -> int:
-    for bound in LATENCY_BUCKETS_MS:
-        if ms <= bound:
-            return bound
-    return LATENCY_BUCKETS_MS[-1] * 2
-
-
-def percentile_of_histogram(histogram: Mapping[int, int], q: float) -> float | None:
-    """The bucket bound under which a fraction `q` of the counted answers fall (None: none)."""
-    total = sum(histogram.values())
-    if total == 0:
-        return None
-    wanted = math.ceil(q * total)
-    seen = 0
-    for bound in sorted(histogram):
-        seen += histogram[bound]
-        if seen >= wanted:
-            return float(bound)
-    return float(max(histogram))
-
-
-class DecisionLog:
-    """The decision log over the Redis state store (see the module docstring for the keys)."""
+class RedisDecisionLog:
+    """core.ports.DecisionLog over the Redis state store (the module docstring has the keys)."""
 
     def __init__(
-        self, store: StateStore, *, keep_per_channel: int, ttl: float, keep_text_days: float
+        self, store: RedisStateStore, *, keep_per_channel: int, ttl: float, keep_text_days: float
     ) -> None:
-        if not isinstance(store, RedisStateStore):
-            raise TypeError("the decision log needs the Redis state store (sorted sets, scripts)")
         self._store = store
         self._client = store.client
         self._p = f"{store.key_prefix}{TAG}:"
@@ -312,7 +245,7 @@ class DecisionLog:
         self, where: DecisionFilter, *, before: str = "", limit: int = 50
     ) -> DecisionPage:
         """Newest first, `limit` at most, older than the cursor `before` (a score)."""
-        keys = [self.key(n) for n in where.index_names()]
+        keys = [self.key(n) for n in _index_names(where)]
         ordered = keys
         if len(keys) > 1:  # walk the smallest set, look the others up
             async with self._client.pipeline(transaction=False) as pipe:
@@ -401,6 +334,22 @@ class DecisionLog:
                 self._past_days[name] = counters
         days = [(n, fresh[n] if n in fresh else self._past_days[n]) for n in names]
         return days, int(total)
+
+
+def _index_names(where: DecisionFilter) -> list[str]:
+    """The sorted sets a filter's decisions are in (each field that filters names one)."""
+    names = []
+    if where.channel:
+        names.append(f"ch:{where.channel}")
+    if where.kb:
+        names.append(f"kb:{where.kb}")
+    if where.outcome:
+        names.append(f"o:{where.outcome}")
+    if where.stage:
+        names.append(f"s:{where.stage}")
+    if where.feedback in ("up", "down"):
+        names.append(f"fb:{where.feedback}")
+    return names or ["all"]
 
 
 def _rows(bodies: Sequence[str]) -> list[dict[str, Any]]:

@@ -1,0 +1,63 @@
+"""Chinese word cutting: the one place Tacit opens jieba.
+
+Chinese is written without spaces between words, so every part of Tacit that needs words out
+of Chinese text asks jieba through this module: the gate's coverage terms (words), the BM25
+analyser of chunk text (search_words, adapters/vector/analysis.py) and the indexer's key terms
+(keywords, core/index/nlp_extract.py).
+
+jieba is imported on first use, not with this module: the import takes about a tenth of a
+second and its dictionary about a second more (built once per process on the first cut), which
+a process that never meets Chinese text should not pay. On that first use its logger is set to
+WARNING: jieba announces loading its dictionary ("Building prefix dict…", "Loading model
+cost…") at DEBUG on a stderr handler of its own, on every `tacit ask`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from functools import cache
+from types import ModuleType
+from typing import Any
+
+
+@cache
+def _jieba() -> ModuleType:
+    import jieba
+
+    jieba.setLogLevel(logging.WARNING)  # before the first cut, which loads the dictionary
+    module: ModuleType = jieba  # jieba ships no type information
+    return module
+
+
+@cache
+def _tfidf() -> Any:
+    _jieba()
+    import jieba.analyse
+
+    # The module's own instance: importing jieba.analyse has loaded it already, and another
+    # TFIDF() would load a second copy of the IDF table (+38 MB).
+    return jieba.analyse.default_tfidf
+
+
+def words(text: str) -> list[str]:
+    """The words of `text`, in order (jieba's accurate mode; other characters pass through as
+    jieba cuts them: spaces, punctuation, Latin runs)."""
+    cut: list[str] = _jieba().lcut(text)
+    return cut
+
+
+def search_words(text: str) -> Iterator[str]:
+    """Like words(), and a long word also yields the dictionary words inside it (jieba's search
+    mode: "中华人民共和国" gives "中华", "华人", "人民", "共和", "共和国" and itself)."""
+    cut: Iterator[str] = _jieba().cut_for_search(text)
+    return cut
+
+
+def keywords(text: str, limit: int) -> list[str]:
+    """Up to `limit` keywords of `text` by TF-IDF against jieba's IDF table, best first (its
+    stop words left out; English words in the text count too)."""
+    return [str(tag) for tag in _tfidf().extract_tags(text, topK=limit)]
+
+
+__all__ = ["keywords", "search_words", "words"]
