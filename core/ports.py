@@ -101,7 +101,33 @@ class Embedder(Protocol):
 
 
 @runtime_checkable
-class GraphStore(Protocol):
+class Neighbourhoods(Protocol):
+    """The graph read that retrieval and indexing both make, declared once: GraphStore and the
+    consumer-side parts of it (core/retrieve/graph_reader.py, core/index/document_store.py)
+    build on it."""
+
+    async def neighbourhood(
+        self,
+        kb: str,
+        names: Sequence[str],
+        *,
+        hops: int = 1,
+        limit: int = 200,
+        mentions: int | None = None,
+    ) -> Subgraph:
+        """The entities within `hops` of the named ones and the relations among them.
+
+        Nearest first; `limit` counts the seeds; hops <= 0 gives only the seeds. mentions:
+        read at most this many of each entity's and relation's mentions (description and
+        chunk id), the first stored; None reads them all. A hub mentioned in thousands of
+        chunks would otherwise cost more than the rest of a retrieval, for descriptions no
+        context budget has room for.
+        """
+        ...
+
+
+@runtime_checkable
+class GraphStore(Neighbourhoods, Protocol):
     """Documents, chunks, entities and relations of each knowledge base (`kb`)."""
 
     async def put_document(
@@ -141,25 +167,6 @@ class GraphStore(Protocol):
 
     async def get_entities(self, kb: str, names: Sequence[str]) -> list[Entity]:
         """Entities by name (normalised before lookup), with their degrees."""
-        ...
-
-    async def neighbourhood(
-        self,
-        kb: str,
-        names: Sequence[str],
-        *,
-        hops: int = 1,
-        limit: int = 200,
-        mentions: int | None = None,
-    ) -> Subgraph:
-        """The entities within `hops` of the named ones and the relations among them.
-
-        Nearest first; `limit` counts the seeds; hops <= 0 gives only the seeds. mentions:
-        read at most this many of each entity's and relation's mentions (description and
-        chunk id), the first stored; None reads them all. A hub mentioned in thousands of
-        chunks would otherwise cost more than the rest of a retrieval, for descriptions no
-        context budget has room for.
-        """
         ...
 
     async def delete_document(self, kb: str, source: str) -> DeletionReport:

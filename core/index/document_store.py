@@ -17,28 +17,17 @@ from core.models import (
     EntityMention,
     GraphStats,
     RelationMention,
-    Subgraph,
 )
+from core.ports import Neighbourhoods
 
 
 @runtime_checkable
-class GraphDescriptions(Protocol):
+class GraphDescriptions(Neighbourhoods, Protocol):
     """What the entity and relation vectors are made from (core.index.graph_vectors): the
-    entities and relations as the graph describes them after a batch."""
+    entities and relations as the graph describes them after a batch (a neighbourhood with
+    hops=0: the relations among the named entities)."""
 
     async def get_entities(self, kb: str, names: Sequence[str]) -> list[Entity]: ...
-
-    async def neighbourhood(
-        self,
-        kb: str,
-        names: Sequence[str],
-        *,
-        hops: int = 1,
-        limit: int = 200,
-        mentions: int | None = None,
-    ) -> Subgraph:
-        """With hops=0: the relations among the named entities."""
-        ...
 
 
 @runtime_checkable

@@ -10,29 +10,21 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
-from core.models import ChunkRecord, Entity, Subgraph
+from core.models import ChunkRecord, Entity
+from core.ports import Neighbourhoods
 
 
 @runtime_checkable
-class GraphReader(Protocol):
+class GraphReader(Neighbourhoods, Protocol):
+    """The neighbourhood read (the matched entities' and relations' records and what lies
+    within `hops`) and these three."""
+
     async def get_chunks(self, kb: str, chunk_ids: Sequence[str]) -> list[ChunkRecord]:
         """The chunks' records: a passage's text and heading, a fused ranking's citations."""
         ...
 
     async def chunk_entities(self, kb: str, chunk_ids: Sequence[str]) -> dict[str, list[str]]:
         """The entities each chunk mentions: a bridge's first step."""
-        ...
-
-    async def neighbourhood(
-        self,
-        kb: str,
-        names: Sequence[str],
-        *,
-        hops: int = 1,
-        limit: int = 200,
-        mentions: int | None = None,
-    ) -> Subgraph:
-        """The matched entities' and relations' records and what lies within `hops`."""
         ...
 
     async def community_members(
