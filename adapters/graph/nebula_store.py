@@ -42,6 +42,7 @@ from adapters.graph.nebula_connection import NULL, NebulaConnection, Row
 from adapters.graph.nebula_connection import rows as result_rows
 from adapters.graph.nebula_statements import CHUNK, DOC, ENTITY, Statement, vid
 from core.errors import StoreError
+from core.graph_walk import nearest_first
 from core.models import (
     ChunkRecord,
     DeletionReport,
@@ -570,22 +571,13 @@ class NebulaGraphStore:
         existing = {
             r["key"] for r in self._select(pool, ngql.entities, [vid(ENTITY, k) for k in keys])
         }
-        order = [key for key in keys if key in existing][:limit]
-        visited = set(order)
-        frontier = order
-        for _ in range(hops):
-            remaining = limit - len(order)
-            if not frontier or remaining <= 0:
-                break
-            # As in SQLite: ranked in the database, at most remaining + visited rows come back.
-            statement = ngql.neighbours(
-                [vid(ENTITY, k) for k in frontier], remaining + len(visited)
-            )
-            frontier = [r["key"] for r in self._query(pool, statement) if r["key"] not in visited][
-                :remaining
-            ]
-            order.extend(frontier)
-            visited.update(frontier)
+
+        def ranked_neighbours(frontier: list[str], count: int) -> list[str]:
+            # As in SQLite: ranked in the database, at most `count` rows come back.
+            statement = ngql.neighbours([vid(ENTITY, k) for k in frontier], count)
+            return [r["key"] for r in self._query(pool, statement)]
+
+        order = nearest_first(keys, existing, ranked_neighbours, hops=hops, limit=limit)
         if not order:
             return Subgraph(entities=(), relations=())
         # nGQL has no per-key LIMIT: the cap is applied here, to keep the port's contract.

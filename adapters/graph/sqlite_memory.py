@@ -26,6 +26,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from core.graph_walk import nearest_first
 from core.models import Entity, Relation, Subgraph, merge_keywords
 
 # Mentions kept per entity and relation: retrieval reads 8 (RetrievalOptions.mentions).
@@ -94,24 +95,10 @@ class MemoryGraph:
     ) -> Subgraph:
         """SQLiteGraphStore._neighbourhood's answer (keys normalised and distinct, limit > 0,
         mentions at least 0 and at most what `read` kept; None: all)."""
-        order = [key for key in keys if key in self.entities][:limit]
-        visited = set(order)
-        frontier = order
-        for _ in range(hops):
-            remaining = limit - len(order)
-            if not frontier or remaining <= 0:
-                break
-            links: Counter[str] = Counter()
-            for key in frontier:
-                links.update(self.adjacency[key])
-            ranked = heapq.nsmallest(
-                remaining + len(visited), links.items(), key=lambda item: (-item[1], item[0])
-            )
-            frontier = [n for n, _ in ranked if n not in visited][:remaining]
-            order.extend(frontier)
-            visited.update(frontier)
+        order = nearest_first(keys, self.entities, self._ranked_neighbours, hops=hops, limit=limit)
         if not order:
             return Subgraph(entities=(), relations=())
+        visited = set(order)
         pairs = sorted(
             (key, other) for key in order for other in self.adjacency[key]
             if key < other and other in visited
@@ -120,6 +107,14 @@ class MemoryGraph:
             entities=tuple(self._entity(key, mentions) for key in order),
             relations=tuple(self._relation(pair, mentions) for pair in pairs),
         )
+
+    def _ranked_neighbours(self, frontier: list[str], count: int) -> list[str]:
+        """_NEIGHBOURS_SQL's answer: the most links into the frontier first, then by key."""
+        links: Counter[str] = Counter()
+        for key in frontier:
+            links.update(self.adjacency[key])
+        ranked = heapq.nsmallest(count, links.items(), key=lambda item: (-item[1], item[0]))
+        return [key for key, _ in ranked]
 
     def _entity(self, key: str, mentions: int | None) -> Entity:
         record = self._entity_records.get((key, mentions))

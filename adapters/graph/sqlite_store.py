@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, TypeVar
 from adapters.graph.sqlite_memory import MENTIONS, MemoryGraph
 from adapters.graph.sqlite_schema import MIGRATIONS, SCHEMA_VERSION
 from core.errors import StoreError, StoreUnavailable
+from core.graph_walk import nearest_first
 from core.models import (
     ChunkRecord,
     DeletionReport,
@@ -855,22 +856,16 @@ class SQLiteGraphStore:
                     (kb, _json_list(keys)),
                 )
             }
-            order = [key for key in keys if key in existing][:limit]
-            visited = set(order)
-            frontier = order
-            for _ in range(hops):
-                remaining = limit - len(order)
-                if not frontier or remaining <= 0:
-                    break
-                # At most len(visited) of the rows can be already visited, so this LIMIT still
-                # leaves `remaining` new ones when there are that many; a hub's thousands of
-                # neighbours are ranked in SQLite and never cross into Python.
-                rows = conn.execute(
-                    _NEIGHBOURS_SQL, (kb, _json_list(frontier), remaining + len(visited))
-                )
-                frontier = [n for (n,) in rows if n not in visited][:remaining]
-                order.extend(frontier)
-                visited.update(frontier)
+            # Ranked in SQLite: a hub's thousands of neighbours never cross into Python.
+            order = nearest_first(
+                keys,
+                existing,
+                lambda frontier, count: (
+                    n for (n,) in conn.execute(_NEIGHBOURS_SQL, (kb, _json_list(frontier), count))
+                ),
+                hops=hops,
+                limit=limit,
+            )
             if not order:
                 return Subgraph(entities=(), relations=())
             entities = self._load_entities(conn, kb, order, mentions)
