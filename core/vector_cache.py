@@ -95,9 +95,10 @@ class Prefilter:
 
     basis: npt.NDArray[np.float32]  # dimension × dim, orthonormal columns
     reduced: npt.NDArray[np.float32]  # rows × dim: row @ basis, C-contiguous
+    candidates: int  # per query (a search asks for at least 20× its limit)
 
     @classmethod
-    def fit(cls, matrix: npt.NDArray[np.float32], dim: int) -> Prefilter:
+    def fit(cls, matrix: npt.NDArray[np.float32], dim: int, candidates: int) -> Prefilter:
         """Principal directions of (an evenly strided sample of at most 20k of) the rows."""
         sample_rows = 20_000
         mean = matrix.mean(axis=0, dtype=np.float64).astype(np.float32)
@@ -105,9 +106,9 @@ class Prefilter:
         # eigh returns ascending eigenvalues; the last `dim` directions carry the most variance.
         _, vectors = np.linalg.eigh((sample.T @ sample).astype(np.float64))
         basis = np.ascontiguousarray(vectors[:, ::-1][:, :dim], dtype=np.float32)
-        return cls(basis, np.ascontiguousarray(matrix @ basis, dtype=np.float32))
+        return cls(basis, np.ascontiguousarray(matrix @ basis, dtype=np.float32), candidates)
 
-    def candidates(self, queries: npt.NDArray[np.float32], count: int) -> npt.NDArray[np.intp]:
+    def pick(self, queries: npt.NDArray[np.float32], count: int) -> npt.NDArray[np.intp]:
         """Per query, the `count` rows with the best reduced products (rows in index order)."""
         projected = queries @ self.basis
         # A stack of matrix-vector products in one call, not blocks: each numpy call gives up
@@ -138,7 +139,6 @@ class Snapshot:
     sources: tuple[str, ...] = ()
     # Fitted to these vectors when the copy is read (a new copy fits its own); None: exact.
     prefilter: Prefilter | None = None
-    candidates: int = 0  # per query, when prefiltered
 
     @property
     def rows(self) -> int:
@@ -312,7 +312,9 @@ class VectorCache:
                 # The fit (~0.2-0.4 s at 36k × 512) runs in a worker thread: searches of other
                 # collections go on meanwhile.
                 prefilter = (
-                    await asyncio.to_thread(Prefilter.fit, unit, self.options.prefilter_dim)
+                    await asyncio.to_thread(
+                        Prefilter.fit, unit, self.options.prefilter_dim, candidates
+                    )
                     if candidates
                     else None
                 )
@@ -324,7 +326,6 @@ class VectorCache:
                     tuple(r.text for r in records),
                     tuple(r.source for r in records),
                     prefilter,
-                    candidates,
                 )
         self._snapshots[key] = snapshot
         self._checked[key] = now
@@ -362,48 +363,32 @@ def _nearest(
 ) -> list[list[VectorHit]]:
     assert snapshot.matrix is not None
     prefilter = snapshot.prefilter
-    count = max(snapshot.candidates, 20 * limit)
+    count = 0 if prefilter is None else max(prefilter.candidates, 20 * limit)
     if prefilter is not None and count < snapshot.rows:
-        return _prefiltered(snapshot, prefilter, queries, limit, count)
-    similarities = _similarities(snapshot.matrix, queries)
-    k = min(limit, snapshot.rows)
-    if k < snapshot.rows:
-        top = np.argpartition(-similarities, k - 1, axis=1)[:, :k]
+        rows = prefilter.pick(queries, count)
+        # Every query's candidates in one gather and one stacked product, for the same reason
+        # as in Prefilter.pick: few numpy calls, few waits for the GIL.
+        scores = np.matmul(snapshot.matrix[rows], queries[:, :, None])[:, :, 0]
     else:
-        top = np.broadcast_to(np.arange(snapshot.rows), (len(queries), k))
-    results: list[list[VectorHit]] = []
-    for row, candidates in enumerate(top):
-        scores = similarities[row, candidates]
-        order = candidates[np.argsort(-scores, kind="stable")]
-        results.append(
-            [
-                VectorHit(
-                    id=snapshot.ids[i],
-                    score=min(1.0, max(-1.0, float(similarities[row, i]))),
-                    text=snapshot.texts[i],
-                    source=snapshot.sources[i],
-                )
-                for i in order
-            ]
-        )
-    return results
+        scores = _similarities(snapshot.matrix, queries)
+        rows = np.broadcast_to(np.arange(snapshot.rows), scores.shape)
+    return _ranked_hits(snapshot, rows, scores, limit)
 
 
-def _prefiltered(
+def _ranked_hits(
     snapshot: Snapshot,
-    prefilter: Prefilter,
-    queries: npt.NDArray[np.float32],
+    rows: npt.NDArray[np.intp],
+    scores: npt.NDArray[np.float32],
     limit: int,
-    count: int,
 ) -> list[list[VectorHit]]:
-    """The prefilter's candidates, scored exactly on the full vectors and ranked."""
-    assert snapshot.matrix is not None
-    rows = prefilter.candidates(queries, count)
-    # Every query's candidates in one gather and one stacked product, for the same reason as
-    # in Prefilter.candidates: few numpy calls, few waits for the GIL.
-    scores = np.matmul(snapshot.matrix[rows], queries[:, :, None])[:, :, 0]
-    k = min(limit, rows.shape[1])
-    best = np.argpartition(-scores, k - 1, axis=1)[:, :k]
+    """Per query, the `limit` best of its scored rows (`rows[q, j]` scored `scores[q, j]`),
+    best first, ties in the order the partition left them."""
+    queries, scored = scores.shape
+    k = min(limit, scored)
+    if k < scored:
+        best = np.argpartition(-scores, k - 1, axis=1)[:, :k]
+    else:
+        best = np.broadcast_to(np.arange(scored), (queries, scored))
     best_scores = np.take_along_axis(scores, best, axis=1)
     best = np.take_along_axis(best, np.argsort(-best_scores, axis=1, kind="stable"), axis=1)
     return [
@@ -416,5 +401,5 @@ def _prefiltered(
             )
             for i, score in zip(rows[q, best[q]].tolist(), scores[q, best[q]].tolist(), strict=True)
         ]
-        for q in range(len(queries))
+        for q in range(queries)
     ]

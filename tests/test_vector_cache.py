@@ -378,7 +378,7 @@ async def test_the_prefilter_finds_the_exact_top_k_on_a_clustered_corpus(
     queries = near(data, list(range(0, 3000, 60)), seed=12)
     found = await cache.search("entities", "kb", queries, limit=10)
     snapshot = await cache.snapshot("entities", "kb")
-    assert snapshot.prefilter is not None and snapshot.candidates == 200
+    assert snapshot.prefilter is not None and snapshot.prefilter.candidates == 200
     assert shapes == []  # the full vectors were never scanned: only the candidates' rows
     for query, hits in zip(queries, found, strict=True):
         assert [h.id for h in hits] == exact_top(data, query, 10)
@@ -422,7 +422,7 @@ async def test_a_new_copy_fits_its_own_prefilter() -> None:
     assert fitted is not None
     stale = vector_cache.Snapshot(
         "v1", 0.0, second, tuple(f"r{i}" for i in range(3000)), ("",) * 3000, ("",) * 3000,
-        fitted, 200,
+        fitted,
     )  # fmt: skip
     missed = vector_cache._nearest(stale, queries, 10)
     assert any([h.id for h in hits] != exact_top(second, q, 10) for q, hits in zip(
