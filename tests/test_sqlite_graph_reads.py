@@ -157,6 +157,19 @@ async def test_the_in_memory_graph_answers_exactly_what_sqlite_does(tmp_path: Pa
         await plain.aclose()
 
 
+async def test_a_store_that_never_copies_never_starts_a_copy(tmp_path: Path) -> None:
+    store = SQLiteGraphStore(tmp_path / "g.sqlite", memory_entities=0)
+    builds: list[str] = []
+    store._build_memory = builds.append  # type: ignore[assignment,method-assign]
+    try:
+        names = await random_graph(store, seed=3)
+        for keys, hops, limit, mentions in random_calls(names, seed=4)[:20]:
+            await store.neighbourhood(KB, keys, hops=hops, limit=limit, mentions=mentions)
+        assert builds == [] and store._probe is None  # no build queued, no version probed
+    finally:
+        await store.aclose()
+
+
 async def test_reads_come_from_memory_until_a_commit_of_any_connection(
     tmp_path: Path, monkeypatch: Any
 ) -> None:

@@ -333,10 +333,6 @@ class SQLiteGraphStore:
             # they were opened with check_same_thread off for this).
             await asyncio.to_thread(self._readers.shutdown, wait=True)
             await asyncio.to_thread(self._builder.shutdown, wait=True)
-            with self._probe_lock:
-                if self._probe is not None:
-                    self._reader_conns.append(self._probe)
-                    self._probe = None
             with self._reader_lock:
                 conns, self._reader_conns = self._reader_conns, []
             for conn in conns:
@@ -398,12 +394,7 @@ class SQLiteGraphStore:
         commit of another connection, this store's writer included."""
         with self._probe_lock:
             if self._probe is None:
-                self._probe = sqlite3.connect(
-                    self._path,
-                    isolation_level=None,
-                    timeout=self._busy_timeout,
-                    check_same_thread=False,
-                )
+                self._probe = self._read_only_connection()  # closed with the readers'
             return int(self._probe.execute("PRAGMA data_version").fetchone()[0])
 
     def _memory(self, kb: str) -> MemoryGraph | None:
@@ -833,7 +824,8 @@ class SQLiteGraphStore:
         """From the in-memory copy when it is current and holds the mentions asked for."""
         capped = None if mentions is None else max(mentions, 0)
         kept = self._memory_mentions
-        if kept is None or (capped is not None and capped <= kept):
+        copied = self._memory_entities > 0  # 0: never copied, no version probe nor build
+        if copied and (kept is None or (capped is not None and capped <= kept)):
             memory = self._memory(kb)
             if memory is not None:
                 return memory.neighbourhood(keys, hops, limit, capped)
