@@ -27,6 +27,7 @@ from core.vector_cache import CacheOptions, VectorCache, documents_version
 if TYPE_CHECKING:
     from adapters.chat.common import ChatAdapter, RecordFeedback, SubmitMessage
     from adapters.chat.slack_assistant import HomeFactsOf, SuggestPrompts
+    from adapters.state.redis_store import RedisStateStore
 
 
 def build_llm(settings: Settings) -> LLM | None:
@@ -135,26 +136,31 @@ async def build_state(settings: Settings) -> StateStore:
     )
 
 
+def _redis_state(state: StateStore, needs: str) -> RedisStateStore:
+    """build_state's store, as the Redis client that `needs` runs on (build_state makes no
+    other kind; a caller that passes its own store gets a clear error, not a failed call)."""
+    from adapters.state.redis_store import RedisStateStore
+
+    if not isinstance(state, RedisStateStore):
+        raise TypeError(f"{needs} needs the Redis state store, not {type(state).__name__}")
+    return state
+
+
 def build_event_queue(state: StateStore) -> EventQueue:
     """The durable event queue: a stream on the state store's server, through its client
     (`state` is build_state's)."""
     from adapters.state.redis_queue import RedisEventQueue
-    from adapters.state.redis_store import RedisStateStore
 
-    assert isinstance(state, RedisStateStore)
-    return RedisEventQueue(state)
+    return RedisEventQueue(_redis_state(state, "the event queue (a stream)"))
 
 
 def build_decision_log(state: StateStore, conversation: ConversationSettings) -> DecisionLog:
     """The decision log, in the state store's server beside the conversations it records
     (`state` is build_state's)."""
     from adapters.state.redis_decision_log import RedisDecisionLog
-    from adapters.state.redis_store import RedisStateStore
 
-    if not isinstance(state, RedisStateStore):
-        raise TypeError("the decision log needs the Redis state store (sorted sets, scripts)")
     return RedisDecisionLog(
-        state,
+        _redis_state(state, "the decision log (sorted sets, scripts)"),
         keep_per_channel=conversation.decision_log,
         ttl=conversation.trace_ttl,
         keep_text_days=conversation.keep_text_days,

@@ -16,7 +16,7 @@ from adapters.graph.nebula_store import NebulaGraphStore
 from adapters.state.redis_store import RedisStateStore
 from adapters.vector.milvus_store import MilvusVectorStore
 from bot import wiring
-from bot.settings import Settings, load_settings
+from bot.settings import ConversationSettings, Settings, load_settings
 from core.errors import ConfigError
 from core.models import VectorRecord
 
@@ -95,3 +95,15 @@ async def test_redis_tls_and_cluster_urls_reach_the_client(home: Path) -> None:
         assert isinstance(state.client, RedisCluster)
     finally:
         await state.aclose()
+
+
+@pytest.mark.parametrize("build", ["queue", "log"])
+def test_the_queue_and_the_decision_log_name_the_store_they_need(build: str) -> None:
+    class OtherStore:  # a StateStore of another kind than build_state makes
+        pass
+
+    with pytest.raises(TypeError, match="needs the Redis state store, not OtherStore"):
+        if build == "queue":
+            wiring.build_event_queue(OtherStore())  # type: ignore[arg-type]
+        else:
+            wiring.build_decision_log(OtherStore(), ConversationSettings())  # type: ignore[arg-type]
