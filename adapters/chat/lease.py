@@ -21,6 +21,7 @@ import uuid
 from collections.abc import Callable, Coroutine
 from typing import Any
 
+from adapters.chat.tasks import cancel_until_done
 from core.errors import StoreError
 from core.ports import StateStore
 
@@ -56,23 +57,26 @@ class LeasedWork:
         self.holding = False
         self.terms = 0  # how many times this replica took the lease
         self._runner: asyncio.Task[None] | None = None
+        self._stopping = False
 
     def start(self) -> None:
         if self._runner is None:
+            self._stopping = False
             self._runner = asyncio.create_task(self.run(), name=f"lease:{self._key}")
 
     async def stop(self) -> None:
         """Stop the work and give the lease up (a standby takes it at its next try)."""
+        # Set first: a runner whose cancellation a library swallowed must not take the lease
+        # again (or keep renewing it) while it is being stopped.
+        self._stopping = True
         if self._runner is not None:
-            self._runner.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._runner
+            await cancel_until_done(self._runner)
             self._runner = None
         with contextlib.suppress(StoreError):
             await self._state.release_lease(self._key, self.holder)
 
     async def run(self) -> None:
-        while True:
+        while not self._stopping:
             if await self._try_hold():
                 self.holding, self.terms = True, self.terms + 1
                 log.info("lease %s taken by %s", self._key, self.holder)
@@ -94,7 +98,7 @@ class LeasedWork:
         worker = asyncio.create_task(self._work(), name=f"leased:{self._key}")
         renewed = self._clock()
         try:
-            while True:
+            while not self._stopping:
                 done, _ = await asyncio.wait({worker}, timeout=self._ttl / 3)
                 if done:
                     if not worker.cancelled() and worker.exception() is not None:
@@ -110,9 +114,7 @@ class LeasedWork:
                 elif self._clock() - renewed >= self._ttl * 2 / 3:
                     return  # cannot confirm it: stop before it can expire under us
         finally:
-            worker.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await worker
+            await cancel_until_done(worker)
 
     async def _may_still_hold(self) -> bool:
         """After a failed renewal: True when the store could not be asked (we may still hold

@@ -25,7 +25,6 @@ that grows by `editMessageText` at most once per `edit_interval` (≥ 1.5 s), ho
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hmac
 import html
 import json
@@ -70,6 +69,7 @@ from adapters.chat.common import (
 )
 from adapters.chat.lease import LeasedWork
 from adapters.chat.markup import CITATIONS_MARK, split_text, telegram_citations, to_telegram_html
+from adapters.chat.tasks import cancel_until_done
 from adapters.chat.telegram_profile import describe_bot
 from adapters.http_body import DEFAULT_MAX_BODY_BYTES, BodyRejected, read_body
 from core.conversation import (
@@ -260,9 +260,7 @@ class TelegramAdapter:
         if self.polling_lease is not None:
             await self.polling_lease.stop()  # released: a standby replica polls from now on
         if self._poller is not None:
-            self._poller.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._poller
+            await cancel_until_done(self._poller)
             self._poller = None
         if self.application.running:
             await self.application.stop()
@@ -666,9 +664,7 @@ class _TelegramReply:
 
     async def stop_typing(self) -> None:
         if self._typing is not None:
-            self._typing.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._typing
+            await cancel_until_done(self._typing)
             self._typing = None
 
     async def abandon(self) -> None:
