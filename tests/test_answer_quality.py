@@ -153,8 +153,11 @@ async def test_graph_facts_are_numbered_citable_and_shown_to_the_judge(stores, e
     llm = (
         FakeLLM().script("keywords", KEYWORDS).script("answer", cite_a_fact).script("judge", judge)
     )
+    # One chunk in the context: the facts of the others' chunks say what no source here does
+    # (facts that only repeat a source are left out of the prompt).
+    one_chunk = RetrievalOptions(chunk_top_k=1)
     _, answer = await collect(
-        make(stores, embedder, llm, stages="dual_level").ask("ops", PORT_QUESTION)
+        make(stores, embedder, llm, one_chunk, stages="dual_level").ask("ops", PORT_QUESTION)
     )
     assert not answer.refused
     numbers = [c.n for c in answer.citations]
@@ -439,6 +442,54 @@ def test_a_long_fact_is_cut_at_a_word() -> None:
     assert text.removesuffix("…").split()[-1] in words  # a whole word, not "deli…"
     chinese = _fact_of("消费延迟与投递时延" * 60)  # no spaces: cut where the limit falls
     assert len(chinese) == MAX_FACT_CHARS and chinese.endswith("…")
+
+
+def _graph_context(chunk_text: str, entity_said: str, relations: list[tuple[str, str, str]]):
+    from core.models import ChunkRecord, Entity, Relation
+    from core.retrieve.context import RetrievedContext, ScoredChunk, ScoredEntity, ScoredRelation
+
+    chunk = ChunkRecord(id="c1", source="a.md", ordinal=0, text=chunk_text)
+    keys = sorted({k for a, b, _ in relations for k in (a, b)})
+    entities = [Entity(k, k.title(), "term", (entity_said,), ("c1",)) for k in keys]
+    return RetrievedContext(
+        chunks=(ScoredChunk(chunk, 0.9),),
+        entities=tuple(ScoredEntity(e, 0.5) for e in entities),
+        relations=tuple(
+            ScoredRelation(Relation(a, b, "", (said,), ("c2",)), 0.4) for a, b, said in relations
+        ),
+    )
+
+
+def test_a_fact_that_only_repeats_a_source_is_left_out() -> None:
+    sentence = "Use this runbook when   LumenCertExpiringSoon fires."
+    context = _graph_context(
+        "# TLS\n\nUse this runbook when LumenCertExpiringSoon fires. Renew with certctl.",
+        sentence,  # every entity's description is the source's sentence (spacing aside)
+        [("runbook", "tls", sentence), ("runbook", "certctl", "certctl renews in 5 minutes.")],
+    )
+    facts = numbered_facts(context)
+    assert [f.text for f in facts] == ["Runbook — Certctl: certctl renews in 5 minutes."]
+    assert facts[0].n == 2  # numbered straight after the one chunk, no gaps
+
+
+def test_relations_with_one_description_are_one_fact_citing_every_pair() -> None:
+    from core.answer.context_text import valid_marks
+    from core.answer.widening import cited_keys
+
+    said = "Lumen components fail with TLS errors such as SSL handshake failed."
+    context = _graph_context(
+        "Port 8443.",
+        "an entity the sources do not describe",
+        [("lumen", "tls", said), ("lumen", "ssl", said), ("ssl", "tls", said)],
+    )
+    facts = numbered_facts(context)
+    relation_facts = [f for f in facts if f.relation_pairs]
+    (merged,) = relation_facts
+    assert merged.text == f"Lumen — Tls; Lumen — Ssl; Ssl — Tls: {said}"
+    assert len(facts) == 3 + 1  # three entities, one relation fact
+    assert valid_marks(f"[{merged.n}] [{merged.n + 1}]", context) == [merged.n]
+    _, _, pairs = cited_keys(context, [merged.n])
+    assert pairs == {("lumen", "tls"), ("lumen", "ssl"), ("ssl", "tls")}
 
 
 def test_stream_hold_keeps_the_spaces_between_deltas() -> None:

@@ -5,6 +5,13 @@ an answer may cite a fact as it cites a chunk, and the judge is shown exactly wh
 so a claim taken from the graph is not mistaken for an unsupported one. A fact's citation
 leads back to the documents the fact was extracted from (its chunks' sources when they are in
 the context).
+
+A fact adds to the prompt only what the sources do not say. A graph built without an LLM
+describes its entities and relations with the very sentences of the chunks, so such a fact
+repeats a source that is already numbered; and one sentence naming five entities becomes up to
+ten relations with the same description. Facts whose every description is a source's text are
+left out, and relations with the same description are one fact (measured on the demo KB: a
+widened answer prompt of 205 numbered items and 72 KB, the same sentence five times in a row).
 """
 
 from __future__ import annotations
@@ -15,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from core.answer.events import Citation
-from core.retrieve.context import RetrievedContext, ScoredChunk
+from core.retrieve.context import RetrievedContext, ScoredChunk, ScoredRelation
 
 # A fact line longer than this is cut: the graph section orients, the sources carry the detail.
 MAX_FACT_CHARS = 400
@@ -33,6 +40,8 @@ class Fact:
     name: str  # the entity's name, or "a — b" for a relation
     text: str
     chunk_ids: tuple[str, ...]
+    entity_keys: tuple[str, ...] = ()  # the graph items behind it (a citation's keys)
+    relation_pairs: tuple[tuple[str, str], ...] = ()
 
 
 def source_label(item: ScoredChunk) -> str:
@@ -49,28 +58,73 @@ def numbered_sources(context: RetrievedContext) -> list[dict[str, Any]]:
 
 
 def numbered_facts(context: RetrievedContext) -> list[Fact]:
-    """One fact per entity ("name (type): description") and relation ("a — b (keywords): …"),
-    numbered after the chunks."""
+    """One fact per entity ("name (type): description") and per relation description ("a — b
+    (keywords): …", the pairs of every relation it describes), numbered after the chunks;
+    without what the sources already say."""
     names = {s.entity.key: s.entity.name for s in context.entities}
+    said = _said_in_sources(context)
     n = len(context.chunks)
     facts: list[Fact] = []
     for scored in context.entities:
         entity = scored.entity
+        described = _unsaid(entity.descriptions, said)
+        if described is None:
+            continue
         kind = f" ({entity.type})" if entity.type and entity.type != "unknown" else ""
-        described = "; ".join(entity.descriptions)
         line = f"{entity.name}{kind}: {described}" if described else entity.name + kind
         n += 1
-        facts.append(Fact(n, entity.name, _cut(line), entity.chunk_ids))
+        facts.append(Fact(n, entity.name, _cut(line), entity.chunk_ids, entity_keys=(entity.key,)))
+    # Relations with one description are one fact, in the order the first of them came.
+    grouped: dict[str, list[ScoredRelation]] = {}
     for scored_relation in context.relations:
         relation = scored_relation.relation
-        a = names.get(relation.source, relation.source)
-        b = names.get(relation.target, relation.target)
-        keywords = f" ({relation.keywords})" if relation.keywords else ""
-        described = "; ".join(relation.descriptions)
-        line = f"{a} — {b}{keywords}: {described}" if described else f"{a} — {b}"
+        described = _unsaid(relation.descriptions, said)
+        if described is None:
+            continue
+        # An undescribed relation says only its pair: it stays a fact of its own.
+        key = described or f"\0{scored_relation.pair}"
+        grouped.setdefault(key, []).append(scored_relation)
+    for key, group in grouped.items():
+        described = "" if key.startswith("\0") else key
+        pairs = [
+            f"{names.get(r.relation.source, r.relation.source)} — "
+            f"{names.get(r.relation.target, r.relation.target)}"
+            for r in group
+        ]
+        keywords = ", ".join(
+            dict.fromkeys(r.relation.keywords for r in group if r.relation.keywords)
+        )
+        head = "; ".join(pairs) + (f" ({keywords})" if keywords else "")
+        line = f"{head}: {described}" if described else head
+        chunk_ids = tuple(dict.fromkeys(c for r in group for c in r.relation.chunk_ids))
         n += 1
-        facts.append(Fact(n, f"{a} — {b}", _cut(line), relation.chunk_ids))
+        facts.append(
+            Fact(
+                n,
+                pairs[0] if len(pairs) == 1 else "; ".join(pairs),
+                _cut(line),
+                chunk_ids,
+                relation_pairs=tuple(r.pair for r in group),
+            )
+        )
     return facts
+
+
+def _said_in_sources(context: RetrievedContext) -> str:
+    return "\n".join(_spaced(item.chunk.text) for item in context.chunks)
+
+
+def _unsaid(descriptions: Sequence[str], said: str) -> str | None:
+    """The descriptions a source does not already hold, joined; None when every one is in
+    a source (the fact would only repeat it), "" when there were none."""
+    unsaid = [d for d in descriptions if _spaced(d) not in said]
+    if descriptions and not unsaid:
+        return None
+    return "; ".join(unsaid)
+
+
+def _spaced(text: str) -> str:
+    return " ".join(text.split())
 
 
 def knowledge_lines(context: RetrievedContext) -> list[dict[str, Any]]:
@@ -119,7 +173,7 @@ def _cut(text: str) -> str:
 
 
 def valid_marks(text: str, context: RetrievedContext) -> list[int]:
-    limit = len(context.chunks) + len(context.entities) + len(context.relations)
+    limit = len(context.chunks) + len(numbered_facts(context))
     return sorted({int(m) for m in re.findall(_CITATION_MARK, text) if 1 <= int(m) <= limit})
 
 

@@ -48,14 +48,10 @@ def cited_keys(
     chunks = {c.chunk.id for n, c in enumerate(context.chunks, start=1) if n in wanted}
     entities: set[str] = set()
     relations: set[tuple[str, str]] = set()
-    facts = {f.n for f in numbered_facts(context)}
-    offset = len(context.chunks)
-    for n in wanted & facts:
-        index = n - offset - 1
-        if index < len(context.entities):
-            entities.add(context.entities[index].entity.key)
-        else:
-            relations.add(context.relations[index - len(context.entities)].pair)
+    for fact in numbered_facts(context):
+        if fact.n in wanted:
+            entities.update(fact.entity_keys)
+            relations.update(fact.relation_pairs)
     return chunks, entities, relations
 
 
