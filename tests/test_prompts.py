@@ -117,3 +117,37 @@ def test_the_safety_screen_keeps_colleagues_work_apart_from_private_data(
     prompt = render("gate_classify", language, message="x", banned_topics=[])
     system = prompt.messages[0].content
     assert private in system and work in system
+
+
+@pytest.mark.parametrize(
+    ("language", "partial", "not_citable"),
+    [
+        ("en", "answer only part of the question", "not this list"),
+        ("zh", "一部分", "而不是这个列表"),
+    ],
+)
+def test_the_answer_prompt_says_what_to_do_with_a_partly_covered_question(
+    language: str, partial: str, not_citable: str
+) -> None:
+    # A model told only "if the sources do not contain the answer, reply NOT_COVERED" is pushed
+    # to refuse a two-part question of which the sources answer one part; and it was shown the
+    # sub-answers without numbers while told to cite every claim (relay run).
+    steps = [{"question": "Who owns the spool?", "answer": "Tomás Ferreira"}]
+    prompt = render(
+        "answer", language, sources=[], question="q", not_covered="NOT_COVERED", steps=steps
+    )
+    system, user = (m.content for m in prompt.messages)
+    assert partial in system.replace("\n", " ")
+    assert not_citable in user.replace("\n", "")
+
+
+@pytest.mark.parametrize("language", prompts.LANGUAGES)
+def test_a_sub_answer_prompt_mentions_earlier_sub_answers_only_when_it_shows_some(
+    language: str,
+) -> None:
+    mention = {"en": "sub-answers found so far", "zh": "目前为止的子答案"}[language]
+    alone = render("sub_answer", language, question="q", context=CONTEXT, steps=[])
+    assert mention not in alone.messages[0].content.replace("\n", " ")
+    steps = [{"question": "Who owns the spool?", "answer": "Tomás Ferreira"}]
+    after = render("sub_answer", language, question="q", context=CONTEXT, steps=steps)
+    assert mention in after.messages[0].content.replace("\n", " ")
