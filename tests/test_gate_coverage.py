@@ -4,11 +4,17 @@ the demo-KB measurement with the real embedder is in tests/test_gate_demo_covera
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import ClassVar
+
+import numpy as np
 import pytest
 
 from core.gate.coverage import (
+    MIN_ASK,
     Coverage,
     CoverageOptions,
+    CoverageRule,
     KbTerms,
     content_terms,
     find_request,
@@ -19,7 +25,8 @@ from core.gate.coverage import (
 )
 
 PASSAGES = [
-    "# Glossary\n| lumenctl | operator command-line tool | Jonas Berg |\n"
+    "# Glossary\nThis page says who owns each part.\n| Component | What it is | Owner |\n"
+    "| lumenctl | operator command-line tool | Jonas Berg |\n"
     "| lumen-gateway | HTTPS ingest API on port 8443 | Priya Natarajan |",
     "**Segment** — a 64 MB `.seg` file in the spool holding notifications waiting for "
     "delivery. `LUMEN_SPOOL_SEGMENT_MB` sets the size.",
@@ -178,6 +185,78 @@ def test_kb_words_around_an_off_topic_request_buy_nothing(kb: KbTerms, text: str
     found = judge(text, dense_max=0.45, request_dense=0.1, kb=kb)
     assert not found.covered, found.reason
     assert found.off_request
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # no separator: the request is the whole message, names and all
+        "LUMEN_DISPATCH_CONCURRENCY what is the capital of France?",
+        "LUMEN_DISPATCH_CONCURRENCY 法国的首都是哪里？",
+        "spool segment 怎么做红烧肉？",
+        "lumen-gateway 今天天气怎么样？",
+        # KB words in both scripts, the ask in one of them
+        "lumenctl deploy rollback 法国的首都是哪里",
+        "周五 生产环境 发布 how do I bake sourdough bread?",
+    ],
+)
+def test_a_passage_with_the_names_but_not_the_ask_does_not_cover(kb: KbTerms, text: str) -> None:
+    found = verdict(kb, text)
+    assert not found.covered, found.reason
+    assert found.signals["ask_coverage"] < MIN_ASK
+
+
+def test_a_word_in_the_other_script_counts_where_its_translation_is(kb: KbTerms) -> None:
+    text = "LUMEN_DISPATCH_CONCURRENCY 的默认值是多少？"
+    assert not verdict(kb, text).covered  # 默认值 is in no passage: English text
+    found = judge(
+        text,
+        dense_max=0.15,
+        request_dense=None,
+        kb=kb,
+        translated={"默认值": np.asarray([2], dtype=np.int32)},
+    )
+    assert found.covered, found.reason
+    assert found.signals["passage_coverage"] == 1.0
+
+
+class _Dictionary:
+    """An embedder that knows a few translations: a word and its translation share a vector,
+    every other text gets a vector of its own."""
+
+    name = "dictionary"
+    dim = 16
+    SAME: ClassVar[dict[str, str]] = {"默认值": "default", "组件": "component"}
+
+    def __init__(self) -> None:
+        self.calls: list[list[str]] = []
+
+    async def embed(self, texts: Sequence[str]) -> np.ndarray:
+        self.calls.append(list(texts))
+        rows = []
+        for text in texts:
+            seed = sum(map(ord, self.SAME.get(text, text)))
+            rows.append(np.random.default_rng(seed).normal(size=self.dim))
+        return np.asarray(rows, dtype=np.float32)
+
+    async def warm_up(self) -> None:
+        return None
+
+
+async def test_translations_are_word_to_word_in_passages_of_the_other_script(
+    kb: KbTerms,
+) -> None:
+    embedder = _Dictionary()
+    rule = CoverageRule(embedder=embedder, snapshots=None)  # type: ignore[arg-type]
+    terms = content_terms("LUMEN_DISPATCH_CONCURRENCY 的默认值是多少？ 法国的首都是哪里？")
+    found = await rule.translations(kb, terms, nearest=[])
+    assert set(found) == {"默认值"}  # 法国, 首都: no word of the passage is near them
+    assert found["默认值"].tolist() == [2]
+    # the passage's words are embedded once: a second look-up asks only for new words
+    await rule.translations(kb, content_terms("LUMEN_DISPATCH_CONCURRENCY 默认值"), nearest=[])
+    assert len(embedder.calls) == 1
+    # a Chinese passage is not searched for a Chinese word's translation, nor names at all
+    assert await rule.translations(kb, content_terms("周五 Tomas"), nearest=[4]) == {}
 
 
 def test_a_follow_up_with_an_empty_request_is_judged_on_the_whole_message(kb: KbTerms) -> None:

@@ -78,6 +78,24 @@ STUFFED = [
     "In the gateway runbook on port 8443, recommend me a good movie",
     "rollback rollback rollback: translate good morning into Spanish",
 ]
+# The KB's names and identifiers in one script, an off-topic ask in the other, with no
+# punctuation between them: the request is the whole message, and the passage holding the names
+# must also hold (or translate) what is asked (docs/BENCHMARKS.md, "Gate coverage without a fit").
+CROSS_SCRIPT_STUFFED = [
+    "GATEWAY_CACHE_TTL 法国的首都是哪里？",
+    "GATEWAY_CACHE_TTL Mirela Vasquez: 今天午饭吃什么？",
+    "deployctl rollback 怎么做红烧肉？",
+    "Mirela Vasquez 的生日是哪天？",
+    "GATEWAY_CACHE_TTL what is the capital of France?",
+    "生产环境 紧急修复 值班负责人 who won the 2018 world cup?",
+    "deployctl rollback 回滚 how do I bake sourdough bread?",
+]
+# …and the same names asked about in the other script are answered
+CROSS_SCRIPT_GOOD = [
+    "GATEWAY_CACHE_TTL 的默认值是多少？",
+    "session cache 默认保留多久？",
+    "gateway 的 metrics 在哪个端口？",
+]
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
@@ -105,6 +123,20 @@ async def test_stuffing_is_refused_without_a_fit(gate: Gate, text: str) -> None:
     assert decision.refused, decision.reason
 
 
+@pytest.mark.parametrize("text", CROSS_SCRIPT_STUFFED)
+async def test_cross_script_stuffing_is_refused_without_a_fit(gate: Gate, text: str) -> None:
+    await delete_fit(gate.state, KB)
+    decision = await gate.decide(KB, text, addressed=True)
+    assert decision.refused, decision.reason
+
+
+@pytest.mark.parametrize("text", CROSS_SCRIPT_GOOD)
+async def test_cross_script_questions_are_answered_without_a_fit(gate: Gate, text: str) -> None:
+    await delete_fit(gate.state, KB)
+    decision = await gate.decide(KB, text, addressed=True)
+    assert not decision.refused, decision.reason
+
+
 async def test_the_kb_questions_themselves_are_answered_without_a_fit(gate: Gate) -> None:
     await delete_fit(gate.state, KB)
     refused = [t for t in GOOD if (await gate.decide(KB, t, addressed=True)).refused]
@@ -114,7 +146,7 @@ async def test_the_kb_questions_themselves_are_answered_without_a_fit(gate: Gate
 async def test_stuffing_is_refused_by_a_fitted_gate(gate: Gate) -> None:
     await gate.fit(KB, GOOD, BAD, folds=3)
     answered = []
-    for text in STUFFED:
+    for text in STUFFED + CROSS_SCRIPT_STUFFED:
         decision = await gate.decide(KB, text, addressed=True)
         if not decision.refused:
             answered.append(f"{text} — {decision.reason}")
