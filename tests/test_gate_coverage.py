@@ -21,6 +21,8 @@ from core.gate.coverage import (
     fold,
     is_empty_request,
     judge,
+    light_words,
+    name_words,
     repetition,
 )
 
@@ -204,6 +206,71 @@ def test_a_passage_with_the_names_but_not_the_ask_does_not_cover(kb: KbTerms, te
     found = verdict(kb, text)
     assert not found.covered, found.reason
     assert found.signals["ask_coverage"] < MIN_ASK
+
+
+def test_a_capitalised_word_next_to_a_name_is_part_of_it() -> None:
+    # "berg" is rare enough to be a name, "jonas" is not: written together, both are
+    names = {t.surface: t.name for t in content_terms("What is Jonas Berg's favourite movie?")}
+    assert names == {"jonas": True, "berg": True, "favourite": False, "movie": False}
+    assert name_words("Jonas Berg 最喜欢的电影是什么？") == {"jonas"}
+    # not a word that opens the question, not one written apart or in lower case
+    assert name_words("What Berg owns") == frozenset()
+    assert name_words("jonas berg owns what") == frozenset()
+    assert name_words("Jonas, Berg and the rest") == frozenset()
+
+
+def test_light_words_are_what_is_left_besides_names_and_the_frame() -> None:
+    assert [t.surface for t in light_words("What does Priya Natarajan like to eat?")] == ["eat"]
+    assert [t.surface for t in light_words("Priya Natarajan 喜欢吃什么？")] == ["喜欢", "吃"]
+    assert light_words("Who is Priya Natarajan?") == []
+    assert light_words("Priya Natarajan 是谁？") == []
+    # a word heavy enough to be the ask on its own is not light
+    assert light_words("What is the capital of France?") == []
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "What does Priya Natarajan like to eat?",
+        "Priya Natarajan 喜欢吃什么？",
+        "What is Jonas Berg's favourite movie?",  # the ask: "favourite", not "jonas"
+        "Jonas Berg 最喜欢的电影是什么？",
+        "Where does Priya Natarajan live?",
+        "Priya Natarajan 负责什么？",  # no passage says 负责 (or a translation of it)
+    ],
+)
+def test_a_name_with_a_light_ask_the_passage_lacks_is_not_covered(kb: KbTerms, text: str) -> None:
+    found = verdict(kb, text)
+    assert not found.covered, found.reason
+    assert found.signals["ask_coverage"] < MIN_ASK
+    if found.light:
+        # an ask of light words is no stuffing: it does not veto the fitted gate
+        vetoed = judge(text, dense_max=0.15, request_dense=None, kb=kb, ask_dense=0.0)
+        assert not vetoed.off_request
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Who is Priya Natarajan?",
+        "Priya Natarajan 是谁？",
+        "What does Tomás Ferreira own?",  # "owns" in his passage
+        # an identifier is defined by its passage: light words about it ask what it is
+        "What does LUMEN_DISPATCH_CONCURRENCY control?",
+        "LUMEN_DISPATCH_CONCURRENCY 是什么意思？",
+    ],
+)
+def test_a_name_with_a_light_ask_the_passage_holds_is_covered(kb: KbTerms, text: str) -> None:
+    found = verdict(kb, text)
+    assert found.covered, found.reason
+
+
+def test_a_light_word_of_the_other_script_counts_where_the_kb_writes_it() -> None:
+    # 负责 translates to no word of the English glossary; the KB saying it in Chinese somewhere
+    # is the evidence that it speaks of who is in charge
+    kb = KbTerms.build([*PASSAGES, "# 值班\n紧急修复需要值班负责人批准。"])
+    assert verdict(kb, "Priya Natarajan 负责什么？").covered
+    assert not verdict(kb, "Priya Natarajan 喜欢吃什么？").covered
 
 
 def test_a_word_in_the_other_script_counts_where_its_translation_is(kb: KbTerms) -> None:

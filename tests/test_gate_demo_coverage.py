@@ -6,7 +6,9 @@ chatter and KB words stuffed in front of an off-topic request.
 The set (tests/data/demo_coverage.jsonl) was written before the coverage rule was tuned;
 tests/data/demo_coverage_holdout.jsonl after its first version, and never tuned on. The
 "cross_language" rows and the stuffing without punctuation at the end of each file came with
-cross-script coverage: the thresholds were measured on the first file's, not the holdout's. Real
+cross-script coverage: the thresholds were measured on the first file's, not the holdout's. The
+"personal" rows (a person the KB names, asked about their life) and the covered questions about
+the same people at the end of each file came with light asks (core.gate.coverage.light_words). Real
 embedder (USE), Milvus Lite, SQLite graph, embedded Redis; the NLP extractor (no LLM)."""
 
 from __future__ import annotations

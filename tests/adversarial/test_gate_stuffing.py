@@ -97,6 +97,25 @@ CROSS_SCRIPT_GOOD = [
     "gateway 的 metrics 在哪个端口？",
 ]
 
+# A person the KB names, asked about their life: the name is all the KB holds, and the words of
+# the ask are light ("eat", 喜欢, "live") or beside a name ("Mirela" in "Mirela Vasquez's"), so
+# only the names carried weight (docs/BENCHMARKS.md, "Coverage across scripts, and the ask")
+PERSONAL = [
+    "What does Mirela Vasquez like to eat?",
+    "Mirela Vasquez 喜欢吃什么？",
+    "What is Mirela Vasquez's favourite movie?",
+    "Where does Mirela Vasquez live?",
+    "Mirela Vasquez 住在哪里？",
+    "Is Mirela Vasquez nice?",
+]
+# …and what the KB says about her is answered
+PERSONAL_GOOD = [
+    "Who is Mirela Vasquez?",
+    "Mirela Vasquez 是谁？",
+    "What does Mirela Vasquez own?",
+    "Mirela Vasquez 负责什么？",
+]
+
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def gate(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Gate]:
@@ -116,25 +135,31 @@ async def gate(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Gate]:
     await graph.aclose()
 
 
-@pytest.mark.parametrize("text", STUFFED)
-async def test_stuffing_is_refused_without_a_fit(gate: Gate, text: str) -> None:
+@pytest.mark.parametrize(
+    ("text", "kind"),
+    [
+        *((t, "stuffing") for t in STUFFED),
+        *((t, "stuffing across scripts") for t in CROSS_SCRIPT_STUFFED),
+        *((t, "a personal question about the KB's people") for t in PERSONAL),
+    ],
+)
+async def test_refused_without_a_fit(gate: Gate, text: str, kind: str) -> None:
     await delete_fit(gate.state, KB)
     decision = await gate.decide(KB, text, addressed=True)
-    assert decision.refused, decision.reason
+    assert decision.refused, f"{kind}: {decision.reason}"
 
 
-@pytest.mark.parametrize("text", CROSS_SCRIPT_STUFFED)
-async def test_cross_script_stuffing_is_refused_without_a_fit(gate: Gate, text: str) -> None:
+@pytest.mark.parametrize(
+    ("text", "kind"),
+    [
+        *((t, "a question across scripts") for t in CROSS_SCRIPT_GOOD),
+        *((t, "what the KB says about its people") for t in PERSONAL_GOOD),
+    ],
+)
+async def test_answered_without_a_fit(gate: Gate, text: str, kind: str) -> None:
     await delete_fit(gate.state, KB)
     decision = await gate.decide(KB, text, addressed=True)
-    assert decision.refused, decision.reason
-
-
-@pytest.mark.parametrize("text", CROSS_SCRIPT_GOOD)
-async def test_cross_script_questions_are_answered_without_a_fit(gate: Gate, text: str) -> None:
-    await delete_fit(gate.state, KB)
-    decision = await gate.decide(KB, text, addressed=True)
-    assert not decision.refused, decision.reason
+    assert not decision.refused, f"{kind}: {decision.reason}"
 
 
 async def test_the_kb_questions_themselves_are_answered_without_a_fit(gate: Gate) -> None:
