@@ -472,6 +472,17 @@ def test_a_fact_that_only_repeats_a_source_is_left_out() -> None:
     assert facts[0].n == 2  # numbered straight after the one chunk, no gaps
 
 
+def test_a_contexts_facts_are_worked_out_once_and_handed_out_as_copies() -> None:
+    said = "Lumen components fail with TLS errors."
+    context = _graph_context("Port 8443.", "an entity", [("lumen", "tls", said)])
+    first = numbered_facts(context)
+    first.clear()  # a caller's list is its own
+    again = numbered_facts(context)
+    assert [f.n for f in again] == [2, 3, 4]
+    other = _graph_context("Port 8443.", "another entity", [("lumen", "tls", said)])
+    assert numbered_facts(other)[0].text == "Lumen (term): another entity"
+
+
 def test_relations_with_one_description_are_one_fact_citing_every_pair() -> None:
     from core.answer.context_text import valid_marks
     from core.answer.widening import cited_keys
