@@ -44,7 +44,7 @@ import functools
 import re
 import unicodedata
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Protocol
@@ -231,15 +231,14 @@ def _terms(text: str) -> list[Term]:
         if weight <= 0.0 or len(word) < 2:
             continue
         found.append(Term(_key(word), word, weight, identifier or z < 3.5))
-    for run in CJK_RUN.findall(folded):
-        # Words, not every bigram: a bigram across two words ("户修" in 商户修改) is in no
-        # passage and would count against a question the KB does cover.
-        for word in _cjk_words(run):
-            if len(word) < 2 or word in _CJK_FRAME:
-                continue
-            weight = _weight(zipf(word, "zh"))
-            if weight > 0.0:
-                found.append(Term(word, word, weight, False))
+    # Words, not every bigram: a bigram across two words ("户修" in 商户修改) is in no passage
+    # and would count against a question the KB does cover.
+    for word in _chinese_words_of(folded):
+        if len(word) < 2 or word in _CJK_FRAME:
+            continue
+        weight = _weight(zipf(word, "zh"))
+        if weight > 0.0:
+            found.append(Term(word, word, weight, False))
     return found
 
 
@@ -256,14 +255,19 @@ def light_words(text: str, named: frozenset[str] | None = None) -> list[Term]:
         z = zipf(word, "en")
         if z < FUNCTION_ZIPF and _weight(z) < ASK_WEIGHT:
             found.append(Term(_key(word), word, _weight(z), False))
-    for run in CJK_RUN.findall(folded):
-        for word in _cjk_words(run):
-            if word in _CJK_FRAME or _CJK_QUESTION.fullmatch(word):
-                continue
-            z = zipf(word, "zh")
-            if z < FUNCTION_ZIPF and _weight(z) < ASK_WEIGHT:
-                found.append(Term(word, word, _weight(z), False))
+    for word in _chinese_words_of(folded):
+        if word in _CJK_FRAME or _CJK_QUESTION.fullmatch(word):
+            continue
+        z = zipf(word, "zh")
+        if z < FUNCTION_ZIPF and _weight(z) < ASK_WEIGHT:
+            found.append(Term(word, word, _weight(z), False))
     return found
+
+
+def _chinese_words_of(folded: str) -> Iterator[str]:
+    """The words of the text's CJK runs, in order (jieba, through core.chinese_words)."""
+    for run in CJK_RUN.findall(folded):
+        yield from _cjk_words(run)
 
 
 @lru_cache(maxsize=16384)
@@ -283,7 +287,7 @@ def passage_words(text: str, language: Language) -> tuple[str, ...]:
     folded = fold(text)
     found: dict[str, None] = {}
     if language == "zh":
-        words = [w for run in CJK_RUN.findall(folded) for w in _cjk_words(run)]
+        words = list(_chinese_words_of(folded))
     else:
         words = [p for w in _LATIN.findall(folded) for p in re.split(r"[_.\-]+", w)]
     for word in words:
@@ -301,10 +305,9 @@ def is_empty_request(text: str) -> bool:
     for word in _LATIN.findall(folded):
         if word not in _FRAME and not _NUMBER.match(word) and zipf(word, "en") < FUNCTION_ZIPF:
             return False
-    for run in CJK_RUN.findall(folded):
-        for word in _cjk_words(run):
-            if len(word) >= 2 and word not in _CJK_FRAME and zipf(word, "zh") < FUNCTION_ZIPF:
-                return False
+    for word in _chinese_words_of(folded):
+        if len(word) >= 2 and word not in _CJK_FRAME and zipf(word, "zh") < FUNCTION_ZIPF:
+            return False
     return True
 
 
