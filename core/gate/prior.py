@@ -30,12 +30,12 @@ import gzip
 import itertools
 import json
 import re
-import unicodedata
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from core.gate.features import normalise
 from core.gate.model import logistic
 from core.text import CJK_CHAR
 
@@ -88,13 +88,13 @@ def asks(text: str) -> bool:
     """The message has a request's written form: an asking clause or a plea for help."""
     from core.gate.coverage import find_request  # the one request finder of the gate
 
-    folded = unicodedata.normalize("NFKC", text).casefold()
+    folded = normalise(text)
     return _PLEA.search(folded) is not None or find_request(text[:MAX_CHARS]).cue
 
 
 def prepared(text: str) -> str:
     """What the model reads: NFKC, case-folded, question marks removed, spaces collapsed."""
-    folded = unicodedata.normalize("NFKC", text).casefold()
+    folded = normalise(text)
     return _SPACE.sub(" ", _MARKS.sub(" ", folded)).strip()[:MAX_CHARS]
 
 
