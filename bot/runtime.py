@@ -75,6 +75,9 @@ async def open_runtime(
         services = await stack.enter_async_context(open_services(settings))
         store = await build_state(settings)
         stack.push_async_callback(store.aclose)
+        # a long-running process: the coverage rule embeds each KB's passage words ahead of
+        # the messages that look them up (stopped before the embedder closes)
+        stack.push_async_callback(services.coverage_rule(warm=True).aclose)
         queue = build_event_queue(store)
         state = ConversationState(
             store, settings.conversation, default_kb=default_kb or settings.kb

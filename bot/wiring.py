@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from bot.settings import ConversationSettings, Settings
 from core.answer.pipeline import MultiStageAnswerer, PipelineOptions
-from core.gate.coverage import CoverageOptions, CoverageRule
+from core.gate.coverage import WORD_VECTORS, CoverageOptions, CoverageRule
 from core.gate.gate import Gate, GateOptions
 from core.index.pipeline import Indexer, IndexOptions
 from core.ports import (
@@ -398,14 +398,21 @@ class Services:
             min_weight=gate.coverage_min_weight,
         )
 
-    def coverage_rule(self) -> CoverageRule:
+    def coverage_rule(self, *, warm: bool = False) -> CoverageRule:
         """The one coverage rule (core.gate.coverage), shared by the gate and the answerer: a
-        message the gate has judged is not judged again by the answerer."""
+        message the gate has judged is not judged again by the answerer.
+
+        warm: for a long-running process, asked before the gate and the answerer are built:
+        each KB's passage words are embedded in the background once the rule has read the KB,
+        so a message's first cross-script look-up does not embed them (docs/BENCHMARKS.md,
+        "Coverage across scripts, and the ask"). A one-shot command does not: it would pay
+        for words its one question never looks up."""
         if self._coverage_rule is None:
             self._coverage_rule = CoverageRule(
                 embedder=self.embedder,
                 snapshots=self.vector_cache(),
                 options=self.coverage_options(),
+                warm_words=WORD_VECTORS if warm else 0,
             )
         return self._coverage_rule
 

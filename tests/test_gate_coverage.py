@@ -16,6 +16,8 @@ from core.gate.coverage import (
     CoverageOptions,
     CoverageRule,
     KbTerms,
+    analyse,
+    answer_kinds,
     content_terms,
     find_request,
     fold,
@@ -25,6 +27,7 @@ from core.gate.coverage import (
     name_words,
     repetition,
 )
+from core.vector_cache import Snapshot
 
 PASSAGES = [
     "# Glossary\nThis page says who owns each part.\n| Component | What it is | Owner |\n"
@@ -265,6 +268,53 @@ def test_a_name_with_a_light_ask_the_passage_holds_is_covered(kb: KbTerms, text:
     assert found.covered, found.reason
 
 
+def test_a_light_word_the_kb_writes_nowhere_is_asked_beside_a_heavier_word() -> None:
+    # 周末 (weekend) is in the passage naming her, but about the release freeze: 喜欢 (like)
+    # is in no passage and translates into none, so the passage does not hold what is asked
+    kb = KbTerms.build(
+        [*PASSAGES, "# 发布冻结\n周末出问题时只有一名值班在线。紧急修复需要 Rosa Lindqvist 批准。"]
+    )
+    found = verdict(kb, "Rosa Lindqvist 周末喜欢做什么？")
+    assert not found.covered, found.reason
+    assert found.unasked == ("喜欢",)
+    assert found.light  # an ask of light words: no stuffing veto
+    assert verdict(kb, "紧急修复需要 Rosa Lindqvist 批准吗？").covered
+    # …unless a question word asks for it: a size, given as "64 MB"
+    assert answer_kinds("How big is a spool segment?") == {"big"}
+    assert verdict(kb, "How big is a spool segment?").covered
+
+
+def test_light_words_about_an_identifier_in_the_other_script_must_be_the_kbs() -> None:
+    # the English passage defines it; 喜欢 and 吃 are neither in it nor anywhere in the KB
+    assert not verdict(KbTerms.build(PASSAGES), "LUMEN_DISPATCH_CONCURRENCY 喜欢吃什么？").covered
+    # what a question word asks for (a meaning) and what the KB writes in Chinese (负责) count
+    kb = KbTerms.build([*PASSAGES, "# 值班\n紧急修复需要值班负责人批准。"])
+    assert answer_kinds("LUMEN_DISPATCH_CONCURRENCY 是什么意思？") == {"意思"}
+    assert verdict(kb, "LUMEN_DISPATCH_CONCURRENCY 是什么意思？").covered
+    assert verdict(kb, "谁负责 LUMEN_DISPATCH_CONCURRENCY？").covered
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Rosa Lindqvist 周末喜欢做什么？",
+        "Lumen Lumen Lumen Lumen: what is the capital of France?",
+        "the spool segment is full, what now?",
+        "What is Jonas Berg's favourite movie?",
+        "lumenctl lumenctl lumenctl lumenctl lumenctl",
+    ],
+)
+def test_a_message_analysed_once_is_judged_as_when_analysed_in_place(
+    kb: KbTerms, text: str
+) -> None:
+    analysis = analyse(text)
+    assert list(analysis.terms) == content_terms(analysis.request.text, name_words(text))
+    assert list(analysis.whole_light) == light_words(text)
+    assert analysis.stuffed == repetition(text)
+    given = judge(text, dense_max=0.2, request_dense=0.1, kb=kb, analysis=analysis)
+    assert given == judge(text, dense_max=0.2, request_dense=0.1, kb=kb)
+
+
 def test_a_light_word_of_the_other_script_counts_where_the_kb_writes_it() -> None:
     # 负责 translates to no word of the English glossary; the KB saying it in Chinese somewhere
     # is the evidence that it speaks of who is in charge
@@ -324,6 +374,43 @@ async def test_translations_are_word_to_word_in_passages_of_the_other_script(
     assert len(embedder.calls) == 1
     # a Chinese passage is not searched for a Chinese word's translation, nor names at all
     assert await rule.translations(kb, content_terms("周五 Tomas"), nearest=[4]) == {}
+
+
+class _Snapshots:
+    """The KB's chunk texts, as the gate's in-memory copy hands them to the rule."""
+
+    def __init__(self, texts: Sequence[str]) -> None:
+        self.current = Snapshot(
+            version=1,
+            loaded_at=0.0,
+            matrix=np.zeros((len(texts), 16), dtype=np.float32),
+            ids=tuple(f"c{i}" for i in range(len(texts))),
+            texts=tuple(texts),
+        )
+
+    async def snapshot(self, collection: str, kb: str) -> Snapshot:
+        return self.current
+
+
+async def test_warming_embeds_the_passage_words_before_the_first_look_up() -> None:
+    snapshots = _Snapshots(PASSAGES)
+    cold = CoverageRule(embedder=_Dictionary(), snapshots=snapshots)  # type: ignore[arg-type]
+    embedder = _Dictionary()
+    warm = CoverageRule(embedder=embedder, snapshots=snapshots, warm_words=1000)  # type: ignore[arg-type]
+    kb = await warm.kb_terms("demo")
+    assert kb is not None
+    await warm.warmed("demo")
+    warmed = len(embedder.calls)
+    assert warmed >= 1 and "default" in embedder.calls[0]
+    terms = content_terms("LUMEN_DISPATCH_CONCURRENCY 的默认值是多少？")
+    found = await warm.translations(kb, terms, nearest=[])
+    # only the message's own words were left to embed, and the look-up found the same
+    assert embedder.calls[warmed:] == [["默认值"]]
+    cold_kb = await cold.kb_terms("demo")
+    assert cold_kb is not None
+    expected = await cold.translations(cold_kb, terms, nearest=[])
+    assert {k: v.tolist() for k, v in found.items()} == {k: v.tolist() for k, v in expected.items()}
+    await warm.aclose()
 
 
 def test_a_follow_up_with_an_empty_request_is_judged_on_the_whole_message(kb: KbTerms) -> None:

@@ -41,6 +41,8 @@ from __future__ import annotations
 import asyncio
 import difflib
 import functools
+import itertools
+import logging
 import re
 import unicodedata
 from collections import OrderedDict
@@ -58,6 +60,8 @@ from core.models import Collection, VectorHit
 from core.ports import Embedder, Vectors
 from core.text import CJK_RUN, Language, detect_language, fold_diacritics
 from core.vector_cache import Snapshot
+
+log = logging.getLogger(__name__)
 
 # --- terms --------------------------------------------------------------------------------
 
@@ -91,6 +95,9 @@ TRANSLATION_MIN = 0.65
 TRANSLATION_PASSAGES = 3
 # Word vectors kept for cross-script look-ups (float16, 1 KiB each at 512 dimensions).
 WORD_VECTORS = 16384
+# Words embedded per call when a KB's passage words are embedded ahead of its first messages
+# (CoverageRule warm_words): a message's own embedding waits behind at most one such call.
+WARM_BATCH = 64
 # The share of the ask's weight (the request's words that are not names: "default",
 # "components", "capital") the best passage must hold, in each script of the message. Stuffing
 # has none of it there; real questions in group chat carry chat words no passage holds ("大佬",
@@ -195,10 +202,11 @@ def _name_spans(text: str, names: set[str]) -> set[str]:
     return spans
 
 
-def name_words(text: str) -> frozenset[str]:
+def name_words(text: str, terms: Sequence[Term] | None = None) -> frozenset[str]:
     """The words of the message that are names only as part of a written name (_name_spans):
-    found on the message as written, since the request is cut from its folded form."""
-    names = {t.surface for t in _terms(text) if t.name}
+    found on the message as written, since the request is cut from its folded form. `terms`:
+    the message's own (_terms), when already found."""
+    names = {t.surface for t in (_terms(text) if terms is None else terms) if t.name}
     return frozenset(_name_spans(text, names) - names) if names else frozenset()
 
 
@@ -206,7 +214,10 @@ def content_terms(text: str, named: frozenset[str] | None = None) -> list[Term]:
     """The message's terms that can say what it is about, in order, repeats kept. `named`:
     words written as part of a name (name_words), when `text` is no longer as written."""
     found = _terms(text)
-    spans = name_words(text) if named is None else named
+    return _named(found, name_words(text, found) if named is None else named)
+
+
+def _named(found: list[Term], spans: frozenset[str]) -> list[Term]:
     if not spans:
         return found
     return [Term(t.key, t.surface, t.weight, True) if t.surface in spans else t for t in found]
@@ -242,11 +253,15 @@ def _terms(text: str) -> list[Term]:
     return found
 
 
-def light_words(text: str, named: frozenset[str] | None = None) -> list[Term]:
+def light_words(
+    text: str, named: frozenset[str] | None = None, terms: Sequence[Term] | None = None
+) -> list[Term]:
     """The words of the message that say what it asks but weigh less than ASK_WEIGHT ("eat",
     "own", "movie", 喜欢, 负责, 吃): not names, not the question's frame (what, does, 什么, 谁),
-    below FUNCTION_ZIPF. The ask when the message has no heavier word (see term_evidence)."""
-    names = {t.surface for t in content_terms(text, named) if t.name}
+    below FUNCTION_ZIPF. The ask when the message has no heavier word (see term_evidence).
+    `terms`: content_terms(text, named), when already found."""
+    found_terms = content_terms(text, named) if terms is None else terms
+    names = {t.surface for t in found_terms if t.name}
     folded = fold(text)
     found: list[Term] = []
     for word in _LATIN.findall(folded):
@@ -376,6 +391,37 @@ def find_request(text: str) -> Request:
     return Request(request, whole, True)
 
 
+def answer_kinds(text: str) -> frozenset[str]:
+    """The words a question word asks for: the word right after it ("how big", "what colour",
+    什么意思, 哪个版本). They name the kind of answer wanted (a size, a meaning, a version),
+    which a passage gives as a value rather than in the word itself."""
+    folded = fold(text)
+    found: set[str] = set()
+    latin = _LATIN.findall(folded)
+    found.update(word for before, word in itertools.pairwise(latin) if before in _WH)
+    for run in CJK_RUN.findall(folded):
+        words = _cjk_words(run)
+        found.update(
+            word for before, word in itertools.pairwise(words) if _CJK_QUESTION.search(before)
+        )
+    return frozenset(found)
+
+
+_CJK_HOW = re.compile(r"怎|如何")
+
+
+def asks_how(text: str) -> bool:
+    """Whether the request asks for a way ("how do I change …", "怎么配置…", "如何…"), not a
+    degree ("how big", "how many"): its verbs are then the procedure asked about, which a
+    passage states in its own ("is set by"), not a relation the passage must hold."""
+    folded = fold(text)
+    latin = [*_LATIN.findall(folded), ""]
+    for before, word in itertools.pairwise(latin):
+        if before == "how" and (not word or word in _OPENERS or zipf(word, "en") >= FUNCTION_ZIPF):
+            return True
+    return any(_CJK_HOW.search(word) for word in _chinese_words_of(folded))
+
+
 def _opener(segment: str, *, by_mark: bool = True) -> int | None:
     """Where a segment starts asking (a wh-word, an auxiliary, an imperative, a Chinese
     question word or, with `by_mark`, a closing question mark), or None when it does not ask."""
@@ -394,6 +440,45 @@ def _opener(segment: str, *, by_mark: bool = True) -> int | None:
     if by_mark and segment.rstrip().endswith(("?", "？")):
         return 0
     return None
+
+
+@dataclass(frozen=True, slots=True)
+class Analysis:
+    """What the rule reads from a message, worked out once per message (analyse): the request,
+    its terms and light words, the whole message's, the words written as part of a name.
+    CoverageRule.check makes one and hands it to the look-ups and to judge."""
+
+    request: Request
+    named: frozenset[str]  # name_words of the message as written
+    terms: tuple[Term, ...]  # content_terms of the request
+    light: tuple[Term, ...]  # light_words of the request
+    whole_terms: tuple[Term, ...]  # content_terms of the whole message
+    whole_light: tuple[Term, ...]  # light_words of the whole message
+    stuffed: float  # repetition of the whole message
+    empty: bool  # is_empty_request of the request
+    asked_for: frozenset[str]  # answer_kinds of the whole message
+    how: bool  # asks_how of the request
+
+
+def analyse(text: str) -> Analysis:
+    request = find_request(text)
+    found = _terms(text)
+    named = name_words(text, found)
+    whole = _named(found, named)
+    # the request is often the whole message, folded: its terms are then the message's
+    terms = whole if request.text == text else content_terms(request.text, named)
+    return Analysis(
+        request=request,
+        named=named,
+        terms=tuple(terms),
+        light=tuple(light_words(request.text, named, terms)),
+        whole_terms=tuple(whole),
+        whole_light=tuple(light_words(text, named, whole)),
+        stuffed=_repetition(whole),
+        empty=is_empty_request(request.text),
+        asked_for=answer_kinds(text),
+        how=asks_how(request.text),
+    )
 
 
 # --- the knowledge base's terms -------------------------------------------------------------
@@ -444,6 +529,14 @@ class KbTerms:
             known = passage_words(self.texts[index], self.languages[index])
             self._words[index] = known
         return known
+
+    def common_words(self, limit: int) -> list[str]:
+        """The `limit` words (words()) in the most passages, the most common first."""
+        counts: dict[str, int] = {}
+        for index in range(self.chunks):
+            for word in self.words(index):
+                counts[word] = counts.get(word, 0) + 1
+        return sorted(counts, key=lambda word: -counts[word])[:limit]
 
     def lookup(self, term: Term) -> npt.NDArray[np.int32] | None:
         """The chunks holding the term: exactly, or for a name one typo away."""
@@ -560,10 +653,18 @@ def term_evidence(
     kb: KbTerms | None,
     translated: Translations | None = None,
     light: Sequence[Term] = (),
+    asked_for: frozenset[str] = frozenset(),
+    *,
+    context: bool = False,
+    how: bool = False,
 ) -> Evidence:
     """The evidence of the distinct terms: a term is in a passage that holds it, or for a word
     of the other script, a translation of it (`translated`: term → chunks, see translations).
-    `light`: the message's light words (light_words), the ask when no term is heavy enough."""
+    `light`: the message's light words (light_words), the ask when no term is heavy enough.
+    `asked_for`: the words a question word asks for (answer_kinds). `context`: the terms are
+    the whole message's because its request has none of its own ("the spool segment is full,
+    what now?"): the words around a request say what it is about, not what it asks. `how`:
+    the request asks for a way (asks_how)."""
     distinct = _distinct(terms)
     total = sum(t.weight for t in distinct.values())
     if not distinct or total <= 0.0 or kb is None or kb.chunks == 0:
@@ -593,11 +694,34 @@ def term_evidence(
     at_best = np.flatnonzero(per_chunk >= best - 1e-9)
     shares = _ask_shares(asked, ask_total, at_best)
     lightly = False
-    # An identifier or a number names one thing its passage defines: light words about it ask
-    # what it is ("What does LUMEN_MAX_ATTEMPTS control?", "LUMEN_BREAKER_OPEN_S 是什么意思？").
+    # An identifier or a number names one thing its passage defines: light words about it, in
+    # the script of that passage, ask what it is ("What does LUMEN_MAX_ATTEMPTS control?"), as
+    # does the word a question word asks for ("LUMEN_BREAKER_OPEN_S 是什么意思？": a meaning).
     # A name written as words (a person, a team) can be asked about anything.
     by_words = all(t.surface.isalpha() for t in distinct.values() if t.name)
-    if not shares and light and by_words:
+    if shares and light and not (context or how) and any(t.name for t in distinct.values()):
+        # A heavier word found beside the names is not all that is asked: "Rosa Lindqvist
+        # 周末喜欢做什么？" (what does she like to do at weekends) found 周末 in the deploy guide's
+        # passage naming her, whose weekend is the release freeze's. A light word the KB writes
+        # nowhere (喜欢: in no passage, in either script, and translated into none) asks what
+        # no passage holds, about a person or an identifier alike ("lumen-gateway 的负责人喜欢
+        # 吃什么？"). Not so for what a question word asks for ("How big is a spool segment?"
+        # asks for a size, which its passage gives as "64 MB"), nor when the request asks for a
+        # way ("how do I change the dispatch concurrency" is answered by "is set by …", which
+        # never says "change"). A single Chinese character (嘛, 吃) is never found, since the
+        # postings hold pairs: on the refusal set's chat such particles refused 9 questions.
+        # Such a word leaves none of the ask in any passage; when the heavier words had none of
+        # it there already, the evidence is theirs, as it was (the stuffing veto reads it).
+        unwritten = tuple(
+            t.surface
+            for t in _distinct(light).values()
+            if t.surface not in asked_for and _findable(t) and _chunks_of(t, kb, translated) is None
+        )
+        if unwritten and min(shares)[0] > 0.0:
+            # light, like any ask of light words: never the fitted gate's stuffing veto
+            shares_found = matched / total, float(best) / total
+            return Evidence(*shares_found, total, names, 0.0, unwritten, True)
+    if not shares and light:
         # No word weighs ASK_WEIGHT: the names carry the question, and the light words left
         # besides the frame say what it asks of them, each counting alike. "What does Priya
         # Natarajan like to eat?" (eat), "Priya Natarajan 喜欢吃什么？" (喜欢, 吃) or "Where
@@ -612,11 +736,15 @@ def term_evidence(
         # embedder does not translate (负责 ~ owners 0.48, while 住 ~ owning 0.57 and eat ~ pki
         # 0.50): a passage of the other script holds one when the KB writes it in its own
         # script somewhere (负责 in the Chinese deploy guide; 喜欢, 电影 nowhere).
+        #
+        # About an identifier, the same, except that its passage holds the light words written
+        # in its own script and the word a question word asks for: "LUMEN_DISPATCH_CONCURRENCY
+        # 喜欢吃什么？" (what does it like to eat) asks in words the English passage defining it
+        # does not hold and the KB writes nowhere in Chinese.
         for term in _distinct(light).values():
-            chunks = _chunks_of(term, kb, translated)
-            if kb.lookup(term) is not None:
-                other = [i for i in at_best if (kb.languages[i] == "zh") != is_cjk(term)]
-                chunks = np.union1d(chunks, other) if chunks is not None else np.asarray(other)
+            if not by_words and not _findable(term):
+                continue  # a particle ("如 yolo8-pose 吗"), found by no look-up
+            chunks = _light_chunks(term, kb, translated, at_best, by_words, asked_for)
             ask_total[is_cjk(term)] += 1.0
             if chunks is not None and chunks.size:
                 asked[int(is_cjk(term)), chunks.astype(np.int32)] += 1.0
@@ -633,6 +761,39 @@ def term_evidence(
         if is_cjk(t) == bool(script) and (chunks is None or passage not in chunks)
     )
     return Evidence(matched / total, float(best) / total, total, names, share, unasked, lightly)
+
+
+def _findable(term: Term) -> bool:
+    """Whether the KB's postings could hold the word: they index CJK text by pairs of
+    characters, so a single character (嘛, 吃, 了) is in none of them, whatever the KB says."""
+    return not is_cjk(term) or len(term.key) >= 2
+
+
+def _light_chunks(
+    term: Term,
+    kb: KbTerms,
+    translated: Translations | None,
+    at_best: npt.NDArray[np.intp],
+    by_words: bool,
+    asked_for: frozenset[str],
+) -> npt.NDArray[np.int32] | None:
+    """The passages holding a light word when the light words are the ask: those that hold it
+    or its translation, the best ones of the other script when the KB writes it in its own
+    script somewhere, and, about an identifier (not `by_words`), the best ones written in its
+    script, or all of them for the word a question word asks for."""
+    chunks = _chunks_of(term, kb, translated)
+    if kb.lookup(term) is not None:
+        other = [i for i in at_best if (kb.languages[i] == "zh") != is_cjk(term)]
+        chunks = np.union1d(chunks, other) if chunks is not None else np.asarray(other)
+    if not by_words:
+        own = [
+            i
+            for i in at_best
+            if term.surface in asked_for or (kb.languages[i] == "zh") == is_cjk(term)
+        ]
+        if own:
+            chunks = np.union1d(chunks, own) if chunks is not None else np.asarray(own)
+    return chunks
 
 
 def _ask_shares(
@@ -680,7 +841,11 @@ def untranslated(
 
 def repetition(text: str) -> float:
     """1 - distinct/total of the message's latin words and CJK bigrams (0: no repeats)."""
-    words = [t.key for t in content_terms(text)]
+    return _repetition(content_terms(text))
+
+
+def _repetition(terms: Sequence[Term]) -> float:
+    words = [t.key for t in terms]
     if len(words) < 3:
         return 0.0
     return 1.0 - len(set(words)) / len(words)
@@ -695,26 +860,26 @@ def judge(
     options: CoverageOptions | None = None,
     translated: Translations | None = None,
     ask_dense: float | None = None,
+    analysis: Analysis | None = None,
 ) -> Coverage:
     """The coverage decision for one message from its dense similarities and the KB's terms.
     `request_dense` is the best chunk similarity of the request alone (None: the request is
     the whole message). `translated`: the message's words found in passages of the other
     script (CoverageRule.translations). `ask_dense`: the best chunk similarity of the words of
-    the ask the best passage lacks (Coverage.unasked), when they were looked up."""
+    the ask the best passage lacks (Coverage.unasked), when they were looked up. `analysis`:
+    analyse(text), when already made."""
     o = options or CoverageOptions()
-    request = find_request(text)
-    named = name_words(text)
-    terms = content_terms(request.text, named)
-    evidence = term_evidence(terms, kb, translated, light_words(request.text, named))
+    a = analyse(text) if analysis is None else analysis
+    request = a.request
+    evidence = term_evidence(a.terms, kb, translated, a.light, a.asked_for, how=a.how)
     term_cov, passage_cov, weight, names = (
         evidence.terms,
         evidence.passage,
         evidence.weight,
         evidence.names,
     )
-    whole_terms = content_terms(text, named)
-    stuffed = repetition(text)
-    empty = is_empty_request(request.text)
+    stuffed = a.stuffed
+    empty = a.empty
     # "…, what now?": nothing in the request to look up. "The partition is stuck on a poison
     # message. How do I get past it?": a request of general words, all found in the KB, that
     # takes its topic from the sentence before it. Either way the message is what counts. (A
@@ -722,7 +887,9 @@ def judge(
     # States?" — is judged on its own: the names in front of it do not make it a KB question.)
     leans_on_context = not request.whole and weight < o.min_weight and term_cov >= o.min_terms
     if empty or leans_on_context:
-        evidence = term_evidence(whole_terms, kb, translated, light_words(text, named))
+        evidence = term_evidence(
+            a.whole_terms, kb, translated, a.whole_light, a.asked_for, context=True
+        )
         term_cov, passage_cov, weight, names = (
             evidence.terms,
             evidence.passage,
@@ -805,6 +972,13 @@ def _verdict(
     )
 
 
+def _quiet(task: asyncio.Task[None]) -> None:
+    """A warming task's outcome: a failure is logged, not raised (warming is an optimisation,
+    and the look-up it prepares works without it)."""
+    if not task.cancelled() and task.exception() is not None:
+        log.warning("coverage: warming the word vectors failed: %s", task.exception())
+
+
 def signal_row(coverage: Coverage) -> list[float]:
     return [float(coverage.signals[name]) for name in SIGNALS]
 
@@ -834,10 +1008,16 @@ class CoverageRule:
         snapshots: Snapshots,
         options: CoverageOptions | None = None,
         remember: int = 256,
+        warm_words: int = 0,
     ) -> None:
         self.embedder = embedder
         self.snapshots = snapshots
         self.options = options or CoverageOptions()
+        # Passage words embedded in the background once a KB's terms are built, the most
+        # common first (at most WORD_VECTORS): a message's first cross-script look-up then
+        # embeds its own words only, not its candidate passages' (translations).
+        self.warm_words = max(0, min(warm_words, WORD_VECTORS))
+        self._warming: dict[str, asyncio.Task[None]] = {}
         self._terms: dict[str, tuple[Snapshot, KbTerms | None]] = {}
         self._building: dict[str, asyncio.Lock] = {}
         self._verdicts: OrderedDict[tuple[str, str, int], Coverage] = OrderedDict()
@@ -859,7 +1039,39 @@ class CoverageRule:
             if snapshot.matrix is not None:
                 terms = await asyncio.to_thread(KbTerms.build, snapshot.texts, snapshot.ids)
             self._terms[kb] = (snapshot, terms)
+            if terms is not None and self.warm_words:
+                self._start_warming(kb, terms)
             return terms
+
+    def _start_warming(self, kb: str, terms: KbTerms) -> None:
+        earlier = self._warming.pop(kb, None)
+        if earlier is not None:
+            earlier.cancel()  # a new version of the KB: its words now
+        task = asyncio.get_running_loop().create_task(self._warm(terms))
+        task.add_done_callback(_quiet)
+        self._warming[kb] = task
+
+    async def warmed(self, kb: str) -> None:
+        """Wait until the KB's passage words are embedded (no-op when nothing is warming)."""
+        task = self._warming.get(kb)
+        if task is not None:
+            await asyncio.wait([task])
+
+    async def aclose(self) -> None:
+        """Stop warming (the rule works without it: a look-up embeds what it lacks)."""
+        tasks, self._warming = list(self._warming.values()), {}
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.wait(tasks)
+
+    async def _warm(self, terms: KbTerms) -> None:
+        """Embed the words of the KB's passages, the most common first, in calls of WARM_BATCH
+        words: the vectors a look-up would make on first use, made before it (the same words,
+        the same vectors, so the same verdicts)."""
+        words = await asyncio.to_thread(terms.common_words, self.warm_words)
+        for start in range(0, len(words), WARM_BATCH):
+            await self._vectors(words[start : start + WARM_BATCH])
 
     async def check(
         self, kb: str, text: str, *, embedding: npt.NDArray[np.floating[Any]] | None = None
@@ -885,7 +1097,8 @@ class CoverageRule:
         if known is not None:
             self._verdicts.move_to_end(key)
             return known, None
-        request = find_request(text)
+        analysis = analyse(text)
+        request = analysis.request
         wanted = [] if embedding is not None else [text]
         if not request.whole:
             wanted.append(request.text)
@@ -900,7 +1113,7 @@ class CoverageRule:
         translated = None
         if terms is not None:
             nearest = [terms.rows[h[0].id] for h in hits if h and h[0].id in terms.rows]
-            words = [*content_terms(text), *light_words(text)]
+            words = [*analysis.whole_terms, *analysis.whole_light]
             translated = await self.translations(terms, words, nearest)
         judged = functools.partial(
             judge,
@@ -910,6 +1123,7 @@ class CoverageRule:
             kb=terms,
             options=self.options,
             translated=translated,
+            analysis=analysis,
         )
         verdict = judged()
         lacks_ask = (
@@ -984,12 +1198,14 @@ class CoverageRule:
 
 __all__ = [
     "SIGNALS",
+    "Analysis",
     "Coverage",
     "CoverageOptions",
     "CoverageRule",
     "KbTerms",
     "Request",
     "Term",
+    "analyse",
     "content_terms",
     "find_request",
     "judge",

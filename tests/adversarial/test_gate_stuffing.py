@@ -107,6 +107,12 @@ PERSONAL = [
     "Where does Mirela Vasquez live?",
     "Mirela Vasquez 住在哪里？",
     "Is Mirela Vasquez nice?",
+    # an identifier asked about with verbs the KB writes in neither script, and a heavier word
+    # beside a person's light ask the KB writes nowhere (docs/BENCHMARKS.md, "Coverage across
+    # scripts, and the ask")
+    "GATEWAY_CACHE_TTL 喜欢吃什么？",
+    "deployctl rollback 喜欢喝什么？",
+    "Mirela Vasquez 周末喜欢做什么？",
 ]
 # …and what the KB says about her is answered
 PERSONAL_GOOD = [
@@ -114,6 +120,7 @@ PERSONAL_GOOD = [
     "Mirela Vasquez 是谁？",
     "What does Mirela Vasquez own?",
     "Mirela Vasquez 负责什么？",
+    "GATEWAY_CACHE_TTL 是什么意思？",
 ]
 
 
