@@ -527,3 +527,98 @@ async def test_an_unexpected_error_reaches_the_caller_as_itself() -> None:
     plan = plan_of(retrieve("A", "p", "?x"), retrieve("B", "p", "?y"), output("#2"))
     with pytest.raises(StoreDown, match="unreachable"):
         await run(plan, FakeLLM(), FakeSource(broken))
+
+
+# A demo-like knowledge base (bot/demo_kb/glossary.md): the retriever ranks the page that says
+# what "owner" means and passages that only mention lumen-dispatcher above the table that names
+# its owner, which comes ninth; a step reads six.
+OWNERS_TABLE = (
+    "| Component | What it is | Owner |\n"
+    "|---|---|---|\n"
+    "| lumen-gateway | HTTPS ingest API on port 8443 | Priya Natarajan |\n"
+    "| lumen-dispatcher | Kafka consumer that delivers notifications; includes the spool "
+    "| Tomás Ferreira |\n"
+    "| lumen-ledger | PostgreSQL 15 database `lumen_ledger` | Mei Lin |"
+)
+RANKED_ABOVE_THE_TABLE = (
+    '"Owner" means the person who reviews changes. Lumen as a whole is owned by the Payments '
+    "Platform team.",
+    "Each lumen-dispatcher pod writes to a spool volume.",
+    "Use this runbook when lumen-dispatcher logs show consumer paused.",
+    "If slots are idle but lag grows, check the lumen-dispatcher dependencies.",
+    "When all delivery slots of lumen-dispatcher are busy, look at the slowest merchant.",
+    "Install lumenctl from the internal package mirror.",
+    "With 6 lumen-dispatcher replicas Lumen delivers 2000 notifications a second.",
+    "Lumen 故障处理总览：所有分区一起积压时查看投递槽位使用率。",
+)
+
+
+def ranked(*texts: str) -> RetrievedContext:
+    """Chunks in this order, each from its own document, scores falling."""
+    return RetrievedContext(
+        chunks=tuple(
+            ScoredChunk(ChunkRecord(f"d{n}.md#0", f"d{n}.md", 0, t), 0.07 - n / 1000, ("dense",))
+            for n, t in enumerate(texts)
+        )
+    )
+
+
+async def test_a_step_reads_the_table_row_that_holds_its_subject_and_predicate() -> None:
+    llm = FakeLLM().script("sub_answer", sub_answer("Tomás Ferreira.", "Tomás Ferreira"))
+    context = ranked(*RANKED_ABOVE_THE_TABLE, OWNERS_TABLE, "Kafka brokers listen on 9093.")
+    plan = plan_of(
+        retrieve("lumen-dispatcher", "owner", "?owner", "Who owns lumen-dispatcher?"),
+        output("#1"),
+    )
+
+    outcome = await run(plan, llm, always(context))
+
+    assert outcome.ok, outcome.failure
+    read = llm.calls[0].last_user
+    # The header's "Owner" and the row's "lumen-dispatcher" are one row: that chunk is read,
+    # right after the retriever's best, which is never pushed out.
+    assert "Tomás Ferreira" in read
+    assert read.index(RANKED_ABOVE_THE_TABLE[0]) < read.index("Tomás Ferreira")
+    assert read.index("Tomás Ferreira") < read.index(RANKED_ABOVE_THE_TABLE[1])
+    assert all(text in read for text in RANKED_ABOVE_THE_TABLE[:5])
+    assert RANKED_ABOVE_THE_TABLE[5] not in read  # still six: the sixth passage made room
+    # What the plan hands on keeps the retriever's order.
+    assert [c.chunk.text for c in outcome.context.chunks] == [c.chunk.text for c in context.chunks]
+
+
+async def test_a_step_keeps_the_retrievers_order_when_no_row_holds_both() -> None:
+    llm = FakeLLM().script("sub_answer", sub_answer("Priya Natarajan.", "Priya Natarajan"))
+    context = ranked(*RANKED_ABOVE_THE_TABLE, OWNERS_TABLE)
+    plan = plan_of(
+        retrieve("lumen-mailer", "owner", "?owner", "Who owns lumen-mailer?"), output("#1")
+    )
+
+    outcome = await run(plan, llm, always(context))
+
+    assert outcome.ok, outcome.failure
+    read = llm.calls[0].last_user
+    first_six = RANKED_ABOVE_THE_TABLE[:6]
+    assert all(text in read for text in first_six)
+    assert [read.index(text) for text in first_six] == sorted(read.index(t) for t in first_six)
+    assert RANKED_ABOVE_THE_TABLE[6] not in read and "Tomás Ferreira" not in read
+
+
+async def test_a_chinese_predicate_reads_a_chinese_table_and_leaves_an_english_one_alone() -> None:
+    chinese_table = (
+        "| 组件 | 说明 | 负责人 |\n|---|---|---|\n| lumen-dispatcher | 投递通知的消费者 | 费雷拉 |"
+    )
+    plan = plan_of(
+        retrieve("lumen-dispatcher", "负责人", "?owner", "lumen-dispatcher 由谁负责？"),
+        output("#1"),
+    )
+
+    english = FakeLLM().script("sub_answer", sub_answer("未找到", found=False))
+    await run(plan, english, always(ranked(*RANKED_ABOVE_THE_TABLE, OWNERS_TABLE)), language="zh")
+    assert "Tomás Ferreira" not in english.calls[0].last_user  # "负责人" is not "Owner"
+
+    chinese = FakeLLM().script("sub_answer", sub_answer("费雷拉。", "费雷拉"))
+    outcome = await run(
+        plan, chinese, always(ranked(*RANKED_ABOVE_THE_TABLE, chinese_table)), language="zh"
+    )
+    assert outcome.ok, outcome.failure
+    assert "费雷拉" in chinese.calls[0].last_user

@@ -55,11 +55,11 @@ import numpy as np
 import numpy.typing as npt
 
 from core import chinese_words
-from core.gate.features import normalise
 from core.models import Collection, VectorHit
 from core.ports import Embedder, Vectors
-from core.text import CJK_RUN, Language, detect_language, fold_diacritics
+from core.text import CJK_RUN, Language, detect_language
 from core.vector_cache import Snapshot
+from core.words import fold, stem, zipf
 
 log = logging.getLogger(__name__)
 
@@ -137,37 +137,11 @@ class Term:
     name: bool  # an identifier, a name or a number: exact evidence, worth a fuzzy look-up
 
 
-def fold(text: str) -> str:
-    """NFKC, case-folded, Latin diacritics removed: "Tomás" and "tomas" are one name, and
-    "Bolesław" one word. Accents fold by the rule lexical search uses (core.text)."""
-    return fold_diacritics(normalise(text))
-
-
-@lru_cache(maxsize=65536)
-def _stem(word: str) -> str:
-    return str(_english_stemmer().stemWord(word))
-
-
-@lru_cache(maxsize=1)
-def _english_stemmer() -> Any:
-    import snowballstemmer  # pure Python (Snowball's English stemmer), loaded on first use
-
-    return snowballstemmer.stemmer("english")
-
-
 def _key(word: str) -> str:
     """Identifiers stay whole (LUMEN_SPOOL_DIR, lumen.events.v2); words are stemmed."""
     if any(c in word for c in "_.-") or any(c.isdigit() for c in word):
         return word
-    return _stem(word)
-
-
-@lru_cache(maxsize=65536)
-def zipf(word: str, language: str) -> float:
-    """Zipf frequency in general language (0 for words it has never seen)."""
-    from wordfreq import zipf_frequency  # its word lists load on first use
-
-    return float(zipf_frequency(word, language))
+    return stem(word)
 
 
 def _weight(z: float) -> float:

@@ -5,7 +5,8 @@ same time; "#k" in a later step stands for what step k found (StepResult.stands_
 
 - retrieve: the pattern becomes a query (references replaced by the earlier step's items) and
   dual-level keywords (subject/object → low level, predicate → high level, so the retriever need
-  not ask the LLM for keywords again); the ContextSource retrieves; the LLM reads that context
+  not ask the LLM for keywords again); the ContextSource retrieves; the LLM reads the best of
+  that context (chunks with a row or line holding the subject and the predicate first: rows.py)
   and answers the sub-question as JSON: a text answer plus the items it found (prompt
   "sub_answer"). Nothing retrieved, or a context that does not answer, fails the plan.
 - filter, sort, count, sum, average, compare, ratio, percent: computed in Python over earlier
@@ -70,6 +71,7 @@ from core.reason.quantities import (
     parse_literal_quantity,
     parse_quantity,
 )
+from core.reason.rows import StepPattern, rows_first
 from core.retrieve.context import Keywords, RetrievedContext, ScoredChunk
 from core.text import Language
 
@@ -371,7 +373,7 @@ class _Run:
             raise StepFailed(f"nothing was retrieved for {query!r}")
         found = _found_by_plan(found)
         self.found[step.id] = found
-        narrow = _narrowed(found)
+        narrow = _narrowed(found, StepPattern.of(low, high))
         self.narrow[step.id] = narrow
         # A lookup reads only the sub-answers it builds on, not every step's.
         return await self._ask(question, narrow, self._history(self.depends[step.id]))
@@ -481,11 +483,17 @@ def _found_by_plan(context: RetrievedContext) -> RetrievedContext:
     return RetrievedContext(context.entities, context.relations, chunks, context.keywords)
 
 
-def _narrowed(context: RetrievedContext) -> RetrievedContext:
+def _narrowed(context: RetrievedContext, pattern: StepPattern) -> RetrievedContext:
+    """What the step's sub-answer reads: the best graph items, and the best chunks once those
+    holding the subject and the predicate in one row or line are moved up (core/reason/rows.py:
+    the retriever ranks a table of owners below passages that only mention the subject). The
+    retriever's order and its ranking are kept otherwise; the merged plan context is not
+    re-ordered."""
+    chunks = rows_first(context.chunks, [c.chunk.text for c in context.chunks], pattern)
     return RetrievedContext(
         context.entities[:STEP_GRAPH_ITEMS],
         context.relations[:STEP_GRAPH_ITEMS],
-        context.chunks[:STEP_CHUNKS],
+        tuple(chunks[:STEP_CHUNKS]),
         context.keywords,
     )
 
