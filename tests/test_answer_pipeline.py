@@ -7,6 +7,7 @@ on any call nobody scripted, so "no more calls than it must" is asserted too.
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -187,6 +188,10 @@ async def test_a_good_plan_that_passes_the_pre_check_answers_from_the_logic_form
     sub_answers = [c for c in llm.calls if c.template == "sub_answer"]
     assert len(pre_check.last_user) < sum(len(c.last_user) for c in sub_answers)
     assert "Sub-answers:" in pre_check.last_user and "port 9090" in pre_check.last_user
+    # every passage a sub-answer read is in front of the pre-check
+    for call in sub_answers:
+        passages = re.findall(r"^\[\d+\] \(.*?\)\n(.+)$", call.last_user, re.M)
+        assert passages and all(p in pre_check.last_user for p in passages)
 
 
 async def test_a_plan_of_one_lookup_adopts_the_answer_written_while_it_was_planned(

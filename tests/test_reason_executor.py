@@ -582,8 +582,16 @@ async def test_a_step_reads_the_table_row_that_holds_its_subject_and_predicate()
     assert read.index("Tomás Ferreira") < read.index(RANKED_ABOVE_THE_TABLE[1])
     assert all(text in read for text in RANKED_ABOVE_THE_TABLE[:5])
     assert RANKED_ABOVE_THE_TABLE[5] not in read  # still six: the sixth passage made room
-    # What the plan hands on keeps the retriever's order.
-    assert [c.chunk.text for c in outcome.context.chunks] == [c.chunk.text for c in context.chunks]
+    # What the plan hands on starts with what the step read, in its order, so the budgets of
+    # the pre-check and the answer keep the row the sub-answer came from; then the rest.
+    handed_on = [c.chunk.text for c in outcome.context.chunks]
+    read_first = [RANKED_ABOVE_THE_TABLE[0], OWNERS_TABLE, *RANKED_ABOVE_THE_TABLE[1:5]]
+    assert handed_on[:6] == read_first
+    assert handed_on[6:] == [
+        t for t in (c.chunk.text for c in context.chunks) if t not in read_first
+    ]
+    # and what a check of the sub-answers reads is exactly what the step read
+    assert [c.chunk.text for c in outcome.read.chunks] == read_first
 
 
 async def test_a_step_keeps_the_retrievers_order_when_no_row_holds_both() -> None:

@@ -1,5 +1,4 @@
-"""The answer stage's concurrent helpers: a stage run in the background, and the plan's view of
-the retriever that remembers what each step's sub-answer read."""
+"""The answer stage's concurrent helper: a stage run in the background."""
 
 from __future__ import annotations
 
@@ -8,9 +7,6 @@ import contextlib
 from collections.abc import AsyncIterator
 
 from core.answer.events import AnswerEvent
-from core.reason.executor import STEP_CHUNKS, STEP_GRAPH_ITEMS
-from core.retrieve.context import Keywords, RetrievedContext
-from core.retrieve.retriever import Retriever
 
 
 class Background:
@@ -40,26 +36,3 @@ class Background:
             self._task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await self._task
-
-
-class RecordingSource:
-    """The retriever as the plan's steps see it, remembering the part of each step's context
-    its sub-answer reads (what the pre-check then reads, instead of every budget retrieved)."""
-
-    def __init__(self, retriever: Retriever) -> None:
-        self.retriever = retriever
-        self.read = RetrievedContext()
-
-    async def retrieve(
-        self, kb: str, question: str, *, keywords: Keywords | None = None, widen: int = 0
-    ) -> RetrievedContext:
-        found = await self.retriever.retrieve(kb, question, keywords=keywords, widen=widen)
-        self.read = self.read.merged(
-            RetrievedContext(
-                found.entities[:STEP_GRAPH_ITEMS],
-                found.relations[:STEP_GRAPH_ITEMS],
-                found.chunks[:STEP_CHUNKS],
-                found.keywords,
-            )
-        )
-        return found

@@ -32,7 +32,7 @@ from dataclasses import dataclass, replace
 from typing import Literal, TypeVar
 
 import prompts
-from core.answer.background import Background, RecordingSource
+from core.answer.background import Background
 from core.answer.context_text import (
     cited,
     knowledge_lines,
@@ -312,15 +312,14 @@ class _Run:
     async def _logic_form_steps(self, plan: Plan) -> AsyncIterator[AnswerEvent]:
         """Execute a plan of several steps → pre-check → answer. Nothing when it gives way."""
         assert self.llm is not None
-        source = RecordingSource(self.retriever)
-        outcome = await self._execute(plan, source)
+        outcome = await self._execute(plan)
         if outcome is None or outcome.context.is_empty():
             return  # failed, or a plan of deductions only: nothing to ground an answer in
         context = self._fit(outcome.context)
         steps = [{"question": q, "answer": a} for q, a in outcome.history]
         if self.options.check == "pre":
             with self.trace.stage("pre_check") as record:
-                checked = render_context(source.read)
+                checked = render_context(outcome.read)
                 record.detail["context_chars"] = len(checked)
                 verdict = await self._within(
                     precheck(
@@ -415,7 +414,7 @@ class _Run:
             self.trace.plan = {"steps": plan.model_dump(mode="json")["steps"]}
             return plan
 
-    async def _execute(self, plan: Plan, source: RecordingSource) -> PlanOutcome | None:
+    async def _execute(self, plan: Plan) -> PlanOutcome | None:
         assert self.llm is not None
         with self.trace.stage("plan_steps") as record:
             try:
@@ -423,7 +422,7 @@ class _Run:
                 outcome = await execute_plan(
                     plan,
                     kb=self.kb,
-                    source=source,
+                    source=self.retriever,
                     llm=self.llm,
                     language=self.language,
                     timeout=self.options.stage_timeout,

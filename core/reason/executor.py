@@ -131,6 +131,9 @@ class PlanOutcome:
     context: RetrievedContext  # every retrieve step's context, merged
     answer: str | None  # the output step's value
     trace: dict[str, Any] = field(default_factory=dict)
+    # What the steps' sub-answers read (each step's narrowed context), merged: what a check of
+    # the sub-answers reads, rather than every budget retrieved.
+    read: RetrievedContext = field(default_factory=RetrievedContext)
 
 
 class ContextSource(Protocol):
@@ -287,13 +290,18 @@ class _Run:
             "llm_calls": self.llm_calls,
             "ms": round((time.perf_counter() - started) * 1000, 1),
         }
+        read = self._merged(self.narrow, None)
         return PlanOutcome(
             ok=failure is None,
             failure=failure,
             history=tuple(self._history()),
-            context=self._merged(self.found, None),
+            # What the steps read comes first, then the rest of what they retrieved: the answer
+            # is cut to budgets in this order and must hold the passages the sub-answers were
+            # drawn from (a table row a step moved up: rows.py).
+            context=read.merged(self._merged(self.found, None)),
             answer=answer,
             trace=trace,
+            read=read,
         )
 
     async def _step(self, step: Step, record: dict[str, Any]) -> StepResult:
