@@ -3,10 +3,13 @@ messages built to break it. Real embedder (USE), Milvus Lite and embedded Redis;
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections import Counter
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
+from typing import Any
+from unittest.mock import patch
 
 import pytest
 import pytest_asyncio
@@ -350,6 +353,39 @@ async def test_a_fitted_gate_searches_the_chunks_once_per_message(
     for column, name in enumerate(("chunk_max", "chunk_mean", "chunk_term_overlap")):
         for decision in decisions:
             assert decision.scores[name] == pytest.approx(float(alone[0, column]), abs=1e-6)
+
+
+class EmbedderThatSignals:
+    """The test embedder, setting an event when a call starts."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.started = asyncio.Event()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    async def embed(self, texts: Sequence[str]) -> Vectors:
+        self.started.set()
+        return await self.inner.embed(texts)
+
+
+async def test_the_fit_is_read_beside_the_embedding_not_before_it(stores, embedder, fitted) -> None:
+    """The fit's stamp is a round trip to the state store on every message: it must not add to
+    the embedding's time. The store's read here waits until the embedding has started, which
+    a gate that reads first and embeds after never does."""
+    vectors, state = stores
+    signalling = EmbedderThatSignals(embedder)
+    real_get = state.get
+
+    async def get_once_embedding_started(key: str) -> str | None:
+        await asyncio.wait_for(signalling.started.wait(), timeout=10)
+        return await real_get(key)
+
+    gate = Gate(embedder=signalling, vectors=vectors, state=state)
+    with patch.object(state, "get", get_once_embedding_started):
+        decision = await gate.decide(KB, "how do i roll back a bad release with deployctl?")
+    assert "probability" in decision.scores, decision.reason  # the fit was read and used
 
 
 async def test_stored_fit_scores_labelled_messages(fitted) -> None:

@@ -353,10 +353,13 @@ class Gate:
         return _Screening(intent, unsafe, note, llm_intent=decided)
 
     async def _refusal(self, kb: str, text: str) -> _Coverage:
-        fit, missing = await self._usable_fit(kb)
+        # The fit's stamp is a state-store round trip and the embedding a model call: neither
+        # needs the other, so the read waits beside the embedding, not before it.
+        (fit, missing), embedding = await asyncio.gather(
+            self._usable_fit(kb), self.embedder.embed([text])
+        )
         if fit is not None and (incompatible := self._incompatibility(kb, fit)):
             fit, missing = None, incompatible
-        embedding = await self.embedder.embed([text])
         # With a fit, the rule's search of the chunks also brings the nearest few that the
         # fitted features need: one search of the KB per message, not two.
         coverage, nearest = await self.coverage.check_with_nearest(
