@@ -388,6 +388,28 @@ async def test_the_fit_is_read_beside_the_embedding_not_before_it(stores, embedd
     assert "probability" in decision.scores, decision.reason  # the fit was read and used
 
 
+async def test_a_message_and_its_request_are_embedded_in_one_call(stores, embedder, fitted) -> None:
+    """Context before the question: the rule compares both the message and its request with
+    the chunks. The gate embeds them together, beside its read of the fit: one model call for
+    both, not one each."""
+    vectors, state = stores
+    calls: list[list[str]] = []
+
+    class Recording(EmbedderThatSignals):
+        async def embed(self, texts: Sequence[str]) -> Vectors:
+            calls.append(list(texts))
+            return await self.inner.embed(texts)
+
+    gate = Gate(embedder=Recording(embedder), vectors=vectors, state=state)
+    text = "I read the deploy runbook twice. How do I roll back a bad release with deployctl?"
+    decision = await gate.decide(KB, text)
+    assert "probability" in decision.scores, decision.reason
+    request = "how do i roll back a bad release with deployctl?"
+    assert calls[0] == [text, request], calls
+    # later calls are the rule's word look-ups (cross-script), never the message again
+    assert not any(text in call or request in call for call in calls[1:]), calls
+
+
 async def test_stored_fit_scores_labelled_messages(fitted) -> None:
     fit, probabilities = await fitted.score_stored(KB, ["how long is the cache ttl?", "lol"])
     assert probabilities[0] >= fit.threshold > probabilities[1]

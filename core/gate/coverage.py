@@ -1054,17 +1054,27 @@ class CoverageRule:
         verdict, _ = await self.check_with_nearest(kb, text, embedding=embedding)
         return verdict
 
+    @staticmethod
+    def texts_to_embed(text: str) -> list[str]:
+        """What the rule compares with the chunks: the message, and its request when that is
+        not the whole message. A caller that embeds them in one call (the gate, beside its
+        other reads) hands both to check_with_nearest, which then embeds nothing."""
+        request = find_request(text)
+        return [text] if request.whole else [text, request.text]
+
     async def check_with_nearest(
         self,
         kb: str,
         text: str,
         *,
         embedding: npt.NDArray[np.floating[Any]] | None = None,
+        request_embedding: npt.NDArray[np.floating[Any]] | None = None,
         limit: int = 1,
     ) -> tuple[Coverage, list[VectorHit] | None]:
         """check(), and the `limit` chunks nearest the message (best first) from the rule's
         own search: the fitted gate's features need the top few, and one search serves both
-        (the rule reads only the best). None when the verdict was remembered: no search ran."""
+        (the rule reads only the best). None when the verdict was remembered: no search ran.
+        `request_embedding`: the request's (texts_to_embed), if already made with the text's."""
         terms = await self.kb_terms(kb)
         key = (kb, text, id(terms))
         known = self._verdicts.get(key)
@@ -1074,7 +1084,7 @@ class CoverageRule:
         analysis = analyse(text)
         request = analysis.request
         wanted = [] if embedding is not None else [text]
-        if not request.whole:
+        if not request.whole and request_embedding is None:
             wanted.append(request.text)
         made = np.asarray(await self.embedder.embed(wanted), dtype=np.float32) if wanted else None
         rows = (
@@ -1082,6 +1092,8 @@ class CoverageRule:
         )
         if made is not None:
             rows.extend(made)
+        if not request.whole and request_embedding is not None:
+            rows.append(np.asarray(request_embedding, dtype=np.float32).reshape(-1))
         hits = await self.snapshots.search("chunks", kb, np.stack(rows), limit=max(1, limit))
         best = [h[0].score if h else 0.0 for h in hits]
         translated = None

@@ -354,16 +354,22 @@ class Gate:
 
     async def _refusal(self, kb: str, text: str) -> _Coverage:
         # The fit's stamp is a state-store round trip and the embedding a model call: neither
-        # needs the other, so the read waits beside the embedding, not before it.
-        (fit, missing), embedding = await asyncio.gather(
-            self._usable_fit(kb), self.embedder.embed([text])
+        # needs the other, so the read waits beside the embedding, not before it. The message
+        # and its request (when that is not the whole message) are embedded in one call.
+        (fit, missing), embedded = await asyncio.gather(
+            self._usable_fit(kb), self.embedder.embed(self.coverage.texts_to_embed(text))
         )
+        embedding = embedded[:1]
         if fit is not None and (incompatible := self._incompatibility(kb, fit)):
             fit, missing = None, incompatible
         # With a fit, the rule's search of the chunks also brings the nearest few that the
         # fitted features need: one search of the KB per message, not two.
         coverage, nearest = await self.coverage.check_with_nearest(
-            kb, text, embedding=embedding[0], limit=1 if fit is None else CHUNKS_PER_MESSAGE
+            kb,
+            text,
+            embedding=embedding[0],
+            request_embedding=embedded[1] if len(embedded) > 1 else None,
+            limit=1 if fit is None else CHUNKS_PER_MESSAGE,
         )
         if fit is None:
             scores = dict(coverage.signals)
