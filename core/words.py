@@ -30,6 +30,12 @@ def stem(word: str) -> str:
     return str(_english_stemmer().stemWord(word))
 
 
+def is_identifier(word: str) -> bool:
+    """A folded word with a digit or a separator (LUMEN_SPOOL_DIR, lumen.events.v2, 8443) names
+    one thing: it is matched whole, never stemmed."""
+    return not word.isalpha()
+
+
 @lru_cache(maxsize=65536)
 def zipf(word: str, language: str) -> float:
     """Zipf frequency in general language (wordfreq; 0 for words it has never seen)."""
@@ -38,4 +44,4 @@ def zipf(word: str, language: str) -> float:
     return float(zipf_frequency(word, language))
 
 
-__all__ = ["fold", "stem", "zipf"]
+__all__ = ["fold", "is_identifier", "stem", "zipf"]

@@ -59,7 +59,7 @@ from core.models import Collection, VectorHit
 from core.ports import Embedder, Vectors
 from core.text import CJK_RUN, Language, detect_language
 from core.vector_cache import Snapshot
-from core.words import fold, stem, zipf
+from core.words import fold, is_identifier, stem, zipf
 
 log = logging.getLogger(__name__)
 
@@ -139,7 +139,7 @@ class Term:
 
 def _key(word: str) -> str:
     """Identifiers stay whole (LUMEN_SPOOL_DIR, lumen.events.v2); words are stemmed."""
-    if any(c in word for c in "_.-") or any(c.isdigit() for c in word):
+    if is_identifier(word):
         return word
     return stem(word)
 

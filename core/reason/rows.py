@@ -41,8 +41,7 @@ from typing import TypeVar
 
 from core import chinese_words
 from core.text import CJK_RUN
-from core.words import fold, zipf
-from core.words import stem as stem_of
+from core.words import fold, is_identifier, stem, zipf
 
 # Zipf frequency (wordfreq's log scale) from which a word is a function word: "the" 7.7, "of"
 # 7.4, "by" 6.7 are; "who" 6.3, "own" 5.7, "owner" 4.8, "port" 4.7 are not.
@@ -70,19 +69,15 @@ T = TypeVar("T")
 def _forms(word: str) -> frozenset[str]:
     """The keys a folded plain word matches under: its stem, and its verb's stem when it is an
     agent noun ("owner" → {"owner", "own"}; "owns" → {"own"})."""
-    if not word.isalpha():
+    if is_identifier(word):
         return frozenset((word,))
-    stem = stem_of(word)
-    forms = {stem}
+    root = stem(word)
+    forms = {root}
     for suffix in _AGENT_SUFFIXES:
-        if stem.endswith(suffix) and len(stem) - len(suffix) >= MIN_STEM:
-            forms.add(stem[: -len(suffix)])
+        if root.endswith(suffix) and len(root) - len(suffix) >= MIN_STEM:
+            forms.add(root[: -len(suffix)])
             break
     return frozenset(forms)
-
-
-def _identifier(token: str) -> bool:
-    return not token.isalpha()  # a separator or a digit: a name, matched whole
 
 
 def _function_word(word: str, language: str) -> bool:
@@ -103,7 +98,7 @@ def _phrase(text: str) -> tuple[_Word, ...]:
     folded = fold(text[:MAX_PHRASE_CHARS])
     words: list[_Word] = []
     for token in _TOKEN.findall(CJK_RUN.sub(" ", folded)):
-        if _identifier(token):
+        if is_identifier(token):
             words.append(_Word(keys=frozenset((token,))))
         elif not _function_word(token, "en"):
             words.append(_Word(keys=_forms(token)))
@@ -121,7 +116,7 @@ def _keys(text: str) -> frozenset[str]:
     and each of its parts' forms."""
     keys: set[str] = set()
     for token in _TOKEN.findall(text):
-        if _identifier(token):
+        if is_identifier(token):
             keys.add(token)
             for part in _PART.findall(token):
                 keys |= _forms(part)
