@@ -105,18 +105,24 @@ def test_a_missing_quoted_variable_is_named() -> None:
 
 
 @pytest.mark.parametrize(
-    ("language", "private", "work"),
-    [("en", "home addresses", "what they own"), ("zh", "住址", "负责或维护什么")],
+    ("language", "private", "private_life", "work"),
+    [
+        ("en", "home addresses", "hobbies", "what they own"),
+        ("zh", "住址", "爱好", "负责或维护什么"),
+    ],
 )
 def test_the_safety_screen_keeps_colleagues_work_apart_from_private_data(
-    language: str, private: str, work: str
+    language: str, private: str, private_life: str, work: str
 ) -> None:
     # A model shown only "personal data of other people" judged "Who is Priya Natarajan and
     # what does she own?" unsafe (relay run): a team's questions about its own people are the
-    # questions its knowledge base answers, so the screen says what private data is.
+    # questions its knowledge base answers, so the screen says what private data is. It names
+    # their life outside work too, which the list left to the model's guess: with it, a relay
+    # run judged "What does Rosa Lindqvist do at weekends?" unsafe ("private life") and "Who is
+    # Priya Natarajan and what does she own?" safe.
     prompt = render("gate_classify", language, message="x", banned_topics=[])
     system = prompt.messages[0].content
-    assert private in system and work in system
+    assert private in system and private_life in system and work in system
 
 
 @pytest.mark.parametrize(
