@@ -157,3 +157,32 @@ def test_a_sub_answer_prompt_mentions_earlier_sub_answers_only_when_it_shows_som
     steps = [{"question": "Who owns the spool?", "answer": "Tomás Ferreira"}]
     after = render("sub_answer", language, question="q", context=CONTEXT, steps=steps)
     assert mention in after.messages[0].content.replace("\n", " ")
+
+
+@pytest.mark.parametrize(
+    ("language", "thing", "way"),
+    [
+        ("en", "When the answer is itself a thing", "gives the steps"),
+        ("zh", "答案本身就是一个事物", "写出步骤"),
+    ],
+)
+def test_a_sub_answer_prompt_says_what_a_who_and_a_how_answer_hold(
+    language: str, thing: str, way: str
+) -> None:
+    # A model read "Who owns the spool?" two ways (relay run): the owner as the item, as the
+    # example of a database suggests, or the spool as the item and its owner as the value, as
+    # "an attribute of something" suggests; and it had no rule for a procedure's items.
+    system = render("sub_answer", language, question="q", context=CONTEXT, steps=[])
+    text = system.messages[0].content.replace("\n", "")
+    assert thing in text and way in text
+
+
+@pytest.mark.parametrize(
+    ("language", "how"), [("en", '"how to <do it>"'), ("zh", '"怎么<做这件事>"')]
+)
+def test_the_planner_prompt_says_how_to_plan_a_how_to_part(language: str, how: str) -> None:
+    # Asked "Who owns the spool, and how do I evict a segment?", a model made up predicates
+    # ("evict command", "safe way to raise") for the how-to part (relay run): one line gives
+    # every model the same shape for it.
+    system = render("logic_form", language, question="q", max_steps=6).messages[0].content
+    assert how in system.replace("\n", " ")
