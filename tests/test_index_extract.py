@@ -7,7 +7,7 @@ import pytest
 from core.errors import LLMTimeout
 from core.index.extract import Extraction, parse_records, says_yes
 from core.index.llm_extract import LoopNERExtractor
-from core.index.nlp_extract import NLPExtractor, english_terms
+from core.index.nlp_extract import NLPExtractor, chinese_terms, english_terms
 from core.models import ChunkRecord, normalise_name
 from core.text import split_sentences
 from tests.fakes.fake_llm import FakeLLM
@@ -226,6 +226,18 @@ async def test_nlp_chinese_terms_use_jieba() -> None:
     assert all(len(name) >= 2 for name in found)
     assert result.relations
     assert all(r.description in split_sentences(ZH_CHUNK.text) for r in result.relations)
+
+
+def test_nlp_chinese_terms_name_something() -> None:
+    # A relay run's answer context listed graph facts named "--" and "---": jieba's keywords
+    # of a Chinese chunk with a markdown table include its delimiter row and cells like "90%".
+    table = (
+        "| 指标 | 阈值 |\n|---|---|\n| 消费组 lumen-dispatch 积压 | 超过 50,000 条持续 10 分钟 |\n"
+        "| 磁盘 -- 使用率 | 90% -- 80% |\n"
+    )
+    terms = chinese_terms(table, 10)
+    assert {"积压", "使用率", "lumen"} <= set(terms)
+    assert not {"---", "--", "90%", "80%", "50,000"} & set(terms)
 
 
 def test_english_terms_rank_technical_and_repeated_phrases_first() -> None:

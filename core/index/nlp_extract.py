@@ -60,6 +60,9 @@ _INLINE_URL = re.compile(r"https?://\S+|www\.\S+")
 _TOKEN = re.compile(r"[A-Za-z][A-Za-z0-9]*(?:[_.\-+/][A-Za-z0-9]+)*\+*|[^\sA-Za-z]+")
 _WORD = re.compile(r"[A-Za-z]")
 _TECHNICAL = re.compile(r"[a-z][A-Z]|[A-Z]{2,}|\d|_|\.")
+# A term names something only with a letter in it (Latin or Chinese): jieba's keywords of a
+# chunk with a markdown table include its delimiter row ("---") and cells like "90%".
+_NAMES = re.compile(r"[^\W\d_]")
 
 
 class NLPExtractor:
@@ -193,8 +196,8 @@ def chinese_terms(text: str, limit: int) -> list[str]:
     terms: list[str] = []
     for tag in tags:
         word = str(tag).strip()
-        if len(word) < 2 or word.casefold() in ENGLISH_STOP_WORDS or word.isdigit():
-            continue
+        if len(word) < 2 or word.casefold() in ENGLISH_STOP_WORDS or not _NAMES.search(word):
+            continue  # "---" of a markdown table, "90%": punctuation and numbers name nothing
         if _WORD.match(word) and not _is_term([word]):
             continue
         terms.append(word)
