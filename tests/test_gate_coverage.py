@@ -315,6 +315,38 @@ def test_a_message_analysed_once_is_judged_as_when_analysed_in_place(
     assert given == judge(text, dense_max=0.2, request_dense=0.1, kb=kb)
 
 
+def test_heavier_words_about_an_identifier_count_where_the_kb_writes_them() -> None:
+    # "expose" and "reads" are the KB's words, though not in the lines defining the keys: asked
+    # about an identifier, they ask what its passage is there to say
+    kb = KbTerms.build(
+        [
+            *PASSAGES,
+            "- `LUMEN_METRICS_PORT` — port of the metrics endpoint. Default `9090`.",
+            "Metrics are exposed in Prometheus format. The Kafka client reads its certificate "
+            "only at startup.",
+        ]
+    )
+    for text in (
+        "What does LUMEN_METRICS_PORT expose?",
+        "Which component reads LUMEN_DISPATCH_CONCURRENCY?",
+    ):
+        found = verdict(kb, text)
+        assert found.covered, found.reason
+        assert found.signals["ask_coverage"] >= MIN_ASK
+    for text in (
+        "What does LUMEN_METRICS_PORT govern?",  # a word the KB writes nowhere
+        "Is LUMEN_METRICS_PORT married?",
+        "Does LUMEN_METRICS_PORT expose cats?",  # one word of the ask is not the KB's
+        "LUMEN_METRICS_PORT what is the capital of France?",
+        "What does 9090 expose?",  # a number is not one thing a passage defines
+    ):
+        found = verdict(kb, text)
+        assert not found.covered, (text, found.reason)
+        assert found.signals["ask_coverage"] < MIN_ASK
+    # …and the identifier must be the KB's: the passage asked about is the one holding it
+    assert not verdict(kb, "What does LUMEN_UNKNOWN_KEY expose?").covered
+
+
 def test_a_light_word_of_the_other_script_counts_where_the_kb_writes_it() -> None:
     # 负责 translates to no word of the English glossary; the KB saying it in Chinese somewhere
     # is the evidence that it speaks of who is in charge
