@@ -494,14 +494,19 @@ class KbTerms:
     languages: tuple[Language, ...] = ()  # each chunk's language (core.text's one rule)
     rows: dict[str, int] = field(default_factory=dict)  # chunk id → its index
     _words: dict[int, tuple[str, ...]] = field(default_factory=dict, repr=False)
-    _heads: tuple[frozenset[str], ...] | None = field(default=None, repr=False)
+    # the keys of each passage's first line (its heading path) → the passages: headed() asks
+    # a message of everyday words, and scanning every heading cost 2 ms a message at 6k chunks
+    heads: dict[str, frozenset[int]] = field(default_factory=dict, repr=False)
 
     @classmethod
     def build(cls, texts: Sequence[str], ids: Sequence[str] = ()) -> KbTerms:
         found: dict[str, list[int]] = {}
+        heads: dict[str, set[int]] = {}
         languages: list[Language] = []
         for index, text in enumerate(texts):
             languages.append(detect_language(text))
+            for key in _heading_keys(text):
+                heads.setdefault(key, set()).add(index)
             folded = fold(text)
             keys = {_key(w) for w in _LATIN.findall(folded)}
             # identifiers also count by their parts: "lumen-dispatcher" answers "dispatcher"
@@ -518,7 +523,15 @@ class KbTerms:
             if len(key) >= 5 and key.isascii():
                 by_prefix.setdefault(key[:2], []).append(key)
         rows = {chunk_id: index for index, chunk_id in enumerate(ids)}
-        return cls(postings, len(texts), by_prefix, tuple(texts), tuple(languages), rows)
+        return cls(
+            postings,
+            len(texts),
+            by_prefix,
+            tuple(texts),
+            tuple(languages),
+            rows,
+            heads={key: frozenset(at) for key, at in heads.items()},
+        )
 
     def headed(self, terms: Sequence[Term]) -> bool:
         """Whether one passage's first line (its heading path: "Loom FAQ > Why is …?") holds
@@ -528,19 +541,18 @@ class KbTerms:
         keys = [key for key, term in _distinct(terms).items() if _findable(term)]
         if len(keys) < HEADED_TERMS:
             return False
-        if self._heads is None:
-            heads = []
-            for text in self.texts:
-                first = fold(text.split("\n", 1)[0])
-                found = {_key(w) for w in _LATIN.findall(first)}
-                for run in CJK_RUN.findall(first):
-                    found.update(run[i : i + 2] for i in range(len(run) - 1))
-                heads.append(frozenset(found))
-            self._heads = tuple(heads)
-        wanted = [
-            {k[i : i + 2] for i in range(len(k) - 1)} if CJK_RUN.fullmatch(k) else {k} for k in keys
-        ]
-        return any(all(w <= head for w in wanted) for head in self._heads)
+        wanted = {
+            part
+            for k in keys
+            for part in ({k[i : i + 2] for i in range(len(k) - 1)} if CJK_RUN.fullmatch(k) else {k})
+        }
+        together: frozenset[int] | None = None  # the headings holding every part so far
+        for part in sorted(wanted, key=lambda p: len(self.heads.get(p, ()))):  # rarest first
+            held = self.heads.get(part, frozenset())
+            together = held if together is None else together & held
+            if not together:
+                return False
+        return True
 
     def words(self, index: int) -> tuple[str, ...]:
         """The chunk's own words in its own script (Latin words and identifiers' parts of an
@@ -837,6 +849,16 @@ def _identifier_chunks(
         if chunks is not None:
             found = chunks if found is None else np.union1d(found, chunks).astype(np.int32)
     return found
+
+
+def _heading_keys(text: str) -> set[str]:
+    """The keys of a passage's first line, its heading path ("Loom FAQ > Why is …?"): Latin
+    words by content_terms' keys, CJK text by its pairs of characters."""
+    first = fold(text.split("\n", 1)[0])
+    keys = {_key(w) for w in _LATIN.findall(first)}
+    for run in CJK_RUN.findall(first):
+        keys.update(run[i : i + 2] for i in range(len(run) - 1))
+    return keys
 
 
 def _findable(term: Term) -> bool:
