@@ -286,6 +286,93 @@ async def test_a_failed_pre_check_falls_through_to_dual_level(stores, embedder) 
     assert answer.reason == "answered (dual-level)"
 
 
+async def test_a_plan_that_gives_way_hands_its_found_sub_answers_to_dual_level(
+    stores, embedder
+) -> None:
+    # Step 1 finds the port; step 2 finds nothing, so the plan gives way. The dual-level answer
+    # is written with step 1's sub-answer and the passage it was read from, and that passage
+    # stays citable in a widened round.
+    llm = (
+        FakeLLM()
+        .script("logic_form", PLAN_TWO_LOOKUPS)
+        .script("keywords", KEYWORDS)
+        .script(
+            "sub_answer",
+            {"found": True, "answer": "port 8443 (from the ports page)", "items": []},
+            {"found": False, "answer": "not in the context", "items": []},
+        )
+        .script("answer", "Port 8443 [1]; the metrics port is not covered.", "Port 8443 [1].")
+        .script(
+            "judge",
+            {"faithfulness": 1, "completeness": 0.5},
+            {"faithfulness": 1, "completeness": 0.6},
+        )
+    )
+    _, answer = await collect(
+        make(stores, embedder, llm, feedback_rounds=2).ask("ops", PORT_QUESTION)
+    )
+    assert stage_outcomes(answer)["plan_steps"] == "failed"
+    assert answer.reason == "answered (dual-level)"
+    answers = [c for c in llm.calls if c.template == "answer"]
+    assert len(answers) == 2
+    for call in answers:  # the first round and the widened one
+        prompt = call.last_user
+        assert "Sub-questions already answered" in prompt
+        assert "port 8443 (from the ports page)" in prompt
+        assert "not in the context" not in prompt  # only what was found is handed on
+        assert "listens on port 8443" in prompt  # the passage the sub-answer read
+    assert answer.trace is not None
+    plan_steps = next(s for s in answer.trace["stages"] if s["name"] == "plan_steps")
+    assert plan_steps["detail"]["handed_on"] == 1
+
+
+async def test_a_rejected_pre_check_hands_the_sub_answers_on_too(stores, embedder) -> None:
+    llm = (
+        FakeLLM()
+        .script("logic_form", PLAN_TWO_LOOKUPS)
+        .script(
+            "sub_answer", {"found": True, "answer": "port 8443"}, {"found": True, "answer": "9090"}
+        )
+        .script("precheck", "No, the context does not say.")
+        .script("keywords", KEYWORDS)
+        .script("answer", "Port 8443 [1].")
+        .script("judge", {"faithfulness": 1, "completeness": 1})
+    )
+    await collect(make(stores, embedder, llm).ask("ops", PORT_QUESTION))
+    answer_prompt = next(c for c in llm.calls if c.template == "answer").last_user
+    assert "Sub-questions already answered" in answer_prompt and "9090" in answer_prompt
+
+
+async def test_a_plan_that_fails_at_its_first_step_hands_nothing_on(stores, embedder) -> None:
+    dependent = {
+        "steps": [
+            PLAN["steps"][0],
+            {
+                "id": 2,
+                "op": "retrieve",
+                "args": {"subject": "#1", "predicate": "firewall rule", "object": "?r"},
+                "question": "Which firewall rule opens #1?",
+            },
+            {"id": 3, "op": "output", "args": {"of": "#2"}, "question": ""},
+        ]
+    }
+    llm = (
+        FakeLLM()
+        .script("logic_form", dependent)
+        .script("keywords", KEYWORDS)
+        .script("sub_answer", {"found": False, "answer": "no", "items": []})
+        .script("answer", "Port 8443 [1].")
+        .script("judge", {"faithfulness": 1, "completeness": 1})
+    )
+    _, answer = await collect(make(stores, embedder, llm).ask("ops", PORT_QUESTION))
+    answer_prompt = next(c for c in llm.calls if c.template == "answer").last_user
+    assert "Sub-questions already answered" not in answer_prompt
+    assert answer.reason == "answered (dual-level)"
+    assert answer.trace is not None
+    plan_steps = next(s for s in answer.trace["stages"] if s["name"] == "plan_steps")
+    assert "handed_on" not in plan_steps["detail"]
+
+
 async def test_a_rejected_post_check_withdraws_the_answer_and_tries_dual_level(
     stores, embedder
 ) -> None:

@@ -74,7 +74,7 @@ def retrieve(s: str | None, p: str | None, o: str | None, q: str = "") -> dict[s
     return {"op": "retrieve", "args": {"subject": s, "predicate": p, "object": o}, "question": q}
 
 
-def output(ref: str) -> dict[str, Any]:
+def output(ref: str | list[str]) -> dict[str, Any]:
     return {"op": "output", "args": {"of": ref}}
 
 
@@ -302,8 +302,8 @@ async def test_a_retrieve_that_finds_nothing_fails_the_plan_before_any_llm_call(
     assert outcome.failure == "step 1 (retrieve): nothing was retrieved for 'Atlantis GPUs'"
     assert outcome.answer is None and outcome.history == ()
     assert llm.calls == []
-    assert outcome.trace["steps"][0]["outcome"] == "failed"
-    assert len(outcome.trace["steps"]) == 1  # later steps never ran
+    # the output step, which needs step 1, never ran
+    assert [s["outcome"] for s in outcome.trace["steps"]] == ["failed", "skipped"]
 
 
 async def test_a_context_that_does_not_answer_fails_the_plan() -> None:
@@ -630,3 +630,21 @@ async def test_a_chinese_predicate_reads_a_chinese_table_and_leaves_an_english_o
     )
     assert outcome.ok, outcome.failure
     assert "费雷拉" in chinese.calls[0].last_user
+
+
+async def test_a_failing_step_ends_the_steps_that_need_it_not_those_beside_it() -> None:
+    # "Who owns Orion, and who approves its budget?" with no approver in the KB: the owner is
+    # still found, and reaches the dual-level answer through the outcome's history.
+    llm = FakeLLM().script(
+        "sub_answer", sub_answer("", found=False), sub_answer("Mei Lin owns Orion.", "Mei Lin")
+    )
+    plan = plan_of(
+        retrieve("Orion", "budget approver", "?a", "Who approves Orion's budget?"),
+        retrieve("Orion", "owner", "?o", "Who owns Orion?"),
+        output(["#1", "#2"]),
+    )
+    outcome = await run(plan, llm, always(context_about("Orion is owned by Mei Lin.")))
+    assert not outcome.ok and (outcome.failure or "").startswith("step 1 (retrieve)")
+    assert outcome.history == (("Who owns Orion?", "Mei Lin owns Orion."),)
+    assert [s["outcome"] for s in outcome.trace["steps"]] == ["failed", "ok", "skipped"]
+    assert "Mei Lin" in "".join(c.chunk.text for c in outcome.read.chunks)

@@ -60,7 +60,7 @@ from core.gate.coverage import CoverageRule
 from core.model_output import is_refusal, without_reasoning
 from core.models import ChatMessage
 from core.ports import LLM, Embedder
-from core.reason.executor import PlanOutcome, execute_plan
+from core.reason.executor import PlanOutcome, execute_plan, history_lines
 from core.reason.followup import standalone_question
 from core.reason.judge import FeedbackPolicy, JudgeScores, judge
 from core.reason.plan import OutputStep, Plan, PlanError, RetrieveStep, is_variable, make_plan
@@ -166,6 +166,9 @@ class _Run:
         # the dual-level answer written in the background while the plan is (see _multi).
         self._first: asyncio.Task[RetrievedContext | None] | None = None
         self._background: Background | None = None
+        # What the steps of a plan that gave way found (their sub-answers and the passages
+        # they read): the dual-level answer starts from them, so a step's work is not lost.
+        self._found: PlanOutcome | None = None
 
     def _status(self, stage: Stage, **values: object) -> Status:
         return Status(STAGE_STATUS[stage][self.language].format(**values), stage)
@@ -316,7 +319,7 @@ class _Run:
         if outcome is None or outcome.context.is_empty():
             return  # failed, or a plan of deductions only: nothing to ground an answer in
         context = self._fit(outcome.context)
-        steps = [{"question": q, "answer": a} for q, a in outcome.history]
+        steps = history_lines(outcome.history)
         if self.options.check == "pre":
             with self.trace.stage("pre_check") as record:
                 checked = render_context(outcome.read)
@@ -335,6 +338,7 @@ class _Run:
                     if verdict is not None:
                         record.outcome = "rejected"
                         record.detail["verdict"] = verdict.raw[:200]
+                    self._found = outcome  # part of an answer is still an answer's part
                     return
                 record.outcome = "passed"
         async for event in self._answer_logic_form(context, steps):
@@ -435,6 +439,12 @@ class _Run:
             if not outcome.ok:
                 record.outcome = "failed"
                 record.detail["error"] = outcome.failure or "the plan failed"
+                if outcome.history:
+                    # "Who owns lumen-mailer and who approves a change?" with no approver in
+                    # the KB: the owner a step read from its table row is handed on, not asked
+                    # for again of a retrieval that may not rank that row (relay run).
+                    self._found = outcome
+                    record.detail["handed_on"] = len(outcome.history)
                 return None
             return outcome
 
@@ -442,6 +452,11 @@ class _Run:
         """Dual-level retrieval → answer → judge; widen and answer again while it falls short."""
         assert self.llm is not None
         context = await self._first_context()
+        steps: list[dict[str, str]] = []
+        if self._found is not None:
+            # the passages the found sub-answers were read from first, so they can be cited
+            steps = history_lines(self._found.history)
+            context = self._fit(self._found.read.merged(context or RetrievedContext()))
         if context is None or not context.chunks:
             yield self._refusal("retrieval found no evidence")
             return
@@ -452,7 +467,7 @@ class _Run:
         seen.add(context)
         yield self._status("answering")
         first = _Streamed()
-        async for event in self._stream_answer(context, [], first, fallback=True):
+        async for event in self._stream_answer(context, steps, first, fallback=True):
             yield event
         if first.not_covered:
             yield self._refusal("the model found that the sources do not answer the question")
@@ -478,7 +493,11 @@ class _Run:
             yield self._status("widening", round=len(rounds) + 1)
             out = _Streamed()
             async for event in self._stream_answer(
-                context, [], out, fallback=False, retract="widening the context for a better answer"
+                context,
+                steps,
+                out,
+                fallback=False,
+                retract="widening the context for a better answer",
             ):
                 yield event
             if out.failed or out.not_covered:
@@ -519,6 +538,8 @@ class _Run:
         the rounds left), re-cut to the budgets. None: nothing new to answer from."""
         options = self.retriever.options
         evidence = cited_keys(current.context, [c.n for c in cited(current.text, current.context)])
+        if self._found is not None:  # the found sub-answers' passages stay citable
+            evidence[0].update(c.chunk.id for c in self._found.read.chunks)
         for _ in range(max(0, rounds_left)):
             widen += 1
             wider = await self._retrieve(widen=widen)

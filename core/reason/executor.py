@@ -184,6 +184,8 @@ class _Run:
     llm_calls: int = 0
     plan: Plan | None = None
     depends: dict[int, frozenset[int]] = field(default_factory=dict)  # transitive
+    failures: list[_Stop] = field(default_factory=list)  # the steps that failed
+    ended: set[int] = field(default_factory=set)  # failed, or skipped after a failed one
 
     async def execute(self, plan: Plan, timeout: float | None) -> PlanOutcome:  # noqa: ASYNC109
         """Every step starts as soon as the steps it depends on are done: independent
@@ -214,7 +216,12 @@ class _Run:
         return self._outcome(failure, answer, started)
 
     async def _run_all(self, plan: Plan, done: dict[int, asyncio.Event]) -> str | None:
-        """Run every step; the failure of the first failing one (in plan order), or None."""
+        """Run every step; the failure of the first failing one (in plan order), or None.
+
+        A step that fails ends the steps that need it, not the ones beside it: "how do I raise
+        it safely, and who approves it?" with no approver in the KB still finds the way, and a
+        plan that gives way hands what its steps found to the dual-level answer (PlanOutcome).
+        Only an unexpected error (a store down, a bug) stops every step at once."""
         failures: list[_Stop] = []
         try:
             async with asyncio.TaskGroup() as group:
@@ -224,6 +231,7 @@ class _Run:
             failures = [e for e in stopped.exceptions if isinstance(e, _Stop)]
             for record in self.records.values():
                 record.setdefault("outcome", "cancelled")
+        failures += self.failures
         if not failures:
             return None
         first = min(failures, key=lambda e: e.position)
@@ -232,10 +240,16 @@ class _Run:
         return first.failure
 
     async def _run_step(self, position: int, step: Step, done: dict[int, asyncio.Event]) -> None:
-        for dependency in step_dependencies(self._plan, step):
+        needed = step_dependencies(self._plan, step)
+        for dependency in needed:
             await done[dependency].wait()
         record: dict[str, Any] = {"id": step.id, "op": step.op, "question": step.question}
         self.records[step.id] = record
+        if needed & self.ended:
+            record["outcome"] = "skipped"  # a step it needs failed
+            self.ended.add(step.id)
+            done[step.id].set()
+            return
         step_started = time.perf_counter()
         try:
             result = await self._step(step, record)
@@ -243,7 +257,10 @@ class _Run:
             record["outcome"] = "failed"
             record["error"] = str(exc)[:300]
             why = "the LLM failed: " if isinstance(exc, LLMError) else ""
-            raise _Stop(position, f"step {step.id} ({step.op}): {why}{exc}") from exc
+            self.failures.append(_Stop(position, f"step {step.id} ({step.op}): {why}{exc}"))
+            self.ended.add(step.id)
+            done[step.id].set()
+            return
         except Exception as exc:
             record["outcome"] = "error"
             raise _Stop(position, f"step {step.id} ({step.op}): {exc}", exc) from exc
