@@ -15,6 +15,14 @@ Language = Literal["en", "zh"]
 CJK_IDEOGRAPHS = r"\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
 CJK_CHAR = re.compile(f"[{CJK_IDEOGRAPHS}]")  # one Chinese character
 CJK_RUN = re.compile(f"[{CJK_IDEOGRAPHS}]+")  # Chinese characters written without a break
+
+
+def cjk_pairs(run: str) -> list[str]:
+    """Each pair of neighbouring characters of a run of Chinese text ("默认值" → 默认, 认值):
+    Chinese is written without spaces, so lexical look-ups index and match it by such pairs."""
+    return [run[i : i + 2] for i in range(len(run) - 1)]
+
+
 _LATIN_WORD = re.compile(r"[A-Za-z]+")
 # Latin letters with a diacritic (Latin-1, Extended-A/B, Extended Additional, the fi/fl
 # ligatures), and combining marks written after a plain Latin letter. Other scripts are left

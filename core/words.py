@@ -11,10 +11,15 @@ from typing import Any
 from core.text import fold_diacritics
 
 
+def normalise(text: str) -> str:
+    """NFKC and case-folded: full-width punctuation and letters compare equal to ASCII ones."""
+    return unicodedata.normalize("NFKC", text).casefold()
+
+
 def fold(text: str) -> str:
-    """NFKC, case-folded, Latin diacritics removed: "Tomás" and "tomas" are one name, and
+    """normalise, and Latin diacritics removed: "Tomás" and "tomas" are one name, and
     "Bolesław" one word. Accents fold by the rule lexical search uses (core.text)."""
-    return fold_diacritics(unicodedata.normalize("NFKC", text).casefold())
+    return fold_diacritics(normalise(text))
 
 
 @lru_cache(maxsize=1)
@@ -44,4 +49,4 @@ def zipf(word: str, language: str) -> float:
     return float(zipf_frequency(word, language))
 
 
-__all__ = ["fold", "is_identifier", "stem", "zipf"]
+__all__ = ["fold", "is_identifier", "normalise", "stem", "zipf"]

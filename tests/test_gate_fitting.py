@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from core.errors import InputError
-from core.gate.features import char_ngrams, normalise
+from core.gate.features import char_ngrams
 from core.gate.fitting import choose_threshold, lexical_self_similarities
 from core.gate.model import (
     GateFit,
@@ -17,6 +17,7 @@ from core.gate.model import (
     lexical_features,
     logistic_probabilities,
 )
+from core.words import normalise
 
 MESSAGES = [
     "mmdeploy 怎么安装？",

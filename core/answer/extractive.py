@@ -14,7 +14,7 @@ import numpy as np
 
 from core.ports import Embedder
 from core.retrieve.context import ScoredChunk
-from core.text import CJK_RUN, split_sentences
+from core.text import CJK_RUN, cjk_pairs, split_sentences
 
 _WORD = re.compile(r"[A-Za-z0-9_.:-]{3,}")
 
@@ -90,7 +90,7 @@ def _terms(text: str) -> set[str]:
     are evidence the embedder alone under-weights, such as names and identifiers."""
     terms = {w.casefold().strip(".:-") for w in _WORD.findall(text)}
     for run in CJK_RUN.findall(text):
-        terms.update(run[i : i + 2] for i in range(len(run) - 1))
+        terms.update(cjk_pairs(run))
     return {t for t in terms if t}
 
 

@@ -57,7 +57,7 @@ import numpy.typing as npt
 from core import chinese_words
 from core.models import Collection, VectorHit
 from core.ports import Embedder, Vectors
-from core.text import CJK_RUN, Language, detect_language
+from core.text import CJK_RUN, Language, cjk_pairs, detect_language
 from core.vector_cache import Snapshot
 from core.words import fold, is_identifier, stem, zipf
 
@@ -514,7 +514,7 @@ class KbTerms:
                 if any(c in word for c in "_.-"):
                     keys.update(_key(p) for p in re.split(r"[_.\-]+", word) if p)
             for run in CJK_RUN.findall(folded):
-                keys.update(run[i : i + 2] for i in range(len(run) - 1))
+                keys.update(cjk_pairs(run))
             for key in keys:
                 found.setdefault(key, []).append(index)
         postings = {k: np.asarray(v, dtype=np.int32) for k, v in found.items()}
@@ -541,11 +541,7 @@ class KbTerms:
         keys = [key for key, term in _distinct(terms).items() if _findable(term)]
         if len(keys) < HEADED_TERMS:
             return False
-        wanted = {
-            part
-            for k in keys
-            for part in ({k[i : i + 2] for i in range(len(k) - 1)} if CJK_RUN.fullmatch(k) else {k})
-        }
+        wanted = {part for k in keys for part in (cjk_pairs(k) if CJK_RUN.fullmatch(k) else [k])}
         together: frozenset[int] | None = None  # the headings holding every part so far
         for part in sorted(wanted, key=lambda p: len(self.heads.get(p, ()))):  # rarest first
             held = self.heads.get(part, frozenset())
@@ -599,8 +595,8 @@ class KbTerms:
             # the KB indexes CJK bigrams: a longer word is in the passages holding all of its
             # bigrams (an approximation that only errs towards "found")
             found: npt.NDArray[np.int32] | None = None
-            for i in range(len(key) - 1):
-                part = self.postings.get(key[i : i + 2])
+            for pair in cjk_pairs(key):
+                part = self.postings.get(pair)
                 if part is None:
                     return None
                 found = part if found is None else np.intersect1d(found, part)
@@ -857,7 +853,7 @@ def _heading_keys(text: str) -> set[str]:
     first = fold(text.split("\n", 1)[0])
     keys = {_key(w) for w in _LATIN.findall(first)}
     for run in CJK_RUN.findall(first):
-        keys.update(run[i : i + 2] for i in range(len(run) - 1))
+        keys.update(cjk_pairs(run))
     return keys
 
 

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import math
 import re
-import unicodedata
 from collections import Counter
 from functools import lru_cache
 
-from core.text import CJK_CHAR, CJK_RUN
+from core.text import CJK_CHAR, CJK_RUN, cjk_pairs
+from core.words import normalise
 
 # Terms the vocabulary model learns from: Latin words (identifiers such as `mmdeploy` or
 # `onnxruntime` are whole words), and Chinese characters with their bigrams — Chinese has no
@@ -50,18 +50,13 @@ CUE_NAMES: tuple[str, ...] = (
 )
 
 
-def normalise(text: str) -> str:
-    """NFKC and case-folded: full-width punctuation and letters compare equal to ASCII ones."""
-    return unicodedata.normalize("NFKC", text).casefold()
-
-
 def terms(text: str) -> list[str]:
     """The vocabulary terms of a message (see the comment on _LATIN_TERM)."""
     text = normalise(text)
     found = _LATIN_TERM.findall(text)
     for run in CJK_RUN.findall(text):
         found.extend(run)
-        found.extend(run[i : i + 2] for i in range(len(run) - 1))
+        found.extend(cjk_pairs(run))
     return found
 
 

@@ -37,7 +37,6 @@ from core.conversation import Message
 from core.errors import InputError, LLMBadResponse, LLMError, StoreError, StoreUnavailable
 from core.gate.coverage import CoverageOptions, CoverageRule
 from core.gate.decision import INTENTS, GateDecision, Intent, Stage
-from core.gate.features import normalise
 from core.gate.model import DEFAULT_FOLDS, GateFit, Matrix, cue_matrix, feature_matrix
 from core.gate.prior import PriorScore, RequestPrior, shipped_prior
 from core.gate.signals import CHUNKS_PER_MESSAGE, has_graph_vectors, kb_features
@@ -46,6 +45,7 @@ from core.models import VectorHit
 from core.ports import LLM, Embedder, StateStore, VectorStore
 from core.text import Language, detect_language
 from core.vector_cache import CacheOptions, VectorCache
+from core.words import normalise
 
 _COMMAND = re.compile(r"^/[A-Za-z_][\w@-]*(\s|$)")  # /start, /help@tacit_bot
 # A letter or digit of any script: Chinese characters are letters to Unicode (\w matches them).

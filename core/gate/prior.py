@@ -35,9 +35,9 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from core.gate.features import normalise
 from core.gate.model import logistic
 from core.text import CJK_CHAR
+from core.words import normalise
 
 WEIGHTS = Path(__file__).parent / "data" / "request_prior.json.gz"
 FORMAT = 1
