@@ -15,6 +15,8 @@ Paths:
 - baseline                     dense top-5 + one answer call
 - dual-level, judged           keywords + answer + judge (accepted in round 1)
 - dual-level, 2 rounds         …the judge asks once for a wider context
+- dual-level, KB lacks a part  …the judge names a part no round's context holds, its score
+                               creeping up each round (the soft stop never fires)
 - logic form                   plan + one sub-answer per retrieve step + pre-check + answer
 - logic form → dual-level      the plan fails; dual-level answers
 """
@@ -52,10 +54,13 @@ class InstantLLM:
 
     model = "instant"
 
-    def __init__(self, *, plan_ok: bool = True, judge_rounds_below: int = 0) -> None:
+    def __init__(
+        self, *, plan_ok: bool = True, judge_rounds_below: int = 0, missing: str = ""
+    ) -> None:
         self.usage = TokenUsage()
         self.plan_ok = plan_ok
         self.judge_rounds_below = judge_rounds_below  # judged too low this many times per question
+        self.missing = missing  # what a low round's judge says the context lacks
         self._judged = 0
 
     def new_question(self) -> None:
@@ -85,8 +90,9 @@ class InstantLLM:
         if prompt.template == "judge":
             self._judged += 1
             low = self._judged <= self.judge_rounds_below
-            score = 0.5 if low else 0.95
-            return json.dumps({"faithfulness": 0.95, "completeness": score})
+            score = 0.45 + 0.05 * self._judged if low else 0.95  # a low score creeps up
+            missing = self.missing if low else ""
+            return json.dumps({"faithfulness": 0.95, "completeness": score, "missing": missing})
         if prompt.template in ("precheck", "postcheck"):
             return "Yes"
         return "Follow the runbook's first step [1]."
@@ -160,6 +166,10 @@ async def run(work: Path) -> dict[str, Any]:
         "dual-level, judged": lambda: (InstantLLM(), {"stages": "dual_level"}),
         "dual-level, 2 rounds": lambda: (
             InstantLLM(judge_rounds_below=1),
+            {"stages": "dual_level"},
+        ),
+        "dual-level, KB lacks a part": lambda: (
+            InstantLLM(judge_rounds_below=4, missing="who approves it"),
             {"stages": "dual_level"},
         ),
         "logic form": lambda: (InstantLLM(), {}),

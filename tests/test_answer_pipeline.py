@@ -468,6 +468,73 @@ async def test_feedback_ends_at_the_round_limit(stores, embedder) -> None:
     assert answer.trace is not None and len(answer.trace["rounds"]) == 3
 
 
+# Two parts, one of which no document holds (as "…and who approves it?" on the demo KB).
+APPROVER_QUESTION = "Which port does the Lumen gateway listen on, and who approves opening it?"
+
+
+async def test_feedback_stops_when_a_wider_round_still_lacks_the_same_part(
+    stores, embedder
+) -> None:
+    # The judge's weaker score creeps up each round, so the soft stop never fires; before the
+    # judge named what the context lacks, this ran every round (4 answers, 4 judges) for an
+    # approver no document names. Now the part gets one wider round, and the loop stops there.
+    llm = (
+        FakeLLM()
+        .script("keywords", KEYWORDS)
+        .script(
+            "answer",
+            "Port 8443 [1]; the sources do not name who approves it.",
+            "Port 8443 [1]. No source names an approver.",
+        )
+        .script(
+            "judge",
+            {"faithfulness": 1, "completeness": 0.5, "missing": "who approves opening it"},
+            {"faithfulness": 1, "completeness": 0.6, "missing": "the approver"},
+        )
+    )
+    events, answer = await collect(
+        make(stores, embedder, llm, stages="dual_level").ask("ops", APPROVER_QUESTION)
+    )
+    assert llm.templates_called == ["keywords", "answer", "judge", "answer", "judge"]
+    assert llm.pending() == {}
+    assert answer.text == "Port 8443 [1]. No source names an approver."
+    assert shown_text(events) == answer.text
+    assert answer.trace is not None and answer.trace["llm"]["calls"] == 5
+    first, second = answer.trace["rounds"]
+    assert first["missing"] == "who approves opening it" and first["next"] == "widen"
+    assert second["next"] == "stop" and "still lacks" in second["why"]
+    assert "widen_1" in stage_outcomes(answer) and "widen_2" not in stage_outcomes(answer)
+
+
+async def test_feedback_widens_on_when_the_wider_round_found_the_part_it_lacked(
+    stores, embedder
+) -> None:
+    # Round 2 found the metrics port round 1 lacked and lacks another part: a part no earlier
+    # round named gets its own wider round, which finds it and is accepted.
+    llm = (
+        FakeLLM()
+        .script("keywords", KEYWORDS)
+        .script(
+            "answer",
+            "Port 8443 [1].",
+            "Port 8443, metrics on 9090 [1].",
+            "Port 8443, metrics on 9090; a rollback takes four minutes [1] [2].",
+        )
+        .script(
+            "judge",
+            {"faithfulness": 1, "completeness": 0.4, "missing": "the metrics port"},
+            {"faithfulness": 1, "completeness": 0.6, "missing": "how long a rollback takes"},
+            {"faithfulness": 1, "completeness": 0.9, "missing": ""},
+        )
+    )
+    question = "Which ports does the Lumen gateway use, and how long does a rollback take?"
+    _, answer = await collect(make(stores, embedder, llm, stages="dual_level").ask("ops", question))
+    assert llm.templates_called == ["keywords", *["answer", "judge"] * 3]
+    assert answer.text.endswith("four minutes [1] [2].")
+    assert answer.trace is not None
+    assert [r["next"] for r in answer.trace["rounds"]] == ["widen", "widen", "accept"]
+
+
 async def test_a_judge_failure_accepts_the_answer(stores, embedder) -> None:
     llm = (
         FakeLLM()

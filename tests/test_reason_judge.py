@@ -18,6 +18,7 @@ from core.reason.judge import (
     JudgeScores,
     clamp_score,
     judge,
+    same_part,
 )
 from tests.fakes.fake_llm import FakeLLM
 
@@ -79,8 +80,30 @@ async def test_judge_is_one_json_call_with_question_context_and_answer() -> None
     assert scores.as_trace() == {
         "faithfulness": 0.9,
         "completeness": 0.7,
+        "missing": "",
         "reason": "misses the port",
     }
+
+
+async def test_judge_reads_the_part_the_context_lacks() -> None:
+    llm = FakeLLM().script(
+        "judge",
+        {"faithfulness": 1, "completeness": 0.5, "missing": " who approves it ", "reason": "r"},
+    )
+    scores = await judge(llm, "How, and who approves?", "ctx", "Do X [1].", "en")
+    assert scores == JudgeScores(1.0, 0.5, "r", "who approves it")
+    assert scores.as_trace()["missing"] == "who approves it"
+
+
+@pytest.mark.parametrize("language", ["en", "zh"])
+def test_the_judge_prompt_asks_for_the_part_the_context_lacks(language: str) -> None:
+    # FeedbackPolicy stops widening for a part two rounds' contexts lacked: the prompt must ask
+    # for it by the field name JudgeReply reads, say it is about the context (not the answer),
+    # and still ask for one JSON object.
+    system = prompts.render("judge", language, context="c", question="q", answer="a").messages[0]
+    assert '"missing": "<' in system.content
+    assert ("context itself" if language == "en" else "上下文本身") in system.content
+    assert system.content.count("{") == 1
 
 
 async def test_judge_in_chinese() -> None:
@@ -116,8 +139,68 @@ def test_the_reply_schema_reads_scores_on_the_prompts_scale() -> None:
         JudgeReply.model_validate({"faithfulness": 0.9, "completeness": "120%"})
 
 
-def s(f: float, c: float) -> JudgeScores:
-    return JudgeScores(f, c)
+@pytest.mark.parametrize(
+    ("raw", "missing"),
+    [
+        ("the approver", "the approver"),
+        ('  "who  approves it" ', "who approves it"),
+        (None, ""),
+        ("", ""),
+        ("none", ""),
+        ("None.", ""),
+        ("N/A", ""),
+        ("nothing is missing", ""),
+        ("无", ""),
+        ("没有", ""),
+        (["the approver", None, "the SLA"], "the approver; the SLA"),
+        ([], ""),
+        ({"part": "the approver"}, "the approver"),
+        (False, ""),
+        (0, ""),
+        ("x" * 500, "x" * 200),
+    ],
+)
+def test_the_missing_part_is_read_leniently(raw: Any, missing: str) -> None:
+    # Never invalid: a judge that fumbles the new field still gives its scores.
+    reply = JudgeReply.model_validate({"faithfulness": 1, "completeness": 0.5, "missing": raw})
+    assert reply.missing == missing
+
+
+def test_a_reply_without_the_missing_field_still_parses() -> None:
+    # Replies to the prompt before it asked for "missing", and models that leave it out.
+    reply = JudgeReply.model_validate({"faithfulness": 0.9, "completeness": 0.6, "reason": "r"})
+    assert (reply.faithfulness, reply.completeness, reply.missing) == (0.9, 0.6, "")
+
+
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [
+        ("who approves it", "the approver"),
+        ("who approves raising LUMEN_DISPATCH_CONCURRENCY", "an approver"),
+        ("how long the rollback takes", "the rollback duration"),
+        ("the metrics port and the approver", "the approver"),
+        ("审批人", "谁来审批"),
+        ("it", "the approver"),  # no content word: cannot be told apart
+    ],
+)
+def test_the_same_part_in_other_words(a: str, b: str) -> None:
+    assert same_part(a, b) and same_part(b, a)
+
+
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [
+        ("the metrics port", "the rollback duration"),
+        ("who approves it", "the retry limit"),
+        ("审批人", "端口号"),
+    ],
+)
+def test_different_parts(a: str, b: str) -> None:
+    assert not same_part(a, b) and not same_part(b, a)
+
+
+def s(f: float, c: float, missing: str = "") -> JudgeScores:
+    return JudgeScores(f, c, missing=missing)
 
 
 def test_accept_when_both_scores_reach_the_threshold() -> None:
@@ -149,6 +232,46 @@ def test_stop_at_the_round_limit() -> None:
     assert policy.next_action([*rounds, s(0.7, 0.7)]) == "stop"
     assert FeedbackPolicy(max_rounds=1).next_action([s(0.1, 0.1)]) == "stop"
     assert FeedbackPolicy(max_rounds=1).next_action([s(0.9, 0.9)]) == "accept"
+
+
+def test_a_part_the_context_lacks_gets_one_wider_round() -> None:
+    policy = FeedbackPolicy()
+    first = s(0.9, 0.5, "who approves it")
+    decision = policy.decide([first])
+    assert decision.action == "widen" and "who approves it" in decision.why
+
+
+def test_stop_when_the_wider_round_still_lacks_the_same_part() -> None:
+    # The relay run: the weaker score crept up each round (no soft stop) while every round's
+    # answer said the sources name no approver. Old policy: widen, widen, stop at the limit.
+    policy = FeedbackPolicy(max_rounds=4)
+    rounds = [s(0.9, 0.5, "who approves it"), s(0.9, 0.6, "the approver")]
+    decision = policy.decide(rounds)
+    assert decision.action == "stop"
+    assert "still lacks" in decision.why and "the approver" in decision.why
+    # any earlier round counts: a round between that named nothing does not reset it
+    assert policy.next_action([rounds[0], s(0.9, 0.55), s(0.9, 0.6, "approver")]) == "stop"
+
+
+def test_widen_again_when_the_wider_round_found_the_part_and_lacks_another() -> None:
+    policy = FeedbackPolicy(max_rounds=4)
+    rounds = [s(0.9, 0.4, "the metrics port"), s(0.9, 0.6, "the rollback duration")]
+    assert policy.next_action(rounds) == "widen"
+    assert policy.next_action([*rounds, s(0.9, 0.9)]) == "accept"
+
+
+def test_a_part_named_with_completeness_at_the_threshold_is_no_gap() -> None:
+    # the shortfall is faithfulness: more context may support the claims
+    policy = FeedbackPolicy()
+    rounds = [s(0.5, 0.9, "the approver"), s(0.6, 0.9, "the approver")]
+    assert policy.next_action(rounds) == "widen"
+
+
+def test_a_round_that_names_no_part_widens_as_before() -> None:
+    # the answer left out what its context holds (or an older reply): the soft rule decides
+    policy = FeedbackPolicy()
+    assert policy.next_action([s(0.9, 0.5, "the approver"), s(0.9, 0.6)]) == "widen"
+    assert policy.decide([s(0.9, 0.5), s(0.9, 0.5)]).why == "the weaker score did not improve"
 
 
 def test_the_threshold_is_configurable() -> None:

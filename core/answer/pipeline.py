@@ -483,10 +483,13 @@ class _Run:
             judged = [r.scores for r in rounds if r.scores is not None]
             if current.scores is None or not judged:
                 break
-            if policy.next_action(judged) != "widen":
+            decision = policy.decide(judged)
+            self.trace.rounds[-1].update(next=decision.action, why=decision.why)
+            if decision.action != "widen":
                 break
             wider = await self._wider(current, seen, widen, policy.max_rounds - len(rounds))
             if wider is None:
+                self.trace.rounds[-1].update(next="stop", why="no wider retrieval found more")
                 break
             widen, context = wider
             seen.add(context)

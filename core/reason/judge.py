@@ -1,22 +1,33 @@
 """KGiRAG's answer evaluation and feedback loop policy.
 
 judge(): one JSON call scoring an answer's faithfulness (its claims are supported by the
-context) and completeness (it covers what was asked), each in [0, 1]. Scores are read
-on the scale the prompt names (JUDGE_SCALE); "4/5", "8/10" and "80%" say their own scale; a
-bare number off the prompt's scale is invalid, so the adapter's repair turn asks again.
+context) and completeness (it covers what was asked), each in [0, 1], and naming in a few words
+the part of the question the context itself does not answer ("missing"; empty when the context
+answers every part, even if the answer left a part out). Scores are read on the scale the
+prompt names (JUDGE_SCALE); "4/5", "8/10" and "80%" say their own scale; a bare number off the
+prompt's scale is invalid, so the adapter's repair turn asks again. "missing" is read leniently
+(read_missing): a reply without it, or with null, "none" or a list, still parses.
 
 A judge failure (the endpoint fails, or its JSON is unusable after the adapter's repair) raises
 LLMError. The caller accepts the answer it has: there is an answer, written from retrieved
 sources, and a broken judge is no evidence against it; the trace records that the judge failed.
 
 FeedbackPolicy decides after each judged round: accept (both scores reach the threshold), widen
-(one more round with a wider context), or stop (the round limit is reached, or the weaker score
-did not improve on the previous round — more context is not helping, KGiRAG §5's "soft"
-stopping rule). The weaker score is the measure because acceptance needs both.
+(one more round with a wider context), or stop, and says why (Decision). It stops when the round
+limit is reached; when the answer falls short on a part the context lacks and an earlier,
+narrower round's judge named the same part as lacking — a wider round was tried for it and did
+not bring it, so the knowledge base most likely does not hold it (a relay run widened to the round
+limit for an approver the demo KB never names, docs/BENCHMARKS.md); or when the weaker score did not
+improve on the previous round — more context is not helping, KGiRAG §5's "soft" stopping rule.
+A part the context lacks gets one wider round, since the answer's cited sources are all the
+judge reads and retrieval may rank the part lower; a part named in no earlier round (the wider
+round found the first one) gets its own. The weaker score is the measure because acceptance
+needs both.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -24,6 +35,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, field_validator
 
 import prompts
+from core.gate.coverage import content_terms
 from core.model_output import read_score
 from core.ports import LLM
 from core.text import Language
@@ -34,6 +46,17 @@ Action = Literal["accept", "widen", "stop"]
 # imagines 1–5 and writes 4 is asked again instead of being read as 0.4 of 10.
 # tests/test_reason_judge.py checks the templates still name this scale.
 JUDGE_SCALE = 1.0
+MAX_MISSING_CHARS = 200  # "a few words"; a longer value is an essay, cut
+# Two named parts are one when the terms they share weigh at least this share of the lighter
+# one's terms ("who approves it" and "the approver" share "approv"); see same_part().
+SAME_PART = 0.5
+_QUOTES = "\"'“”‘’「」`"
+# What a model writes in "missing" when nothing is: not a part of the question.
+_NOTHING_MISSING = re.compile(
+    r"(?:none|nothing(?: is)?(?: missing)?|no(?:thing)? missing|n/?a|null|nil|no|-+|—+|"
+    r"无|没有|暂无|空|无缺失|没有缺失|都回答了)[.。!！]?",
+    re.IGNORECASE,
+)
 
 
 def clamp_score(value: Any, scale: float = JUDGE_SCALE) -> float:
@@ -42,17 +65,67 @@ def clamp_score(value: Any, scale: float = JUDGE_SCALE) -> float:
     return read_score(value, scale)
 
 
+def read_missing(value: Any) -> str:
+    """The part of the question a judge says the context lacks, as one short text; "" when it
+    names none. Never invalid, so a judge that fumbles this field still gives its scores: no
+    field, null, a number or a boolean name nothing; "none", "n/a", "无" are nothing; a list
+    (several parts) or an object's values are joined, one level deep (no deeper nesting is
+    walked: a reply is the model's, and the model reads the user's text)."""
+    if isinstance(value, dict):  # {"part": "..."}: its texts
+        value = list(value.values())
+    if isinstance(value, list | tuple):
+        value = "; ".join(part for part in map(_missing_text, value) if part)
+    return _missing_text(value)
+
+
+def _missing_text(value: Any) -> str:
+    if not isinstance(value, str):
+        return ""
+    text = " ".join(value.split())[: MAX_MISSING_CHARS * 2]
+    if len(text) >= 2 and text[0] in _QUOTES and text[-1] in _QUOTES:  # "'the approver'"
+        text = text.strip(_QUOTES + " ")
+    if not text or _NOTHING_MISSING.fullmatch(text):
+        return ""
+    return text[:MAX_MISSING_CHARS]
+
+
+def _part_terms(text: str) -> dict[str, float]:
+    weights: dict[str, float] = {}
+    for term in content_terms(text):
+        weights[term.key] = max(weights.get(term.key, 0.0), term.weight)
+    return weights
+
+
+def same_part(a: str, b: str) -> bool:
+    """Whether two judges' "missing" name the same part of the question, as they word it on
+    their own each round: by the content words the gate's coverage rule reads (stemmed, common
+    words left out, Chinese cut into words), weighted by rarity, the shared ones weighing at
+    least SAME_PART of the lighter side. A part one of them names in common words only (no
+    content word) cannot be told apart from the other, and counts as the same."""
+    terms_a, terms_b = _part_terms(a), _part_terms(b)
+    if not terms_a or not terms_b:
+        return True
+    shared = sum(min(terms_a[k], terms_b[k]) for k in terms_a.keys() & terms_b.keys())
+    return shared >= SAME_PART * min(sum(terms_a.values()), sum(terms_b.values()))
+
+
 class JudgeReply(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
     faithfulness: float
     completeness: float
+    missing: str = ""  # older replies (and older prompts) have no such field
     reason: str = ""
 
     @field_validator("faithfulness", "completeness", mode="before")
     @classmethod
     def _score(cls, value: Any) -> float:
         return clamp_score(value)
+
+    @field_validator("missing", mode="before")
+    @classmethod
+    def _missing(cls, value: Any) -> str:
+        return read_missing(value)
 
     @field_validator("reason", mode="before")
     @classmethod
@@ -65,6 +138,7 @@ class JudgeScores:
     faithfulness: float
     completeness: float
     reason: str = ""
+    missing: str = ""  # the part of the question the context lacks, in the judge's words
 
     @property
     def quality(self) -> float:
@@ -75,8 +149,15 @@ class JudgeScores:
         return {
             "faithfulness": round(self.faithfulness, 3),
             "completeness": round(self.completeness, 3),
+            "missing": self.missing,
             "reason": self.reason,
         }
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    action: Action
+    why: str  # for the trace: what the decision rests on
 
 
 async def judge(
@@ -91,7 +172,9 @@ async def judge(
         answer=answer,
     )
     reply = await llm.chat_json(prompt, JudgeReply)
-    return JudgeScores(reply.faithfulness, reply.completeness, reply.reason.strip()[:300])
+    return JudgeScores(
+        reply.faithfulness, reply.completeness, reply.reason.strip()[:300], reply.missing
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,18 +192,36 @@ class FeedbackPolicy:
     def accepts(self, scores: JudgeScores) -> bool:
         return scores.faithfulness >= self.threshold and scores.completeness >= self.threshold
 
-    def next_action(self, rounds: Sequence[JudgeScores]) -> Action:
-        """What to do after the last of `rounds` (the scores of every round so far, in order)."""
+    def lacking(self, scores: JudgeScores) -> str:
+        """The part the context lacks, when the judge names one and completeness is what falls
+        short ("" otherwise: a complete answer's "missing" is the judge's slip)."""
+        return scores.missing if scores.completeness < self.threshold else ""
+
+    def decide(self, rounds: Sequence[JudgeScores]) -> Decision:
+        """What to do after the last of `rounds` (the scores of every round so far, in order),
+        and why."""
         if not rounds:
-            raise ValueError("next_action needs the scores of at least one round")
+            raise ValueError("decide needs the scores of at least one round")
         last = rounds[-1]
         if self.accepts(last):
-            return "accept"
+            return Decision("accept", "both scores reach the threshold")
         if len(rounds) >= self.max_rounds:
-            return "stop"
+            return Decision("stop", f"the round limit ({self.max_rounds}) is reached")
+        lacking = self.lacking(last)
+        earlier = [self.lacking(r) for r in rounds[:-1]]
+        if lacking and any(part and same_part(lacking, part) for part in earlier):
+            return Decision(
+                "stop", f"a wider context still lacks what an earlier round lacked: {lacking}"
+            )
         if len(rounds) >= 2 and last.quality < rounds[-2].quality + self.min_gain:
-            return "stop"
-        return "widen"
+            return Decision("stop", "the weaker score did not improve")
+        if lacking:
+            return Decision("widen", f"the context lacks: {lacking}; one wider round may hold it")
+        return Decision("widen", "a score is below the threshold")
+
+    def next_action(self, rounds: Sequence[JudgeScores]) -> Action:
+        """decide()'s action."""
+        return self.decide(rounds).action
 
     @staticmethod
     def best(rounds: Sequence[JudgeScores]) -> int:
@@ -130,4 +231,14 @@ class FeedbackPolicy:
         return max(range(len(rounds)), key=lambda i: (rounds[i].quality, -i))
 
 
-__all__ = ["Action", "FeedbackPolicy", "JudgeReply", "JudgeScores", "clamp_score", "judge"]
+__all__ = [
+    "Action",
+    "Decision",
+    "FeedbackPolicy",
+    "JudgeReply",
+    "JudgeScores",
+    "clamp_score",
+    "judge",
+    "read_missing",
+    "same_part",
+]
