@@ -3,7 +3,7 @@
 Chinese is written without spaces between words, so every part of Tacit that needs words out
 of Chinese text asks jieba through this module: the gate's coverage terms (words), the BM25
 analyser of chunk text (search_words, adapters/vector/analysis.py) and the indexer's key terms
-(keywords, core/index/nlp_extract.py).
+(keywords, and parts_of_speech to leave out the ones that name nothing: core/index/nlp_extract.py).
 
 jieba is imported on first use, not with this module: the import takes about a tenth of a
 second and its dictionary about a second more (built once per process on the first cut), which
@@ -52,6 +52,21 @@ def search_words(text: str) -> Iterator[str]:
     mode: "中华人民共和国" gives "中华", "华人", "人民", "共和", "共和国" and itself)."""
     cut: Iterator[str] = _jieba().cut_for_search(text)
     return cut
+
+
+@cache
+def _posseg() -> ModuleType:
+    _jieba()
+    import jieba.posseg
+
+    module: ModuleType = jieba.posseg
+    return module
+
+
+def parts_of_speech(text: str) -> list[tuple[str, str]]:
+    """The words of `text` with jieba's part-of-speech tags (its ICTCLAS-style tag set: "n"
+    noun, "v" verb, "m" numeral, "q" measure word, "t" time word, "d" adverb…), in order."""
+    return [(str(pair.word), str(pair.flag)) for pair in _posseg().lcut(text)]
 
 
 def keywords(text: str, limit: int) -> list[str]:

@@ -240,6 +240,29 @@ def test_nlp_chinese_terms_name_something() -> None:
     assert not {"---", "--", "90%", "80%", "50,000"} & set(terms)
 
 
+def test_nlp_terms_leave_out_measures_and_function_words() -> None:
+    # The demo KB's graph had facts named "分钟", "小时", "一次", "两周", "本文", "内未" (the
+    # HMM's "内" + "未") and "minutes", "days", "MB": units and words that name nothing.
+    text = (
+        "积压超过 10 分钟时告警。保留时间是 72 小时，超过后消息被删除。"
+        "每个分区一次只分配给一个副本。"
+        "本文说明发布流程，值班工程师经常查看积压。两周内未续签的证书会过期。"
+        "分钟级的积压和小时级的积压都要记录在事故频道。"
+    )
+    terms = chinese_terms(text, 20)
+    assert {"积压", "副本", "证书", "分区"} <= set(terms)
+    assert not {"分钟", "小时", "一次", "本文", "两周", "内未"} & set(terms), terms
+
+    sentences = [
+        "The breaker opens for 5 minutes after 20 failures.",
+        "Retries wait 30 minutes, then 60 minutes; segments are 64 MB, and 64 MB again.",
+        "Certificates are renewed 30 days before expiry, 14 days at the latest.",
+    ]
+    english = {t.casefold() for t in english_terms(sentences, 20)}
+    assert {"breaker opens", "retries wait"} <= english
+    assert not {"minutes", "mb", "days"} & english, english
+
+
 def test_english_terms_rank_technical_and_repeated_phrases_first() -> None:
     sentences = [
         "Restart the KafkaConsumer when consumer lag grows.",

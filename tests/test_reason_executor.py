@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -12,7 +12,7 @@ import pytest
 
 from core.errors import LLMError
 from core.models import ChunkRecord, Entity, Relation
-from core.reason.executor import PlanOutcome, execute_plan
+from core.reason.executor import ENTRY_CHUNKS, PlanOutcome, execute_plan
 from core.reason.plan import parse_plan
 from core.retrieve.context import (
     Keywords,
@@ -45,6 +45,8 @@ class FakeSource:
     answer: Callable[[str], RetrievedContext]
     delay: float = 0.0
     calls: list[tuple[str, Keywords | None, int]] = field(default_factory=list)
+    found_entries: tuple[ScoredChunk, ...] = ()  # what every entries call returns
+    entry_calls: list[tuple[list[str], list[str], int]] = field(default_factory=list)
 
     async def retrieve(
         self, kb: str, question: str, *, keywords: Keywords | None = None, widen: int = 0
@@ -54,6 +56,13 @@ class FakeSource:
         if self.delay:
             await asyncio.sleep(self.delay)
         return self.answer(question)
+
+    async def entries(
+        self, kb: str, names: Sequence[str], about: Sequence[str], *, limit: int
+    ) -> tuple[ScoredChunk, ...]:
+        assert kb == "kb"
+        self.entry_calls.append((list(names), list(about), limit))
+        return self.found_entries
 
 
 def always(context: RetrievedContext) -> FakeSource:
@@ -630,6 +639,51 @@ async def test_a_chinese_predicate_reads_a_chinese_table_and_leaves_an_english_o
     )
     assert outcome.ok, outcome.failure
     assert "费雷拉" in chinese.calls[0].last_user
+
+
+async def test_a_step_reads_its_subjects_entries_that_the_query_did_not_rank() -> None:
+    # "lumen-gateway / 负责人" against an English owners table: the query's ranking does not
+    # bring the table (no word in common); the subject's entries do, and they are read after
+    # the retriever's best and before the rest.
+    table = ScoredChunk(
+        ChunkRecord("glossary.md#2", "glossary.md", 2, OWNERS_TABLE), 0.57, ("entry",)
+    )
+    source = always(ranked(*RANKED_ABOVE_THE_TABLE))
+    source.found_entries = (table,)
+    llm = FakeLLM().script("sub_answer", sub_answer("Priya Natarajan。", "Priya Natarajan"))
+    plan = plan_of(
+        retrieve("lumen-gateway", "负责人", "?owner", "lumen-gateway 的负责人是谁？"), output("#1")
+    )
+
+    outcome = await run(plan, llm, source, language="zh")
+
+    assert outcome.ok, outcome.failure
+    assert source.entry_calls == [(["lumen-gateway"], ["负责人"], ENTRY_CHUNKS)]
+    read = llm.calls[0].last_user
+    assert read.index(RANKED_ABOVE_THE_TABLE[0]) < read.index("Priya Natarajan")
+    assert read.index("Priya Natarajan") < read.index(RANKED_ABOVE_THE_TABLE[1])
+    assert RANKED_ABOVE_THE_TABLE[5] not in read  # still six passages read
+    assert [c.chunk.id for c in outcome.read.chunks][1] == "glossary.md#2"
+    assert "glossary.md#2" in [c.chunk.id for c in outcome.context.chunks]
+    assert outcome.trace["steps"][0]["entries"] == ["glossary.md#2"]
+
+
+async def test_entries_come_after_the_rows_that_hold_both_and_need_a_predicate() -> None:
+    held = "| Component | Owner |\n|---|---|\n| lumen-gateway | Priya Natarajan |"
+    entry = ScoredChunk(ChunkRecord("e.md#0", "e.md", 0, "lumen-gateway — ingest API."), 0.5)
+    source = always(ranked(*RANKED_ABOVE_THE_TABLE[:3], held))
+    source.found_entries = (entry,)
+    llm = FakeLLM().script("sub_answer", sub_answer("Priya.", "Priya"))
+    plan = plan_of(retrieve("lumen-gateway", "owner", "?o", "Who owns it?"), output("#1"))
+    outcome = await run(plan, llm, source)
+    texts = [c.chunk.text for c in outcome.read.chunks]
+    assert texts[:3] == [RANKED_ABOVE_THE_TABLE[0], held, "lumen-gateway — ingest API."]
+
+    # A step with no predicate names no row to look for: no entries are asked for.
+    bare = always(context_about("Orion has 64 GPUs."))
+    llm = FakeLLM().script("sub_answer", sub_answer("Orion.", "Orion"))
+    await run(plan_of(retrieve("Orion", None, "?x", "Orion?"), output("#1")), llm, bare)
+    assert bare.entry_calls == []
 
 
 async def test_a_failing_step_ends_the_steps_that_need_it_not_those_beside_it() -> None:

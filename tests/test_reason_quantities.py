@@ -20,6 +20,7 @@ from core.reason.quantities import (
     chinese_number,
     format_number,
     in_one_unit,
+    is_unit,
     parse_number,
     parse_quantity,
 )
@@ -153,3 +154,8 @@ def test_compare() -> None:
     assert compare_values(Quantity(2), Quantity(3), "not_equal", "en").text.startswith("yes")
     with pytest.raises(StepFailed, match="do not convert"):
         compare_values(Quantity(1, "GB"), Quantity(1, "h"), "less", "en")
+
+
+def test_is_unit_knows_the_units_quantities_are_read_in() -> None:
+    assert all(is_unit(w) for w in ["minutes", "Minutes", "MB", "mb", "GiB", "小时", "分钟", "％"])
+    assert not any(is_unit(w) for w in ["", " ", "GPUs", "segment", "30m", "端口", "owner", "MM"])

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from core.reason.rows import StepPattern, rows_first
+from core.reason.rows import StepPattern, content_words, rows_first
 
 TABLE = (
     "| Component | Port | Purpose |\n"
@@ -97,6 +97,43 @@ def test_rows_first_lifts_stably_and_keeps_the_first() -> None:
     assert rows_first([0, 1], ["nothing", texts[2]], pattern) == [0, 1]
     nothing = StepPattern.of(["lumen-mailer"], ["owner"])
     assert rows_first(list(range(5)), texts, nothing) == [0, 1, 2, 3, 4]
+
+
+def test_rows_first_reads_the_given_entries_after_the_rows_that_hold_both() -> None:
+    texts = [
+        "Owner means the reviewer.",
+        "lumen-dispatcher pods write a spool.",
+        "| Component | Owner |\n|---|---|\n| lumen-dispatcher | Tomás |",
+        "lumen-dispatcher replicas scale to 24.",
+        "| 组件 | 端口 |\n|---|---|\n| lumen-dispatcher | 9102 |",
+    ]
+    pattern = StepPattern.of(["lumen-dispatcher"], ["owner"])
+    # The entries come next, best first; one already lifted or first is not read twice.
+    assert rows_first(list(range(5)), texts, pattern, then=[4, 2, 0]) == [0, 2, 4, 1, 3]
+    # With a predicate no row holds (负责人 against English rows) the entries alone move up.
+    chinese = StepPattern.of(["lumen-dispatcher"], ["负责人"])
+    assert rows_first(list(range(5)), texts, chinese, then=[3]) == [0, 3, 1, 2, 4]
+
+
+def test_anchored_units_and_content_words() -> None:
+    pattern = StepPattern.of(["lumen-gateway"], [])
+    text = TABLE + "\n\nThe lumen-gateway answers 202.\nKafka acknowledges the write."
+    units = pattern.anchored(text)
+    assert units == [
+        "| component | port | purpose |\n| lumen-gateway | 8443 | https ingest api |",
+        "the lumen-gateway answers 202.",
+    ]
+    # The subject's own words, identifiers' separators, numbers and function words are left
+    # out; Chinese comes in dictionary words.
+    assert content_words(units[0], leaving=["lumen-gateway"]) == [
+        "component",
+        "port",
+        "purpose",
+        "https",
+        "ingest",
+        "api",
+    ]
+    assert content_words("默认值 of the `LUMEN_SPOOL_DIR`") == ["lumen", "spool", "dir", "默认值"]
 
 
 @pytest.mark.parametrize(

@@ -8,18 +8,26 @@ frequencies. Two terms of one chunk that appear in one sentence are related, and
 sentence is the description of the relation; the first sentence naming a term describes it.
 
 Fenced code is left out: identifiers in code samples (`self`, `import`) are noise as entities.
+So are measures: a unit quantities are read in ("minutes", "MB", "分钟", "小时":
+core.reason.quantities) names nothing, and neither does a Chinese word jieba tags as a numeral,
+measure word, time word, pronoun, preposition, conjunction, particle or locality word ("一次",
+"两周", "本文", "每周"), nor the HMM's new words that are two words run together and start or
+end with a function word ("内未", "这比") — the Chinese side of the rule that an English phrase
+never starts or ends with a stop word.
 """
 
 from __future__ import annotations
 
 import re
 from collections import Counter
+from functools import lru_cache
 from itertools import combinations
 
 from core import chinese_words
 from core.index.extract import Extraction
 from core.models import ChunkRecord, EntityMention, RelationMention, normalise_name
-from core.text import detect_language, split_sentences
+from core.reason.quantities import is_unit
+from core.text import CJK_RUN, detect_language, split_sentences
 
 MAX_DESCRIPTION_CHARS = 300
 ENTITY_TYPE = "term"
@@ -63,6 +71,15 @@ _TECHNICAL = re.compile(r"[a-z][A-Z]|[A-Z]{2,}|\d|_|\.")
 # A term names something only with a letter in it (Latin or Chinese): jieba's keywords of a
 # chunk with a markdown table include its delimiter row ("---") and cells like "90%".
 _NAMES = re.compile(r"[^\W\d_]")
+# jieba's part-of-speech classes (the first letter of its tag) whose words name nothing: m
+# numeral, q measure word, t time word, r pronoun, p preposition, c conjunction, u particle, f
+# locality word, e/o/y interjection, onomatopoeia, modal particle. Not adverbs (d): jieba's
+# dictionary tags many technical words so (同步, 随机, 对齐, 偏好 in the refusal KB).
+_NAMELESS_WORD = frozenset("mqtrpcufeoy")
+# A term jieba cuts into several words (the HMM's new words) is no name when it starts or ends
+# with a function word, adverbs included ("内"+"未", "这"+"比", "将"+"会"); a numeral or a
+# measure word at an edge may be part of one ("字"+"段", "多"+"卡").
+_NAMELESS_EDGE = frozenset("rdpcufeoy")
 
 
 class NLPExtractor:
@@ -129,7 +146,9 @@ def english_terms(sentences: list[str], limit: int) -> list[str]:
             key = phrase.casefold()
             counts[key] += 1
             display.setdefault(key, phrase)
-    kept = [key for key in counts if _plausible(display[key], counts[key])]
+    kept = [
+        key for key in counts if _plausible(display[key], counts[key]) and not is_unit(display[key])
+    ]
     kept.sort(key=lambda key: (-_score(display[key], counts[key]), key))
     return [display[key] for key in kept[:limit]]
 
@@ -200,10 +219,24 @@ def chinese_terms(text: str, limit: int) -> list[str]:
             continue  # "---" of a markdown table, "90%": punctuation and numbers name nothing
         if _WORD.match(word) and not _is_term([word]):
             continue
+        if is_unit(word) or (CJK_RUN.fullmatch(word) and not _chinese_name(word)):
+            continue  # "分钟", "一次", "本文": a measure or a function word, no name
         terms.append(word)
         if len(terms) == limit:
             break
     return terms
+
+
+@lru_cache(maxsize=65536)
+def _chinese_name(term: str) -> bool:
+    """Whether a Chinese term can name something, by jieba's parts of speech: one word of no
+    nameless class, or words that neither start nor end with a function word."""
+    words = chinese_words.parts_of_speech(term)
+    if not words:
+        return False
+    if len(words) == 1:
+        return words[0][1][:1] not in _NAMELESS_WORD
+    return not any(flag[:1] in _NAMELESS_EDGE for _, flag in (words[0], words[-1]))
 
 
 def _shorten(sentence: str) -> str:

@@ -6,7 +6,8 @@ same time; "#k" in a later step stands for what step k found (StepResult.stands_
 - retrieve: the pattern becomes a query (references replaced by the earlier step's items) and
   dual-level keywords (subject/object → low level, predicate → high level, so the retriever need
   not ask the LLM for keywords again); the ContextSource retrieves; the LLM reads the best of
-  that context (chunks with a row or line holding the subject and the predicate first: rows.py)
+  that context (chunks with a row or line holding the subject and the predicate first: rows.py;
+  then the subject's own rows closest to the predicate in any language, ContextSource.entries)
   and answers the sub-question as JSON: a text answer plus the items it found (prompt
   "sub_answer"). Nothing retrieved, or a context that does not answer, fails the plan.
 - filter, sort, count, sum, average, compare, ratio, percent: computed in Python over earlier
@@ -79,6 +80,10 @@ from core.text import Language
 # (the final answer still gets the whole merged context).
 STEP_CHUNKS = 6
 STEP_GRAPH_ITEMS = 20
+# Passages of the subject's entries (its rows and lines) a retrieve step adds to what it reads,
+# the closest to the predicate in any language (ContextSource.entries): a Chinese predicate
+# against an English table shares no word with it, and the query's ranking may miss the row.
+ENTRY_CHUNKS = 4
 MAX_ITEMS = 50  # a sub-answer listing more than this is not a list of answers
 
 
@@ -142,6 +147,13 @@ class ContextSource(Protocol):
     async def retrieve(
         self, kb: str, question: str, *, keywords: Keywords | None = None, widen: int = 0
     ) -> RetrievedContext: ...
+
+    async def entries(
+        self, kb: str, names: Sequence[str], about: Sequence[str], *, limit: int
+    ) -> tuple[ScoredChunk, ...]:
+        """The passages holding the best rows or lines that write `names` for what `about`
+        asks of them, whatever the language of `about` (core.retrieve.entries)."""
+        ...
 
 
 async def execute_plan(
@@ -388,17 +400,26 @@ class _Run:
         keywords = Keywords(high=tuple(high), low=tuple(low), source="llm") if pattern else None
         record["query"] = query
         record["keywords"] = keywords.as_trace() if keywords else None
-        found = await self.source.retrieve(self.kb, query, keywords=keywords)
+        # The subject's own rows beside the query's ranking: the subject is spelt alike in
+        # every language, the predicate may not be (ENTRY_CHUNKS).
+        found, entries = await asyncio.gather(
+            self.source.retrieve(self.kb, query, keywords=keywords),
+            self.source.entries(self.kb, low, high, limit=ENTRY_CHUNKS)
+            if low and high
+            else _no_entries(),
+        )
         record["retrieved"] = {
             "entities": len(found.entities),
             "relations": len(found.relations),
             "chunks": len(found.chunks),
         }
+        record["entries"] = [c.chunk.id for c in entries]
+        found = found.merged(RetrievedContext(chunks=entries))
         if found.is_empty():
             raise StepFailed(f"nothing was retrieved for {query!r}")
         found = _found_by_plan(found)
         self.found[step.id] = found
-        narrow = _narrowed(found, StepPattern.of(low, high))
+        narrow = _narrowed(found, StepPattern.of(low, high), [c.chunk.id for c in entries])
         self.narrow[step.id] = narrow
         # A lookup reads only the sub-answers it builds on, not every step's.
         return await self._ask(question, narrow, self._history(self.depends[step.id]))
@@ -508,13 +529,26 @@ def _found_by_plan(context: RetrievedContext) -> RetrievedContext:
     return RetrievedContext(context.entities, context.relations, chunks, context.keywords)
 
 
-def _narrowed(context: RetrievedContext, pattern: StepPattern) -> RetrievedContext:
+async def _no_entries() -> tuple[ScoredChunk, ...]:
+    return ()
+
+
+def _narrowed(
+    context: RetrievedContext, pattern: StepPattern, entries: Sequence[str] = ()
+) -> RetrievedContext:
     """What the step's sub-answer reads: the best graph items, and the best chunks once those
     holding the subject and the predicate in one row or line are moved up (core/reason/rows.py:
-    the retriever ranks a table of owners below passages that only mention the subject). The
+    the retriever ranks a table of owners below passages that only mention the subject), then
+    the subject's entries closest to the predicate in any language (`entries`, chunk ids). The
     retriever's order and its ranking are kept otherwise; the merged plan context is not
     re-ordered."""
-    chunks = rows_first(context.chunks, [c.chunk.text for c in context.chunks], pattern)
+    by_id = {c.chunk.id: c for c in context.chunks}
+    chunks = rows_first(
+        context.chunks,
+        [c.chunk.text for c in context.chunks],
+        pattern,
+        then=[by_id[i] for i in entries if i in by_id],
+    )
     return RetrievedContext(
         context.entities[:STEP_GRAPH_ITEMS],
         context.relations[:STEP_GRAPH_ITEMS],

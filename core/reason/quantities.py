@@ -175,6 +175,16 @@ def parse_literal_quantity(text: str) -> Quantity | None:
     return Quantity(value)  # one word that is no unit: a noun ("64 GPUs")
 
 
+def is_unit(word: str) -> bool:
+    """Whether `word` alone is a unit quantities are read in ("minutes", "MB", "小时", "%"):
+    a measure, never a name (the NLP extractor leaves such terms out)."""
+    word = unicodedata.normalize("NFKC", word).strip()
+    if word in _UNITS or word in _ALIASES:
+        return True
+    # "Minutes" opens a sentence; "MM" (OpenMMLab) is a name, not millimetres.
+    return word[1:].islower() and word.casefold() in _ALIASES
+
+
 def parse_number(text: str) -> float | None:
     quantity = parse_quantity(text)
     return None if quantity is None else quantity.value

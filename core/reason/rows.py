@@ -23,8 +23,9 @@ and the subject in the row (`| lumen-dispatcher | ... | Tomás Ferreira |`).
   "ownership" are one word here. Identifiers (lumen-dispatcher, LUMEN_SPOOL_DIR, 8443) match
   whole; a passage's identifier also offers its parts, so "dispatcher" finds "lumen-dispatcher".
 - Chinese words match as written (a passage holding the word), or by a dictionary word inside
-  them ("负责人" is held by "负责"). A Chinese predicate against an English table holds nothing,
-  and the retriever's order stands.
+  them ("负责人" is held by "负责"). A Chinese predicate against an English table holds nothing
+  here; the subject's entries (`StepPattern.anchored`, ranked word to word across languages by
+  core.retrieve.entries) are read after the rows that hold both (`rows_first(then=...)`).
 
 Pure and linear in the text: no pattern here can backtrack over a hostile line, and a table's
 header is analysed once, not once per row.
@@ -198,20 +199,65 @@ class StepPattern:
             for predicate in self.predicates
         )
 
+    def anchored(self, text: str) -> list[str]:
+        """The rows (each with its table's header) and lines of `text` that hold an anchor: a
+        subject's entries, whatever language the predicate is in."""
+        return [
+            unit.text
+            for unit in _units(text)
+            if any(all(unit.holds(w) for w in anchor) for anchor in self.anchors)
+        ]
 
-def rows_first(items: Sequence[T], texts: Sequence[str], pattern: StepPattern) -> list[T]:
+
+def content_words(text: str, *, leaving: Sequence[str] = ()) -> list[str]:
+    """The plain words of `text` that can say what it is about, each once, in order: folded
+    Latin words (not identifiers or numbers, which name a thing and are matched whole) and
+    Chinese dictionary words, without function words and without the words of `leaving` (a
+    unit's subject, which every one of the subject's entries holds)."""
+    left = {
+        word
+        for phrase in leaving
+        for token in _TOKEN.findall(fold(phrase))
+        for word in (token, *_PART.findall(token))
+    }
+    folded = fold(text[: MAX_PHRASE_CHARS * 4])
+    latin = (
+        part
+        for token in _TOKEN.findall(CJK_RUN.sub(" ", folded))
+        if token not in left
+        for part in (_PART.findall(token) if is_identifier(token) else (token,))
+        if part.isalpha() and len(part) > 1 and part not in left
+    )
+    chinese = (
+        word
+        for run in CJK_RUN.findall(folded)
+        for word in chinese_words.words(run)
+        if CJK_RUN.fullmatch(word) and word not in left and not _function_word(word, "zh")
+    )
+    return list(dict.fromkeys([*(w for w in latin if not _function_word(w, "en")), *chinese]))
+
+
+def rows_first(
+    items: Sequence[T], texts: Sequence[str], pattern: StepPattern, *, then: Sequence[T] = ()
+) -> list[T]:
     """`items` (best first, with their texts) with those whose row or line holds the pattern's
     subject and predicate together moved up, each group in its given order. The first item
-    stays first: the retriever's best guess is never pushed out of the step's reading."""
-    if len(items) < 2 or not pattern.usable():
+    stays first: the retriever's best guess is never pushed out of the step's reading.
+
+    then: items of `items` read next, after those (the subject's entries whose words come
+    closest to the predicate's across languages: core.retrieve.entries), best first."""
+    if len(items) < 2:
         return list(items)
     together = [pattern.held_together(text) for text in texts[1:]]
     rest = list(zip(items[1:], together, strict=True))
+    held = [item for item, joint in rest if joint]
+    following = [item for item in then if item not in held and item != items[0]]
     return [
         items[0],
-        *(item for item, held in rest if held),
-        *(item for item, held in rest if not held),
+        *held,
+        *following,
+        *(item for item, joint in rest if not joint and item not in following),
     ]
 
 
-__all__ = ["StepPattern", "rows_first"]
+__all__ = ["StepPattern", "content_words", "rows_first"]

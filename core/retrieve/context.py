@@ -13,7 +13,7 @@ from typing import Any, Literal, TypeVar
 from core.models import ChunkRecord, Entity, Relation
 
 # How a chunk was found; a chunk found several ways lists each once, first way first.
-ChunkVia = Literal["dense", "bm25", "entity", "relation", "community", "plan"]
+ChunkVia = Literal["dense", "bm25", "entity", "relation", "community", "plan", "entry"]
 
 TRACE_TEXT_CHARS = 160
 

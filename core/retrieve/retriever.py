@@ -32,6 +32,7 @@ from core.retrieve.context import (
     ScoredRelation,
 )
 from core.retrieve.dual_level import HOP_DECAY, high_level, low_level
+from core.retrieve.entries import WordVectors, name_entries
 from core.retrieve.fusion import Fusion, fuse
 from core.retrieve.graph_chunks import (
     first_hop_homes,
@@ -140,6 +141,26 @@ class Retriever:
         self.graph = graph
         self.llm = llm
         self.options = options or RetrievalOptions()
+        self.words = WordVectors(embedder)
+
+    async def entries(
+        self, kb: str, names: Sequence[str], about: Sequence[str], *, limit: int
+    ) -> tuple[ScoredChunk, ...]:
+        """The passages holding the best rows or lines that write `names` for what `about`
+        asks of them, in either language (core.retrieve.entries): a plan step's subject and
+        predicate, "lumen-gateway / 负责人" finding the English owners table."""
+        return tuple(
+            await name_entries(
+                kb,
+                graph=self.graph,
+                vectors=self.vectors,
+                words=self.words,
+                names=names,
+                about=about,
+                hits=self.options.candidate_pool,
+                limit=limit,
+            )
+        )
 
     async def keywords(self, question: str) -> Keywords:
         """LLM JSON (prompt "keywords"); NLP terms without an LLM or when it fails."""

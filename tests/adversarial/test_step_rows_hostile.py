@@ -4,13 +4,18 @@ give the same answer a small input gives, without error; no timing is asserted."
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
 import pytest
 
-from core.models import ChunkRecord
+from core.models import ChunkRecord, VectorHit
 from core.reason.executor import execute_plan
 from core.reason.plan import parse_plan
 from core.reason.rows import StepPattern, rows_first
 from core.retrieve.context import Keywords, RetrievedContext, ScoredChunk
+from core.retrieve.entries import MAX_ENTRIES, WordVectors, name_entries
 from tests.fakes.fake_llm import FakeLLM
 
 HEADER = "| Component | Owner |\n|---|---|\n"
@@ -81,6 +86,11 @@ class _Source:
     ) -> RetrievedContext:
         return self.context
 
+    async def entries(
+        self, kb: str, names: Sequence[str], about: Sequence[str], *, limit: int
+    ) -> tuple[ScoredChunk, ...]:
+        return ()
+
 
 async def test_a_step_with_an_empty_predicate_reads_the_first_six_in_order() -> None:
     texts = [f"passage {n} about lumen-dispatcher" for n in range(8)]
@@ -110,3 +120,51 @@ async def test_a_step_with_an_empty_predicate_reads_the_first_six_in_order() -> 
     read = llm.calls[0].last_user
     assert all(f"passage {n} " in read for n in range(6))
     assert "passage 6 " not in read and "Tomás Ferreira" not in read
+
+
+class _Words:
+    """An embedder of single words (each its own direction) that counts what it embeds."""
+
+    def __init__(self) -> None:
+        self.embedded: list[str] = []
+
+    async def embed(self, texts: Sequence[str]) -> Any:
+        self.embedded += texts
+        out = np.zeros((len(texts), 8), dtype=np.float32)
+        out[:, 0] = 1.0
+        return out
+
+
+class _Store:
+    def __init__(self, text: str) -> None:
+        self.chunk = ChunkRecord("c0", "d.md", 0, text)
+
+    async def lexical_search(
+        self, collection: str, kb: str, queries: Sequence[str], *, limit: int
+    ) -> list[list[VectorHit]]:
+        return [[VectorHit("c0", 1.0, self.chunk.text)] for _ in queries]
+
+    async def get_chunks(self, kb: str, chunk_ids: Sequence[str]) -> list[ChunkRecord]:
+        return [self.chunk]
+
+
+async def test_a_subject_in_thousands_of_rows_embeds_the_words_of_a_bounded_few() -> None:
+    def letters(n: int) -> str:  # a word of its own for each row: "bc" for 12
+        return "".join(chr(ord("a") + int(d)) for d in str(n))
+
+    rows = "".join(f"| lumen-gateway | {letters(n)}qx {letters(n)}qy |\n" for n in range(5000))
+    store = _Store("| Component | Owner |\n|---|---|\n" + rows)
+    words = _Words()
+    found = await name_entries(
+        "kb",
+        graph=store,  # type: ignore[arg-type]
+        vectors=store,  # type: ignore[arg-type]
+        words=WordVectors(words),  # type: ignore[arg-type]
+        names=["lumen-gateway", *(f"x-{n}" for n in range(1000))],
+        about=["负责人 " * 10_000],
+        hits=60,
+        limit=3,
+    )
+    assert [c.chunk.id for c in found] == ["c0"]
+    # the header's words once, two words a row for MAX_ENTRIES rows, the predicate's word
+    assert len(words.embedded) == 2 + 2 * MAX_ENTRIES + 1
