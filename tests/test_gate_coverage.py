@@ -347,6 +347,75 @@ def test_heavier_words_about_an_identifier_count_where_the_kb_writes_them() -> N
     assert not verdict(kb, "What does LUMEN_UNKNOWN_KEY expose?").covered
 
 
+def test_a_word_the_kb_only_translates_is_not_its_own_about_an_identifier() -> None:
+    # 周末 (weekend) is in a Chinese page: the translation puts "weekends" there, which says
+    # that page holds it, not that the KB speaks of its keys' weekends
+    kb = KbTerms.build(
+        [
+            "| `LOOM_ENV` | `dev` | One of `dev`, `staging`, `prod`; selects bucket names |",
+            "# 值班\n周末只有一名值班在线。",
+        ]
+    )
+    weekends = {"weekend": np.asarray([1], dtype=np.int32)}
+    found = judge(
+        "Where does LOOM_ENV go on weekends?",
+        dense_max=0.15,
+        request_dense=None,
+        kb=kb,
+        translated=weekends,
+    )
+    assert not found.covered, found.reason
+    assert found.signals["ask_coverage"] < MIN_ASK
+
+
+def test_light_words_about_an_identifier_must_all_be_the_kbs() -> None:
+    # light words ask what an identifier is only in the KB's own words: "include" where the KB
+    # writes it somewhere, not "eat", "nice" or "football" (in no passage)
+    kb = KbTerms.build(
+        [
+            *PASSAGES,
+            "The release bundle includes the chart. The platform team supports the gateway.",
+        ]
+    )
+    assert verdict(kb, "What does LUMEN_DISPATCH_CONCURRENCY include?").covered
+    assert not verdict(
+        KbTerms.build(PASSAGES), "What does LUMEN_DISPATCH_CONCURRENCY include?"
+    ).covered
+    for text in (
+        "What does LUMEN_DISPATCH_CONCURRENCY like to eat?",
+        "Is LUMEN_DISPATCH_CONCURRENCY nice?",
+        "Does LUMEN_DISPATCH_CONCURRENCY have children?",
+        # team and support are the KB's; football is not, so nothing of the ask is held
+        "Which team does LUMEN_DISPATCH_CONCURRENCY support in football?",
+    ):
+        found = verdict(kb, text)
+        assert not found.covered, (text, found.reason)
+        assert found.signals["ask_coverage"] < MIN_ASK and found.light
+    # what a setting is for: the question's frame, in either script, written or not
+    for text in (
+        "What does LUMEN_DISPATCH_CONCURRENCY control?",
+        "LUMEN_DISPATCH_CONCURRENCY 控制什么？",
+    ):
+        found = verdict(kb, text)
+        assert found.covered, (text, found.reason)
+    # a person can be asked about anything: light words about a name keep their share
+    assert verdict(kb, "What does Tomás Ferreira own?").covered
+
+
+def test_what_a_question_word_asks_for_is_a_degree_after_how_only() -> None:
+    # "how big" asks for a size, given as "64 MB"; "what music" for a kind of thing, which a
+    # passage holding it would name: music is written nowhere, and "listen" is no answer
+    kb = KbTerms.build([*PASSAGES, "lumen-gateway listens on port 8443 for HTTPS."])
+    found = verdict(kb, "What music does lumen-gateway listen to?")
+    assert not found.covered, found.reason
+    assert found.unasked == ("music",) and found.light
+    assert verdict(kb, "Where does lumen-gateway listen?").covered
+    assert verdict(kb, "How big is a spool segment?").covered
+    assert answer_kinds("What music does lumen-gateway listen to?") == {"music"}
+    assert analyse("What music does lumen-gateway listen to?").degrees == frozenset()
+    assert analyse("How big is a spool segment?").degrees == {"big"}
+
+
 def test_a_light_word_of_the_other_script_counts_where_the_kb_writes_it() -> None:
     # 负责 translates to no word of the English glossary; the KB saying it in Chinese somewhere
     # is the evidence that it speaks of who is in charge

@@ -113,6 +113,11 @@ PERSONAL = [
     "GATEWAY_CACHE_TTL 喜欢吃什么？",
     "deployctl rollback 喜欢喝什么？",
     "Mirela Vasquez 周末喜欢做什么？",
+    # an identifier asked about in light words of its own script that the KB writes nowhere
+    # (docs/BENCHMARKS.md, "Absurd questions about a team's own keys")
+    "What does GATEWAY_CACHE_TTL like to eat?",
+    "Is GATEWAY_CACHE_TTL nice?",
+    "Who is GATEWAY_CACHE_TTL's best friend?",
 ]
 # …and what the KB says about her is answered
 PERSONAL_GOOD = [
@@ -121,6 +126,9 @@ PERSONAL_GOOD = [
     "What does Mirela Vasquez own?",
     "Mirela Vasquez 负责什么？",
     "GATEWAY_CACHE_TTL 是什么意思？",
+    # what a setting is for, in either script, though the KB writes "control" in neither
+    "What does GATEWAY_CACHE_TTL control?",
+    "GATEWAY_CACHE_TTL 控制什么？",
 ]
 
 
