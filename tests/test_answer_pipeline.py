@@ -7,6 +7,7 @@ on any call nobody scripted, so "no more calls than it must" is asserted too.
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 from collections.abc import AsyncIterator
 from typing import Any
@@ -623,3 +624,106 @@ async def test_a_chinese_question_is_answered_in_chinese(stores, embedder) -> No
     _, answer = await collect(make(stores, embedder).ask("ops", "周五几点以后禁止发布？"))
     assert answer.language == "zh" and "三点" in answer.text
     assert answer.citations[0].source == "docs/部署.md"
+
+
+_PASSAGE = re.compile(r"^\[(\d+)\] \(.*?\)\n(.+)$", re.M)
+
+
+def number_holding(prompt_text: str, phrase: str) -> int:
+    """The number a prompt gives the first passage holding `phrase`."""
+    return next(int(n) for n, text in _PASSAGE.findall(prompt_text) if phrase in text)
+
+
+def citing(answer: str, phrase: str, *, inside: bool = False, also: int | None = None) -> Any:
+    """A sub-answer reply that names, as its source, the step's passage holding `phrase`: in
+    "sources" (with `also` beside it), or as a mark inside "answer" (`inside`)."""
+
+    def reply(prompt: Any) -> str:
+        n = number_holding(prompt.messages[-1].content, phrase)
+        if inside:
+            return json.dumps({"found": True, "answer": f"{answer} [{n}]"})
+        sources = [f"[{n}]"] if also is None else [f"[{n}]", also]
+        return json.dumps({"found": True, "answer": answer, "sources": sources})
+
+    return reply
+
+
+async def test_the_answer_prompt_shows_each_sub_answer_with_its_sources_numbers(
+    stores, embedder
+) -> None:
+    # A 7B model shown the sub-answers without numbers had to find their sources again in the
+    # renumbered context (relay run): each is shown with the numbers the answer's own context
+    # gives the passages it was read from, whatever the step numbered them; a number the step's
+    # context did not hold (99) is dropped, a mark inside the answer does not reach the prompt.
+    llm = (
+        FakeLLM()
+        .script("logic_form", PLAN_TWO_LOOKUPS)
+        .script("keywords", KEYWORDS)
+        .script(
+            "sub_answer",
+            citing("port 8443", "listens on port 8443", also=99),
+            citing("port 9090", "served on port 9090", inside=True),
+        )
+        .script("precheck", "Yes.")
+        .script("answer", "The gateway listens on port 8443 [1].")
+    )
+    await collect(make(stores, embedder, llm).ask("ops", PORT_QUESTION))
+    answer_prompt = next(c for c in llm.calls if c.template == "answer").last_user
+    gateway = number_holding(answer_prompt, "listens on port 8443")
+    metrics = number_holding(answer_prompt, "served on port 9090")
+    assert f"listen on? → port 8443 [{gateway}]\n" in answer_prompt
+    assert f"metrics served? → port 9090 [{metrics}]\n" in answer_prompt
+    assert "[99]" not in answer_prompt
+    # the pre-check reads the sub-answers beside what they read, numbered as it is shown that
+    pre_check = next(c for c in llm.calls if c.template == "precheck").last_user
+    assert f"→ port 8443 [{number_holding(pre_check, 'listens on port 8443')}]" in pre_check
+
+
+async def test_a_sub_answer_that_names_no_source_is_shown_with_the_passage_holding_it(
+    stores, embedder
+) -> None:
+    # Old replies and many 7B ones have no "sources": the passage that holds what the
+    # sub-answer found stands in; a sub-answer whose finding no passage holds gets no number.
+    llm = (
+        FakeLLM()
+        .script("logic_form", PLAN_TWO_LOOKUPS)
+        .script("keywords", KEYWORDS)
+        .script(
+            "sub_answer",
+            {"found": True, "answer": "port 8443", "items": [{"name": "gateway", "value": "8443"}]},
+            {"found": True, "answer": "on a port the sources do not name"},
+        )
+        .script("precheck", "Yes.")
+        .script("answer", "The gateway listens on port 8443 [1].")
+    )
+    await collect(make(stores, embedder, llm).ask("ops", PORT_QUESTION))
+    answer_prompt = next(c for c in llm.calls if c.template == "answer").last_user
+    gateway = number_holding(answer_prompt, "listens on port 8443")
+    assert f"→ port 8443 [{gateway}]\n" in answer_prompt
+    assert "→ on a port the sources do not name\n" in answer_prompt
+
+
+async def test_sub_answers_handed_to_dual_level_carry_each_rounds_numbers(stores, embedder) -> None:
+    # A plan that gives way hands its sub-answers on; every round numbers its context anew
+    # (a widened round re-cuts it), and each shows the sub-answer with that round's number.
+    llm = (
+        FakeLLM()
+        .script("logic_form", PLAN_TWO_LOOKUPS)
+        .script("keywords", KEYWORDS)
+        .script(
+            "sub_answer",
+            citing("port 8443", "listens on port 8443"),
+            {"found": False, "answer": "not in the context", "items": []},
+        )
+        .script("answer", "Port 8443 [1]; the metrics port is not covered.", "Port 8443 [1].")
+        .script(
+            "judge",
+            {"faithfulness": 1, "completeness": 0.5},
+            {"faithfulness": 1, "completeness": 0.6},
+        )
+    )
+    await collect(make(stores, embedder, llm, feedback_rounds=2).ask("ops", PORT_QUESTION))
+    answers = [c.last_user for c in llm.calls if c.template == "answer"]
+    assert len(answers) == 2
+    for prompt in answers:
+        assert f"→ port 8443 [{number_holding(prompt, 'listens on port 8443')}]\n" in prompt

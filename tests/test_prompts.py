@@ -147,6 +147,36 @@ def test_the_answer_prompt_says_what_to_do_with_a_partly_covered_question(
     assert not_citable in user.replace("\n", "")
 
 
+@pytest.mark.parametrize(
+    ("language", "meaning"),
+    [("en", "The numbers after an answer are the sources it came from"), ("zh", "答案后面的编号")],
+)
+def test_the_answer_prompt_shows_each_sub_answer_with_its_sources_numbers(
+    language: str, meaning: str
+) -> None:
+    # A 7B model shown the sub-answers without numbers had to find their sources again in the
+    # renumbered context, and cited wrongly or not at all (relay run): each sub-answer is shown
+    # with its sources' numbers, written as the answer is to cite them.
+    steps = [
+        {"question": "Who owns the spool?", "answer": "Tomás Ferreira", "sources": [3, 5]},
+        {"question": "Its port?", "answer": "9090", "sources": []},
+    ]
+    prompt = render(
+        "answer", language, sources=[], question="q", not_covered="NOT_COVERED", steps=steps
+    )
+    user = prompt.messages[1].content
+    assert "- Who owns the spool? → Tomás Ferreira [3][5]\n" in user
+    assert "- Its port? → 9090\n" in user  # no numbers: none shown, none made up
+    assert meaning in user.replace("\n", " ")
+
+
+@pytest.mark.parametrize("language", prompts.LANGUAGES)
+def test_the_sub_answer_prompt_asks_for_the_sources_it_used(language: str) -> None:
+    system = render("sub_answer", language, question="q", context=CONTEXT, steps=[])
+    text = system.messages[0].content
+    assert '"sources": [' in text and "[2, 5]" in text
+
+
 @pytest.mark.parametrize("language", prompts.LANGUAGES)
 def test_a_sub_answer_prompt_mentions_earlier_sub_answers_only_when_it_shows_some(
     language: str,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -12,7 +13,7 @@ import pytest
 
 from core.errors import LLMError
 from core.models import ChunkRecord, Entity, Relation
-from core.reason.executor import ENTRY_CHUNKS, PlanOutcome, execute_plan
+from core.reason.executor import ENTRY_CHUNKS, PlanOutcome, Support, execute_plan, history_lines
 from core.reason.plan import parse_plan
 from core.retrieve.context import (
     Keywords,
@@ -591,16 +592,18 @@ async def test_a_step_reads_the_table_row_that_holds_its_subject_and_predicate()
     assert read.index("Tomás Ferreira") < read.index(RANKED_ABOVE_THE_TABLE[1])
     assert all(text in read for text in RANKED_ABOVE_THE_TABLE[:5])
     assert RANKED_ABOVE_THE_TABLE[5] not in read  # still six: the sixth passage made room
-    # What the plan hands on starts with what the step read, in its order, so the budgets of
-    # the pre-check and the answer keep the row the sub-answer came from; then the rest.
+    # What the plan hands on starts with the row the sub-answer came from (the passage that
+    # holds what it found: the reply names no source), then the rest of what the step read, in
+    # its order, so the budgets of the pre-check and the answer keep that row; then the rest.
     handed_on = [c.chunk.text for c in outcome.context.chunks]
-    read_first = [RANKED_ABOVE_THE_TABLE[0], OWNERS_TABLE, *RANKED_ABOVE_THE_TABLE[1:5]]
+    read_first = [OWNERS_TABLE, RANKED_ABOVE_THE_TABLE[0], *RANKED_ABOVE_THE_TABLE[1:5]]
     assert handed_on[:6] == read_first
     assert handed_on[6:] == [
         t for t in (c.chunk.text for c in context.chunks) if t not in read_first
     ]
-    # and what a check of the sub-answers reads is exactly what the step read
-    assert [c.chunk.text for c in outcome.read.chunks] == read_first
+    # and what a check of the sub-answers reads is exactly what the step read, in its order
+    step_read = [RANKED_ABOVE_THE_TABLE[0], OWNERS_TABLE, *RANKED_ABOVE_THE_TABLE[1:5]]
+    assert [c.chunk.text for c in outcome.read.chunks] == step_read
 
 
 async def test_a_step_keeps_the_retrievers_order_when_no_row_holds_both() -> None:
@@ -702,3 +705,116 @@ async def test_a_failing_step_ends_the_steps_that_need_it_not_those_beside_it() 
     assert outcome.history == (("Who owns Orion?", "Mei Lin owns Orion."),)
     assert [s["outcome"] for s in outcome.trace["steps"]] == ["failed", "ok", "skipped"]
     assert "Mei Lin" in "".join(c.chunk.text for c in outcome.read.chunks)
+
+
+# --- what each sub-answer was read from, shown as the final context's numbers ----------------
+
+
+def cites(reply: dict[str, Any], *sources: Any) -> dict[str, Any]:
+    return {**reply, "sources": list(sources)}
+
+
+def citing_passage(reply: dict[str, Any], text: str) -> Callable[[Any], str]:
+    """The reply, naming as its source the number the step's prompt gives the passage `text`."""
+
+    def answer(prompt: Any) -> str:
+        shown = re.findall(r"^\[(\d+)\] \(.*?\)\n(.+)$", prompt.messages[-1].content, re.M)
+        n = next(n for n, passage in shown if passage == text)
+        return json.dumps(cites(reply, f"[{n}]"))
+
+    return answer
+
+
+async def test_a_sub_answers_sources_are_shown_as_the_final_contexts_numbers() -> None:
+    # Each step numbers the passages it reads; the final context merges two steps and numbers
+    # them anew: the sub-answer is shown with the final number of the passage it named.
+    owners = context_about("Intro to the ledger.", "Noise.", "The ledger is owned by Mei Lin.")
+    ports = context_about("The ledger listens on 5432.", source="ports.md")
+    llm = FakeLLM().script(
+        "sub_answer",
+        citing_passage(sub_answer("Mei Lin.", "Mei Lin"), "The ledger is owned by Mei Lin."),
+        cites(sub_answer("5432.", ("ledger", "5432")), 1),
+    )
+    source = FakeSource(lambda q: owners if "owner" in q else ports)
+    plan = plan_of(
+        retrieve("ledger", "owner", "?o", "Who owns the ledger?"),
+        retrieve("ledger", "port", "?p", "Which port?"),
+        output(["#1", "#2"]),
+    )
+
+    outcome = await run(plan, llm, source)
+
+    assert outcome.ok, outcome.failure
+    lines = history_lines(outcome.history, outcome.support, outcome.context)
+    numbered = {n: c.chunk.text for n, c in enumerate(outcome.context.chunks, start=1)}
+    [owner_n] = lines[0]["sources"]
+    [port_n] = lines[1]["sources"]
+    assert numbered[owner_n] == "The ledger is owned by Mei Lin."
+    assert numbered[port_n] == "The ledger listens on 5432."
+    # the named passages lead the context, so a context cut to the budgets keeps them
+    assert {owner_n, port_n} == {1, 2}
+    assert outcome.trace["steps"][0]["support"]["chunks"] == ["doc.md#2"]
+
+
+async def test_a_number_the_steps_context_does_not_hold_is_dropped_never_invented() -> None:
+    context = context_about("Orion has 64 GPUs.")
+    llm = FakeLLM().script(
+        "sub_answer", cites(sub_answer("It is big.", found=True), 0, -1, 7, 999, "x", True)
+    )
+    plan = plan_of(retrieve("Orion", "size", "?s", "How big is Orion?"), output("#1"))
+    outcome = await run(plan, llm, always(context))
+    assert outcome.support == (Support(),)
+    assert history_lines(outcome.history, outcome.support, outcome.context)[0]["sources"] == []
+
+
+async def test_a_graph_fact_named_as_a_source_is_shown_as_the_final_facts_number() -> None:
+    # Fact numbers follow the chunks: the step's [2] is Orion's entity line; in a final
+    # context of three chunks, the same fact is [4].
+    step = context_about("Vega is small.")
+    llm = FakeLLM().script("sub_answer", cites(sub_answer("A GPU cluster.", "Orion"), 2))
+    plan = plan_of(retrieve("Orion", "kind", "?k", "What is Orion?"), output("#1"))
+    outcome = await run(plan, llm, always(step))
+    final = context_about("Vega is small.", "a", "b", source="other.md").merged(outcome.context)
+    final = RetrievedContext(final.entities, final.relations, final.chunks[:3])
+    lines = history_lines(outcome.history, outcome.support, final)
+    assert lines[0]["sources"] == [4]
+
+
+async def test_without_named_sources_the_passage_holding_the_finding_stands_in() -> None:
+    # Not the step's best passage (a mention of the subject): the one holding "Mei Lin", and
+    # "64" is not found inside "640".
+    context = context_about("Orion is a cluster.", "Orion has 640 cores.", "Mei Lin owns Orion.")
+    llm = FakeLLM().script(
+        "sub_answer",
+        sub_answer("Mei Lin.", "Mei Lin"),
+        sub_answer("64.", ("Orion", "64")),
+        sub_answer("No item, no finding."),
+    )
+    plan = plan_of(
+        retrieve("Orion", "owner", "?o", "Who owns Orion?"),
+        retrieve("Orion", "GPUs", "?g", "How many GPUs?"),
+        retrieve("Orion", "purpose", "?p", "What for?"),
+        output(["#1", "#2", "#3"]),
+    )
+    outcome = await run(plan, llm, always(context))
+    assert outcome.ok, outcome.failure
+    assert [s.chunks for s in outcome.support] == [("doc.md#2",), (), ()]
+
+
+async def test_computed_and_deduced_results_stand_on_what_they_were_computed_from() -> None:
+    context = context_about("ledger 8 GB.", "gateway 2 GB.")
+    llm = FakeLLM().script(
+        "sub_answer",
+        cites(sub_answer("two", ("ledger", "8 GB"), ("gateway", "2 GB")), 1, 2),
+        sub_answer("Memory is ample."),  # a deduction that names no source
+    )
+    plan = plan_of(
+        retrieve("services", "memory", "?m", "Memory of each service?"),
+        {"op": "sum", "args": {"of": ["#1"]}, "question": "Total memory?"},
+        {"op": "deduce", "args": {}, "question": "Is #2 enough?"},
+        output(["#2", "#3"]),
+    )
+    outcome = await run(plan, llm, always(context))
+    assert outcome.ok, outcome.failure
+    both = ("doc.md#0", "doc.md#1")
+    assert [s.chunks for s in outcome.support] == [both, both, both]

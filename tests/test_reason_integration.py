@@ -8,6 +8,7 @@ the test on an unscripted "keywords" call).
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -17,7 +18,7 @@ from adapters.graph.sqlite_store import SQLiteGraphStore
 from adapters.vector.milvus_store import MilvusVectorStore
 from core.index.pipeline import Indexer, IndexOptions
 from core.models import Prompt
-from core.reason.executor import execute_plan
+from core.reason.executor import execute_plan, history_lines
 from core.reason.plan import parse_plan
 from core.retrieve.retriever import Retriever
 from tests.fakes.fake_llm import FakeLLM
@@ -95,3 +96,50 @@ async def test_a_plan_runs_against_the_real_retriever(retriever: Retriever) -> N
     assert sources == {"docs/orion.md", "docs/vega.md"}
     assert all("plan" in c.via for c in outcome.context.chunks)
     json.dumps(outcome.trace)
+
+
+def answer_citing_its_source(prompt: Prompt) -> str:
+    """The same 'model', naming as its source the number its step gave the passage it read."""
+    reply = json.loads(answer_from_context(prompt))
+    user = prompt.messages[-1].content
+    count = reply["items"][0]["value"]
+    shown = re.findall(r"^\[(\d+)\] \(.*?\)\n(.+)$", user, re.M)
+    reply["sources"] = [n for n, text in shown if f"has {count} GPUs" in text][:1]
+    return json.dumps(reply)
+
+
+@pytest.mark.slow
+async def test_sub_answers_carry_their_sources_into_the_merged_contexts_numbers(
+    retriever: Retriever,
+) -> None:
+    plan = parse_plan(
+        {
+            "steps": [
+                {
+                    "id": 1,
+                    "op": "retrieve",
+                    "args": {"subject": "Orion cluster", "predicate": "GPUs", "object": "?n"},
+                    "question": "How many GPUs has the Orion cluster?",
+                },
+                {
+                    "id": 2,
+                    "op": "retrieve",
+                    "args": {"subject": "Vega cluster", "predicate": "GPUs", "object": "?m"},
+                    "question": "How many GPUs has the Vega cluster?",
+                },
+                {"id": 3, "op": "output", "args": {"of": ["#1", "#2"]}},
+            ]
+        }
+    )
+    llm = FakeLLM().script("sub_answer", answer_citing_its_source, answer_citing_its_source)
+    retriever.llm = llm
+
+    outcome = await execute_plan(
+        plan, kb="ops", source=retriever, llm=llm, language="en", timeout=30
+    )
+
+    assert outcome.ok, outcome.failure
+    texts = {n: c.chunk.text for n, c in enumerate(outcome.context.chunks, start=1)}
+    orion, vega = history_lines(outcome.history, outcome.support, outcome.context)
+    assert [texts[n] for n in orion["sources"]] == [t for t in texts.values() if "64 GPUs" in t]
+    assert [texts[n] for n in vega["sources"]] == [t for t in texts.values() if "48 GPUs" in t]

@@ -29,7 +29,7 @@ import asyncio
 import copy
 from collections.abc import AsyncIterator, Awaitable, Sequence
 from dataclasses import dataclass, replace
-from typing import Literal, TypeVar
+from typing import Any, Literal, TypeVar
 
 import prompts
 from core.answer.background import Background
@@ -319,7 +319,6 @@ class _Run:
         if outcome is None or outcome.context.is_empty():
             return  # failed, or a plan of deductions only: nothing to ground an answer in
         context = self._fit(outcome.context)
-        steps = history_lines(outcome.history)
         if self.options.check == "pre":
             with self.trace.stage("pre_check") as record:
                 checked = render_context(outcome.read)
@@ -328,7 +327,7 @@ class _Run:
                     precheck(
                         self.llm,
                         self.query,
-                        self._with_steps(checked, steps),
+                        self._with_steps(checked, _sub_answers(outcome, outcome.read)),
                         self.language,
                         max_tokens=self.options.short_reply_max_tokens,
                     ),
@@ -341,7 +340,7 @@ class _Run:
                     self._found = outcome  # part of an answer is still an answer's part
                     return
                 record.outcome = "passed"
-        async for event in self._answer_logic_form(context, steps):
+        async for event in self._answer_logic_form(context, outcome):
             yield event
 
     async def _answer_lookup(self, step: RetrieveStep) -> AsyncIterator[AnswerEvent]:
@@ -362,11 +361,11 @@ class _Run:
                 record.detail.update(chunks=len(context.chunks), entities=len(context.entities))
         if context is None or not context.chunks:
             return
-        async for event in self._answer_logic_form(context, []):
+        async for event in self._answer_logic_form(context, None):
             yield event
 
     async def _answer_logic_form(
-        self, context: RetrievedContext, steps: list[dict[str, str]]
+        self, context: RetrievedContext, steps: PlanOutcome | None
     ) -> AsyncIterator[AnswerEvent]:
         assert self.llm is not None
         yield self._status("answering")
@@ -452,11 +451,12 @@ class _Run:
         """Dual-level retrieval → answer → judge; widen and answer again while it falls short."""
         assert self.llm is not None
         context = await self._first_context()
-        steps: list[dict[str, str]] = []
+        steps = self._found
         if self._found is not None:
-            # the passages the found sub-answers were read from first, so they can be cited
-            steps = history_lines(self._found.history)
-            context = self._fit(self._found.read.merged(context or RetrievedContext()))
+            # the found sub-answers' sources, then the passages they read, first: so they can
+            # be cited, and are shown with their numbers (_sub_answers)
+            found = self._found.supported.merged(self._found.read)
+            context = self._fit(found.merged(context or RetrievedContext()))
         if context is None or not context.chunks:
             yield self._refusal("retrieval found no evidence")
             return
@@ -543,6 +543,9 @@ class _Run:
         evidence = cited_keys(current.context, [c.n for c in cited(current.text, current.context)])
         if self._found is not None:  # the found sub-answers' passages stay citable
             evidence[0].update(c.chunk.id for c in self._found.read.chunks)
+            for support in self._found.support:  # and the graph facts they were read from
+                evidence[1].update(support.entities)
+                evidence[2].update(support.relations)
         for _ in range(max(0, rounds_left)):
             widen += 1
             wider = await self._retrieve(widen=widen)
@@ -595,10 +598,14 @@ class _Run:
             context, node_edge_budget=options.node_edge_budget, chunk_budget=options.chunk_budget
         )
 
-    def _with_steps(self, context_text: str, steps: list[dict[str, str]]) -> str:
+    def _with_steps(self, context_text: str, steps: list[dict[str, Any]]) -> str:
         if not steps:
             return context_text
-        lines = "\n".join(f"- {s['question']} → {s['answer']}" for s in steps)
+        lines = "\n".join(
+            f"- {s['question']} → {s['answer']}"
+            + (" " + "".join(f"[{n}]" for n in s["sources"]) if s["sources"] else "")
+            for s in steps
+        )
         return f"{context_text}\n\n{SUB_ANSWERS[self.language]}\n{lines}"
 
     async def _retrieve(self, *, widen: int) -> RetrievedContext | None:
@@ -653,7 +660,7 @@ class _Run:
     async def _stream_answer(
         self,
         context: RetrievedContext,
-        steps: list[dict[str, str]],
+        steps: PlanOutcome | None,
         out: _Streamed,
         *,
         fallback: bool,
@@ -665,14 +672,15 @@ class _Run:
         that fails before any text, is empty, declines the task or cites nothing of the context
         is unusable: with `fallback` the extractive answer replaces it, else `out.failed` says
         so. `retract` is sent before the first text shown (a widening round replacing the one
-        on screen)."""
+        on screen). `steps`: the plan whose sub-answers the prompt shows, each with the
+        numbers `context` gives its sources (every round numbers its context anew)."""
         assert self.llm is not None
         prompt = prompts.render(
             "answer",
             self.language,
             sources=numbered_sources(context),
             knowledge=knowledge_lines(context),
-            steps=steps,
+            steps=_sub_answers(steps, context),
             question=self.query,
             not_covered=NOT_COVERED_MARKER,
         )
@@ -786,6 +794,13 @@ class _Run:
     def _finished_trace(self) -> dict[str, object]:
         self.trace.finish(self.llm.report() if self.llm is not None else {"calls": 0})
         return self.trace.as_dict()
+
+
+def _sub_answers(found: PlanOutcome | None, context: RetrievedContext) -> list[dict[str, Any]]:
+    """A plan's sub-answers as a prompt's `steps`, sources numbered as `context` is."""
+    if found is None:
+        return []
+    return history_lines(found.history, found.support, context)
 
 
 def _single_lookup(plan: Plan) -> RetrieveStep | None:

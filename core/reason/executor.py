@@ -8,8 +8,12 @@ same time; "#k" in a later step stands for what step k found (StepResult.stands_
   not ask the LLM for keywords again); the ContextSource retrieves; the LLM reads the best of
   that context (chunks with a row or line holding the subject and the predicate first: rows.py;
   then the subject's own rows closest to the predicate in any language, ContextSource.entries)
-  and answers the sub-question as JSON: a text answer plus the items it found (prompt
-  "sub_answer"). Nothing retrieved, or a context that does not answer, fails the plan.
+  and answers the sub-question as JSON: a text answer plus the items it found and the numbers
+  of the sources it used (prompt "sub_answer"). Nothing retrieved, or a context that does not
+  answer, fails the plan.
+- what a sub-answer was read from is kept by identity (Support: chunk ids, graph keys), as the
+  step's numbers mean nothing in the final answer's renumbered context; history_lines shows
+  each sub-answer with the numbers of whatever context it is shown beside ("→ 5432 [3]").
 - filter, sort, count, sum, average, compare, ratio, percent: computed in Python over earlier
   items (operators.py).
 - deduce: the LLM answers the sub-question from everything gathered so far.
@@ -23,15 +27,16 @@ falls through to dual-level retrieval. Every step is timed and traced.
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 import prompts
-from core.answer.context_text import render_context
+from core.answer.context_text import numbered_facts, render_context
 from core.errors import LLMError
 from core.ports import LLM
 from core.reason.operators import (
@@ -85,6 +90,16 @@ STEP_GRAPH_ITEMS = 20
 # against an English table shares no word with it, and the query's ranking may miss the row.
 ENTRY_CHUNKS = 4
 MAX_ITEMS = 50  # a sub-answer listing more than this is not a list of answers
+# Sources a sub-answer is shown with at most: it reads STEP_CHUNKS passages, and a model that
+# lists every one of them has not said which holds the answer.
+MAX_SUPPORT = 4
+# A source number as models write it: "[2]", "2", "source 2", "【2】"; a number with a sign or a
+# fraction ("-1", "2.5") is no source number.
+_NUMBER = re.compile(r"(?<![\d.\-−])\d{1,3}(?![\d.])")
+_MARK = re.compile(r"\s*[\[【［](\d{1,3})[\]】］]")
+# Only the start of a field is read for numbers: a source list is short, a 10k-character one
+# is not a list of sources.
+_SOURCES_READ = 50
 
 
 class SubAnswerItem(BaseModel):
@@ -109,6 +124,10 @@ class SubAnswer(BaseModel):
     found: bool = True
     answer: str = ""
     items: list[SubAnswerItem] = Field(default_factory=list)
+    # The numbers, in the step's own context, of the sources the answer came from: replies of
+    # the prompt before it asked for them have none, and models also write "[2]", "2",
+    # ["[1]", "3"] or cite inside "answer" (read by _source_numbers and _marks_moved).
+    sources: list[int] = Field(default_factory=list)
 
     @field_validator("answer", mode="before")
     @classmethod
@@ -127,6 +146,111 @@ class SubAnswer(BaseModel):
             return [v if isinstance(v, dict) else {"name": v} for v in value]
         return value
 
+    @field_validator("sources", mode="before")
+    @classmethod
+    def _sources(cls, value: Any) -> list[int]:
+        return _source_numbers(value)
+
+    @model_validator(mode="after")
+    def _marks_moved(self) -> SubAnswer:
+        """Citation marks inside "answer" are numbers of the step's own context: they join
+        "sources" and leave the text, which is shown beside another context's numbers."""
+        marks = _source_numbers([m.group(1) for m in _MARK.finditer(self.answer[:10_000])])
+        if marks:
+            self.answer = _MARK.sub("", self.answer).strip()
+            self.sources = list(dict.fromkeys([*self.sources, *marks]))[:_SOURCES_READ]
+        return self
+
+
+def _source_numbers(value: Any) -> list[int]:
+    """The positive whole numbers in a reply's "sources", however written; anything else
+    (a negative or fractional number, a word, a nested object) names no source."""
+    found: list[int] = []
+
+    def read(part: Any) -> None:
+        if isinstance(part, bool) or part is None:
+            return
+        if isinstance(part, int):
+            found.append(part)
+        elif isinstance(part, float) and part.is_integer():
+            found.append(int(part))
+        elif isinstance(part, str):
+            found.extend(int(n) for n in _NUMBER.findall(part[:200]))
+
+    for part in value[:_SOURCES_READ] if isinstance(value, list | tuple) else [value]:
+        if isinstance(part, list | tuple):  # [[1, 2]]: one level of nesting, no deeper
+            for inner in part[:_SOURCES_READ]:
+                read(inner if not isinstance(inner, list | tuple | dict) else None)
+        else:
+            read(part)
+    return [n for n in dict.fromkeys(found) if n > 0][:_SOURCES_READ]
+
+
+@dataclass(frozen=True, slots=True)
+class Support:
+    """What a sub-answer was read from, by identity: chunk ids, entity keys and relation
+    pairs. A step's source numbers mean nothing in another context (the final answer numbers
+    its merged context anew); these are turned into that context's numbers (`numbers`)."""
+
+    chunks: tuple[str, ...] = ()
+    entities: tuple[str, ...] = ()
+    relations: tuple[tuple[str, str], ...] = ()
+
+    def __bool__(self) -> bool:
+        return bool(self.chunks or self.entities or self.relations)
+
+    def joined(self, other: Support) -> Support:
+        return Support(
+            tuple(dict.fromkeys((*self.chunks, *other.chunks))),
+            tuple(dict.fromkeys((*self.entities, *other.entities))),
+            tuple(dict.fromkeys((*self.relations, *other.relations))),
+        )
+
+    @classmethod
+    def of(cls, context: RetrievedContext, numbers: Sequence[int]) -> Support:
+        """The sources and facts behind `numbers` of `context` as render_context numbers it,
+        in the order given; a number it does not hold is dropped."""
+        chunks: list[str] = []
+        entities: list[str] = []
+        relations: list[tuple[str, str]] = []
+        facts = {f.n: f for f in numbered_facts(context)}
+        kept = 0
+        for n in dict.fromkeys(numbers):
+            if kept == MAX_SUPPORT:
+                break
+            if 1 <= n <= len(context.chunks):
+                chunks.append(context.chunks[n - 1].chunk.id)
+            elif n in facts:
+                entities.extend(facts[n].entity_keys)
+                relations.extend(facts[n].relation_pairs)
+            else:
+                continue
+            kept += 1
+        return cls(tuple(chunks), tuple(entities), tuple(relations))
+
+    def numbers(self, context: RetrievedContext) -> list[int]:
+        """Where this support is in `context`, as its prompt numbers it: the chunks' numbers,
+        then the facts drawn from these entities and relations; nothing it does not hold."""
+        if not self:
+            return []
+        wanted = set(self.chunks)
+        found = [n for n, c in enumerate(context.chunks, start=1) if c.chunk.id in wanted]
+        if self.entities or self.relations:
+            keys, pairs = set(self.entities), set(self.relations)
+            found += [
+                f.n
+                for f in numbered_facts(context)
+                if keys.intersection(f.entity_keys) or pairs.intersection(f.relation_pairs)
+            ]
+        return found[:MAX_SUPPORT]
+
+    def as_trace(self) -> dict[str, Any]:
+        return {
+            "chunks": list(self.chunks),
+            "entities": list(self.entities),
+            "relations": [list(p) for p in self.relations],
+        }
+
 
 @dataclass(frozen=True, slots=True)
 class PlanOutcome:
@@ -139,6 +263,13 @@ class PlanOutcome:
     # What the steps' sub-answers read (each step's narrowed context), merged: what a check of
     # the sub-answers reads, rather than every budget retrieved.
     read: RetrievedContext = field(default_factory=RetrievedContext)
+    # What each sub-answer of `history` was read from (same order): history_lines shows it as
+    # the numbers of whatever context the sub-answers are shown with.
+    support: tuple[Support, ...] = ()
+    # Those passages and graph items themselves, in step order: `context` starts with them,
+    # and so does the dual-level context a plan that gives way hands them to, so that a
+    # context cut to the budgets keeps the sources the sub-answers are shown with.
+    supported: RetrievedContext = field(default_factory=RetrievedContext)
 
 
 class ContextSource(Protocol):
@@ -192,6 +323,7 @@ class _Run:
     questions: dict[int, str] = field(default_factory=dict)  # each run step's sub-question
     found: dict[int, RetrievedContext] = field(default_factory=dict)  # per retrieve step
     narrow: dict[int, RetrievedContext] = field(default_factory=dict)  # what its answer read
+    support: dict[int, Support] = field(default_factory=dict)  # what its result was read from
     records: dict[int, dict[str, Any]] = field(default_factory=dict)
     llm_calls: int = 0
     plan: Plan | None = None
@@ -280,6 +412,8 @@ class _Run:
             record["ms"] = round((time.perf_counter() - step_started) * 1000, 1)
         record["outcome"] = "ok"
         record["result"] = result.as_trace()
+        if step.id in self.support:
+            record["support"] = self.support[step.id].as_trace()
         self.results[step.id] = result
         done[step.id].set()
 
@@ -301,6 +435,28 @@ class _Run:
             if not isinstance(s, OutputStep)
         ]
 
+    def _supports(self) -> list[Support]:
+        """What each sub-answer of _history() was read from, in the same order."""
+        return [
+            self.support.get(s.id, Support())
+            for s in self._in_order()
+            if not isinstance(s, OutputStep)
+        ]
+
+    def _supported(self) -> RetrievedContext:
+        """The passages and graph items the sub-answers were read from, in step order."""
+        read = self._merged(self.narrow, None)
+        support = Support()
+        for step in self._in_order():
+            support = support.joined(self.support.get(step.id, Support()))
+        by_id = {c.chunk.id: c for c in read.chunks}
+        keys, pairs = set(support.entities), set(support.relations)
+        return RetrievedContext(
+            tuple(e for e in read.entities if e.entity.key in keys),
+            tuple(r for r in read.relations if r.pair in pairs),
+            tuple(by_id[i] for i in support.chunks if i in by_id),
+        )
+
     def _merged(
         self, parts: dict[int, RetrievedContext], ids: frozenset[int] | None
     ) -> RetrievedContext:
@@ -320,18 +476,28 @@ class _Run:
             "ms": round((time.perf_counter() - started) * 1000, 1),
         }
         read = self._merged(self.narrow, None)
+        supported = self._supported()
         return PlanOutcome(
             ok=failure is None,
             failure=failure,
             history=tuple(self._history()),
-            # What the steps read comes first, then the rest of what they retrieved: the answer
-            # is cut to budgets in this order and must hold the passages the sub-answers were
-            # drawn from (a table row a step moved up: rows.py).
-            context=read.merged(self._merged(self.found, None)),
+            # The sub-answers' sources come first, then what the steps read, then the rest of
+            # what they retrieved: the answer is cut to budgets in this order and must hold the
+            # passages the sub-answers were drawn from (a table row a step moved up: rows.py).
+            context=supported.merged(read).merged(self._merged(self.found, None)),
             answer=answer,
             trace=trace,
             read=read,
+            support=tuple(self._supports()),
+            supported=supported,
         )
+
+    def _support_of(self, ids: frozenset[int]) -> Support:
+        """The support of these steps' results, joined (in plan order)."""
+        support = Support()
+        for step in self._in_order(ids):
+            support = support.joined(self.support.get(step.id, Support()))
+        return support
 
     async def _step(self, step: Step, record: dict[str, Any]) -> StepResult:
         self.questions[step.id] = self._sub_question(step)
@@ -343,7 +509,13 @@ class _Run:
             history = self._history(earlier)
             if read.is_empty() and not history:
                 raise StepFailed("nothing has been gathered to deduce from")
-            return await self._ask(self.questions[step.id], read, history)
+            # A deduction that names no source stands on the sub-answers it deduces from.
+            return await self._ask(
+                step.id, self.questions[step.id], read, history, self._support_of(earlier)
+            )
+        # A computed result (a filter, a count, a comparison) is supported by what the
+        # sub-answers it computes over were read from.
+        self.support[step.id] = self._support_of(step_dependencies(self._plan, step))
         if isinstance(step, FilterStep):
             args = step.args
             value = args.value
@@ -422,11 +594,21 @@ class _Run:
         narrow = _narrowed(found, StepPattern.of(low, high), [c.chunk.id for c in entries])
         self.narrow[step.id] = narrow
         # A lookup reads only the sub-answers it builds on, not every step's.
-        return await self._ask(question, narrow, self._history(self.depends[step.id]))
+        return await self._ask(
+            step.id, question, narrow, self._history(self.depends[step.id]), None
+        )
 
     async def _ask(
-        self, question: str, context: RetrievedContext, history: Sequence[tuple[str, str]]
+        self,
+        step_id: int,
+        question: str,
+        context: RetrievedContext,
+        history: Sequence[tuple[str, str]],
+        fallback: Support | None,
     ) -> StepResult:
+        """The sub-answer to `question` from `context`; what it was read from goes to
+        self.support (`fallback` when it names none of the context's sources, and None: the
+        context's passages that hold what it found, see _holding)."""
         prompt = prompts.render(
             "sub_answer",
             self.language,
@@ -444,12 +626,22 @@ class _Run:
         text = reply.answer.strip()
         if not reply.found or not (text or items):
             raise StepFailed("the context does not answer this sub-question")
-        return StepResult(
+        result = StepResult(
             text=text or "; ".join(i.name for i in items),
             items=items,
             listed=bool(items),
             found=tuple(found_text(item, question) for item in items),
         )
+        support = Support.of(context, reply.sources)
+        if not support:
+            # Models often leave "sources" empty or out. Then the passages that hold what the
+            # sub-answer found ("5432", "Mei Lin") stand in, never merely the step's best
+            # ones: those are often a passage that only mentions the subject, and a wrong
+            # number shown beside a sub-answer is cited as it is. Holding nothing, the
+            # sub-answer is shown without numbers, as before.
+            support = fallback if fallback is not None else _holding(context, result.found)
+        self.support[step_id] = support
+        return result
 
     def _result(self, reference: str) -> StepResult:
         step_id = reference_of(reference)
@@ -499,6 +691,21 @@ def found_text(item: Item, question: str) -> str:
     if item.name.casefold() in question.casefold():
         return value
     return item.name
+
+
+def _holding(context: RetrievedContext, found: Sequence[str]) -> Support:
+    """The context's passages (in its order, at most MAX_SUPPORT) whose text holds one of the
+    things a sub-answer found, as a whole word: "64" is not found in "640"."""
+    wanted = [" ".join(f.split()).casefold() for f in found if f.strip()]
+    if not wanted:
+        return Support()
+    patterns = [re.compile(rf"(?<!\w){re.escape(w)}(?!\w)") for w in dict.fromkeys(wanted)]
+    holding = [
+        c.chunk.id
+        for c in context.chunks
+        if any(p.search(" ".join(c.chunk.text.split()).casefold()) for p in patterns)
+    ]
+    return Support(tuple(holding[:MAX_SUPPORT]))
 
 
 def _describe(step: Step) -> str:
@@ -557,15 +764,26 @@ def _narrowed(
     )
 
 
-def history_lines(history: Sequence[tuple[str, str]]) -> list[dict[str, str]]:
-    """The history as the answer prompt's `steps` variable."""
-    return [{"question": q, "answer": a} for q, a in history]
+def history_lines(
+    history: Sequence[tuple[str, str]],
+    support: Sequence[Support] = (),
+    context: RetrievedContext | None = None,
+) -> list[dict[str, Any]]:
+    """The history as a prompt's `steps` variable; with `context`, each sub-answer's
+    `sources` are the numbers that context's prompt gives what it was read from (none that
+    the context does not hold: a number is never made up)."""
+    lines: list[dict[str, Any]] = []
+    for n, (question, answer) in enumerate(history):
+        numbers = support[n].numbers(context) if context is not None and n < len(support) else []
+        lines.append({"question": question, "answer": answer, "sources": numbers})
+    return lines
 
 
 __all__ = [
     "ContextSource",
     "PlanOutcome",
     "SubAnswer",
+    "Support",
     "execute_plan",
     "found_text",
     "history_lines",
