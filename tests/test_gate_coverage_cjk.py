@@ -4,12 +4,15 @@ cause pinned on a small KB, pure (no embedder). The passages are that KB's own l
 
 from __future__ import annotations
 
+import pytest
+
 from core.gate.coverage import (
     KbTerms,
     Term,
     compounds,
     content_terms,
     find_request,
+    is_cjk,
     judge,
     light_words,
 )
@@ -110,3 +113,84 @@ def test_everyday_words_the_kb_writes_as_one_compound_weigh_as_one() -> None:
     assert not _covered(text, apart)
     # nor two words the question's frame stands between
     assert [t.surface for t in compounds(content_terms("发布是哪个窗口？"), kb)] == ["发布", "窗口"]
+
+
+# The people of the third team's KB, in its own words (tests/data/third_team/kb/05-owners.md),
+# and a page kept by a person whose name is written in Latin letters.
+PEOPLE = [
+    "负责人和联系方式\n组长是王思远，技术问题拿不准的找他拍板。产品经理是黄静，需求和排期找她。"
+    "财务对接人是陈雪梅（财务部，不在我们组）。",
+    "负责人和联系方式\nSRE 对口人是马骏，负责 K8s 集群、Kafka 和 Redis 的扩容。",
+    "风控\n`risk-svc` 的负责人是周浩，证书续期也由周浩负责。",
+    "入职指南\n本页由 Priya Natarajan 维护，如有问题请直接在 `#pay-help` 频道问她。",
+]
+
+
+def test_a_chinese_written_persons_name_is_a_name() -> None:
+    # jieba tags it as a person's name, it opens with a character that opens names, it is two
+    # or three characters and rare as a word (docs/BENCHMARKS.md, "Chinese-written names")
+    for text, name in (
+        ("周浩喜欢吃什么", "周浩"),
+        ("王思远结婚了吗？", "王思远"),
+        ("陈雪梅工资多少", "陈雪梅"),
+        ("有问题可以找赵慧玲吗？", "赵慧玲"),
+    ):
+        assert {t.surface for t in content_terms(text) if t.name} == {name}, text
+    # jieba's tag alone also falls on a chip maker (瑞 does not open names), a word of 4
+    # characters and everyday words (卡住: Zipf 3.3); none is a name
+    for text in ("瑞芯微不是自己有rknn嘛", "高斯分布怎么算", "服务卡住了怎么办", "静默期多长"):
+        assert not any(t.name and is_cjk(t) for t in content_terms(text)), text
+    assert not any(t.name for t in content_terms("默认值是多少？红烧肉怎么做？"))
+
+
+def test_a_personal_question_about_a_chinese_named_person_is_not_covered() -> None:
+    # the KB names the person, and nothing of what is asked about them
+    kb = KbTerms.build(PEOPLE)
+    for text in (
+        "王思远结婚了吗？",
+        "周浩喜欢吃什么",
+        "马骏住在哪里",
+        "陈雪梅工资多少",
+        "黄静喜欢看什么电影？",
+    ):
+        assert not _covered(text, kb), (text, judge(text, dense_max=0.2, request_dense=None, kb=kb))
+    # …and what it does say of them is
+    for text in (
+        "王思远是组长吗？",
+        "周浩负责什么？",
+        "马骏负责哪些扩容？",
+        "陈雪梅是财务对接人吗",
+    ):
+        assert _covered(text, kb), (text, judge(text, dense_max=0.2, request_dense=None, kb=kb))
+
+
+def test_whether_to_turn_to_a_person_is_held_by_the_passage_naming_them() -> None:
+    # 找 ("go to") is one character, which no look-up finds (the postings hold pairs): asked
+    # of a name in either script it held nothing, though the passage says what to ask her
+    kb = KbTerms.build(PEOPLE)
+    for text in ("有问题可以找Priya Natarajan吗？", "技术问题可以找王思远吗？"):
+        assert _covered(text, kb), (text, judge(text, dense_max=0.2, request_dense=None, kb=kb))
+    # what a person is asked about in other single characters still is not held
+    for text in ("Priya Natarajan 住在哪里？", "马骏住在哪里"):
+        assert not _covered(text, kb), text
+
+
+def test_a_jieba_without_its_name_model_tells_no_name_and_keeps_answering(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The surnames come from a table inside jieba's tagger; a jieba that keeps it otherwise
+    # must leave the rule as it was before names were told, not break the gate.
+    import jieba.posseg
+
+    from core import chinese_words
+    from core.gate import coverage
+
+    monkeypatch.delattr(jieba.posseg.prob_emit, "P")
+    chinese_words._surnames.cache_clear()
+    coverage._people.cache_clear()
+    try:
+        assert chinese_words.person_names("周浩喜欢吃什么") == frozenset()
+        assert not any(t.name for t in content_terms("周浩喜欢吃什么"))
+    finally:
+        chinese_words._surnames.cache_clear()
+        coverage._people.cache_clear()

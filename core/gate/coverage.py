@@ -141,8 +141,8 @@ _CJK_FRAME = _words(
 # rarely wordfreq has seen the pair. As content they weighed 0.17-0.45 and, found in no passage,
 # counted against every question asked with them (docs/BENCHMARKS.md, "Gate coverage on a
 # Chinese-majority team's KB").
-# Not the measure words of time (哪天, 几年): "赵慧玲的生日是哪天？" is refused only for 哪天 while
-# a Chinese-written name is no name to the rule (docs/BENCHMARKS.md).
+# Not the measure words of time (哪天, 几年): measured only while a Chinese-written name was no
+# name to the rule, when "赵慧玲的生日是哪天？" was refused only for 哪天 (docs/BENCHMARKS.md).
 _CJK_ASKING = re.compile(r"[几哪这那][个次位种台条张家些里回遍件份]|多久|啥|咋.?|干嘛")
 
 
@@ -267,23 +267,43 @@ def _terms(text: str) -> list[Term]:
     # and would count against a question the KB does cover.
     for run in CJK_RUN.findall(folded):
         words = _cjk_words(run)
+        people = _people(run)
         start = 0
         previous = -2  # the index of the last word found as a term
         for index, word in enumerate(words):
             at, start = start, start + len(word)
             if len(word) < 2 or _cjk_frame(word):
                 continue
-            weight = _weight(zipf(word, "zh"))
+            z = zipf(word, "zh")
+            weight = _weight(z)
             if weight > 0.0:
                 # a neighbour jieba left on its own (验 in 验/签用) may belong to the word
                 before = at - 1 if index > 0 and len(words[index - 1]) == 1 else at
                 alone_after = index + 1 < len(words) and len(words[index + 1]) == 1
                 after = start + 1 if alone_after else start
-                if previous == index - 1:
+                name = word in people and len(word) <= CJK_NAME_CHARS and z < CJK_NAME_ZIPF
+                if previous == index - 1 and not name and not found[-1].name:
                     found[-1] = dataclasses.replace(found[-1], next_word=word)
-                found.append(Term(word, word, weight, False, run[before:after], at - before))
+                found.append(Term(word, word, weight, name, run[before:after], at - before))
                 previous = index
     return found
+
+
+# A Chinese-written person's name: a word jieba tags as one whose first character opens names
+# (chinese_words.person_names), a surname and a given name of one or two characters, and rare as
+# a word. jieba's tag alone also falls on 瑞芯微, 静默, 卡住 and 高斯分布: the surname leaves out
+# the first two, Zipf the third (3.3), the length the last. 鲁棒性 and 易用性 (Zipf 2.3, 2.0) stay
+# names, as "robustness" (2.8) is one to the Latin rule. Rarer than that rule's 3.5: two or three
+# characters also spell everyday words (张力 3.5, 李白 3.5), and wordfreq scores CJK words it
+# does not list from their characters (赵慧玲 1.1, not 0). A name is never half of a compound.
+# (docs/BENCHMARKS.md, "Chinese-written names are names")
+CJK_NAME_CHARS = 3
+CJK_NAME_ZIPF = 3.0
+
+
+@lru_cache(maxsize=16384)
+def _people(run: str) -> frozenset[str]:
+    return chinese_words.person_names(run)
 
 
 def light_words(
@@ -985,6 +1005,11 @@ def _findable(term: Term) -> bool:
 # keys (the demo's config reference does not, in either script), and the embedder does not
 # translate it into what their lines say ("bound" 0.52, "checks" 0.63).
 _PURPOSE = frozenset({"control", "控制"})
+# What asks whether to turn to a person ("有问题可以找赵慧玲吗？": may I go to her with a
+# problem), like _PURPOSE for a setting: a passage naming a person with a role ("如有问题请直接
+# …问她", an owners table) holds it, in whatever words it says it. A single character, found by
+# no look-up (_findable), and so, asked about a name, it held nothing, whatever the passage said.
+_TURN_TO = frozenset({"找"})
 
 
 def _written(term: Term, kb: KbTerms) -> bool:
@@ -1010,6 +1035,9 @@ def _light_chunks(
     if kb.lookup(term) is not None:
         other = [i for i in at_best if (kb.languages[i] == "zh") != is_cjk(term)]
         chunks = np.union1d(chunks, other) if chunks is not None else np.asarray(other)
+    if by_words and term.key in _TURN_TO:
+        # whether to turn to a person is what the passage naming them is there to say
+        return np.union1d(chunks, at_best) if chunks is not None else np.asarray(at_best)
     if not by_words:
         everywhere = term.surface in asked_for or term.key in _PURPOSE
         own = [i for i in at_best if everywhere or (kb.languages[i] == "zh") == is_cjk(term)]
