@@ -10,24 +10,18 @@ from typing import ClassVar
 import numpy as np
 import pytest
 
-from core.gate.coverage import (
-    MIN_ASK,
-    Coverage,
-    CoverageOptions,
-    CoverageRule,
-    KbTerms,
-    analyse,
-    answer_kinds,
+from core.gate.coverage import MIN_ASK, Coverage, CoverageOptions, CoverageRule, judge
+from core.gate.kb_terms import KbTerms
+from core.gate.request import analyse, answer_kinds, find_request
+from core.gate.terms import (
     content_terms,
-    find_request,
-    fold,
     is_empty_request,
-    judge,
     light_words,
     name_words,
     repetition,
 )
 from core.vector_cache import Snapshot
+from core.words import fold
 
 PASSAGES = [
     "# Glossary\nThis page says who owns each part.\n| Component | What it is | Owner |\n"

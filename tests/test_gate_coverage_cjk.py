@@ -6,16 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from core.gate.coverage import (
-    KbTerms,
-    Term,
-    compounds,
-    content_terms,
-    find_request,
-    is_cjk,
-    judge,
-    light_words,
-)
+from core.gate.coverage import judge
+from core.gate.kb_terms import KbTerms, compounds
+from core.gate.request import find_request
+from core.gate.terms import Term, content_terms, is_cjk, light_words
 
 PASSAGES = [
     "配置项说明 > pay-gateway\n| `XINGTU_SIGN_ALGO` | `RSA2` | 验签算法，支持 `RSA2` 和 `SM2`，"
@@ -183,14 +177,14 @@ def test_a_jieba_without_its_name_model_tells_no_name_and_keeps_answering(
     import jieba.posseg
 
     from core import chinese_words
-    from core.gate import coverage
+    from core.gate import terms
 
     monkeypatch.delattr(jieba.posseg.prob_emit, "P")
     chinese_words._surnames.cache_clear()
-    coverage._people.cache_clear()
+    terms._people.cache_clear()
     try:
         assert chinese_words.person_names("周浩喜欢吃什么") == frozenset()
         assert not any(t.name for t in content_terms("周浩喜欢吃什么"))
     finally:
         chinese_words._surnames.cache_clear()
-        coverage._people.cache_clear()
+        terms._people.cache_clear()

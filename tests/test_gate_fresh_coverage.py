@@ -8,9 +8,10 @@ an owners table, an FAQ, a Chinese onboarding page), written by someone who had 
 KB or its question sets, together with covered.txt and uncovered.txt, before the gate was first
 run on it (every row is pre-registered: see each file's header). On the first run 6 of 52
 covered questions were refused and 3 of 26 others answered; the fixes that followed (agent nouns,
-the KB's own subject, an ask-less similarity, FAQ headings: core/gate/coverage.py) were checked
-on the demo sets, which did not move. Same stack as the demo test: USE, Milvus Lite, SQLite
-graph, embedded Redis, the NLP extractor, the shipped request prior, no LLM."""
+the KB's own subject, an ask-less similarity, FAQ headings: core/gate/kb_terms.py and
+core/gate/coverage.py) were checked on the demo sets, which did not move. Same stack as the
+demo test: USE, Milvus Lite, SQLite graph, embedded Redis, the NLP extractor, the shipped
+request prior, no LLM."""
 
 from __future__ import annotations
 
@@ -24,15 +25,10 @@ from adapters.embedders.use import USEEmbedder
 from adapters.graph.sqlite_store import SQLiteGraphStore
 from adapters.state import RedisStateStore
 from adapters.vector.milvus_store import MilvusVectorStore
-from core.gate.coverage import (
-    HEADED_TERMS,
-    SUBJECT_MIN_CHUNKS,
-    KbTerms,
-    agent_forms,
-    content_terms,
-    judge,
-)
+from core.gate.coverage import judge
 from core.gate.gate import Gate
+from core.gate.kb_terms import HEADED_TERMS, SUBJECT_MIN_CHUNKS, KbTerms
+from core.gate.terms import agent_forms, content_terms
 from core.index.pipeline import Indexer, IndexOptions
 from core.text import CJK_RUN
 

@@ -80,7 +80,7 @@ async def test_lite_page_by_page_reads_do_not_warn_about_mvcc_timestamps(
         "from adapters.vector.analysis import analyse\nassert analyse('每周五几点之后禁止发布')",
         "from core.index.nlp_extract import chinese_terms\n"
         "assert chinese_terms('每周五几点之后禁止向生产环境发布', 3)",
-        "from core.gate.coverage import is_empty_request\n"
+        "from core.gate.terms import is_empty_request\n"
         "assert not is_empty_request('告警规则怎么配置')",
     ],
     ids=["bm25-analyser", "index-key-terms", "gate-coverage"],

@@ -13,7 +13,7 @@ What the marks cannot teach: a plea for help written as a statement ("please hel
 dispatcher keeps crashing", "求助") carries no question mark, and the Chinese lines are few, so
 unmarked Chinese questions ("告警怎么配") score low. A message therefore also counts as a request
 when it has a request's written form — the coverage rule's request finder (a wh-word, an
-auxiliary or imperative opener, a Chinese question word: core.gate.coverage.find_request) or a
+auxiliary or imperative opener, a Chinese question word: core.gate.request.find_request) or a
 plea for help (_PLEA). The learned score decides the rest: messages with no form of asking at
 all, which is where chatter lives ("lol that deploy was wild", "+1", "哈哈哈").
 
@@ -86,7 +86,7 @@ def marked(text: str) -> bool:
 
 def asks(text: str) -> bool:
     """The message has a request's written form: an asking clause or a plea for help."""
-    from core.gate.coverage import find_request  # the one request finder of the gate
+    from core.gate.request import find_request  # the one request finder of the gate
 
     folded = normalise(text)
     return _PLEA.search(folded) is not None or find_request(text[:MAX_CHARS]).cue

@@ -35,7 +35,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, field_validator
 
 import prompts
-from core.gate.coverage import content_terms
+from core.gate.terms import content_terms
 from core.model_output import read_score
 from core.ports import LLM
 from core.text import Language

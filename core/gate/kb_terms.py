@@ -1,0 +1,295 @@
+"""The KB's vocabulary: which passages hold a term, and how a term is looked for in them.
+
+The coverage rule (core.gate.coverage) asks of every term of a message which passages hold it.
+KbTerms indexes a KB's chunk texts once per KB version (Latin words by the keys
+core.gate.terms gives a message's words, CJK text by its pairs of characters, each passage's
+heading path apart) and answers exactly, with one typo for a name, by a word's agent noun, by
+the KB's own subject, and for a CJK word jieba cut across the KB's own vocabulary, as the KB
+writes it. Here too: two CJK words the KB writes as one compound, and which passages of the
+other script a word must be looked for in by translation.
+"""
+
+from __future__ import annotations
+
+import difflib
+import itertools
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+
+from core.gate.terms import (
+    CJK_QUESTION,
+    FUNCTION_ZIPF,
+    LATIN_WORD,
+    Term,
+    agent_forms,
+    distinct_terms,
+    is_cjk,
+    passage_words,
+    specificity,
+    term_key,
+)
+from core.text import CJK_RUN, Language, cjk_pairs, detect_language
+from core.words import fold, zipf
+
+# A name in more than half of the passages of a KB of at least this many is the KB's subject
+# (KbTerms.lookup): in a KB of a few passages, most of them sharing a name says nothing.
+SUBJECT_MIN_CHUNKS = 20
+# A request of everyday words is covered by a passage whose heading holds all of them, when
+# they are at least this many (KbTerms.headed): one word in a heading ("Steps") says nothing.
+HEADED_TERMS = 2
+# Passages a word is looked for in across scripts: the best few by the request's terms found
+# lexically, and the nearest by embedding.
+TRANSLATION_PASSAGES = 3
+
+
+@dataclass
+class KbTerms:
+    """Postings of the KB's chunk terms (the same keys as content_terms): term → chunks."""
+
+    postings: dict[str, npt.NDArray[np.int32]]
+    chunks: int
+    by_prefix: dict[str, list[str]] = field(default_factory=dict)
+    texts: tuple[str, ...] = ()
+    languages: tuple[Language, ...] = ()  # each chunk's language (core.text's one rule)
+    rows: dict[str, int] = field(default_factory=dict)  # chunk id → its index
+    _words: dict[int, tuple[str, ...]] = field(default_factory=dict, repr=False)
+    # the keys of each passage's first line (its heading path) → the passages: headed() asks
+    # a message of everyday words, and scanning every heading cost 2 ms a message at 6k chunks
+    heads: dict[str, frozenset[int]] = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def build(cls, texts: Sequence[str], ids: Sequence[str] = ()) -> KbTerms:
+        found: dict[str, list[int]] = {}
+        heads: dict[str, set[int]] = {}
+        languages: list[Language] = []
+        for index, text in enumerate(texts):
+            languages.append(detect_language(text))
+            for key in _heading_keys(text):
+                heads.setdefault(key, set()).add(index)
+            folded = fold(text)
+            keys = {term_key(w) for w in LATIN_WORD.findall(folded)}
+            # identifiers also count by their parts: "lumen-dispatcher" answers "dispatcher"
+            for word in list(keys):
+                if any(c in word for c in "_.-"):
+                    keys.update(term_key(p) for p in re.split(r"[_.\-]+", word) if p)
+            for run in CJK_RUN.findall(folded):
+                keys.update(cjk_pairs(run))
+            for key in keys:
+                found.setdefault(key, []).append(index)
+        postings = {k: np.asarray(v, dtype=np.int32) for k, v in found.items()}
+        by_prefix: dict[str, list[str]] = {}
+        for key in postings:
+            if len(key) >= 5 and key.isascii():
+                by_prefix.setdefault(key[:2], []).append(key)
+        rows = {chunk_id: index for index, chunk_id in enumerate(ids)}
+        return cls(
+            postings,
+            len(texts),
+            by_prefix,
+            tuple(texts),
+            tuple(languages),
+            rows,
+            heads={key: frozenset(at) for key, at in heads.items()},
+        )
+
+    def headed(self, terms: Sequence[Term]) -> bool:
+        """Whether one passage's first line (its heading path: "Loom FAQ > Why is …?") holds
+        every one of at least HEADED_TERMS distinct terms, exactly (CJK words by their pairs).
+        A single CJK character (啥, 嘛) is in no pair, so none can say it holds it: it is left
+        out, and does not count towards HEADED_TERMS."""
+        keys = [key for key, term in distinct_terms(terms).items() if findable(term)]
+        if len(keys) < HEADED_TERMS:
+            return False
+        wanted = {part for k in keys for part in (cjk_pairs(k) if CJK_RUN.fullmatch(k) else [k])}
+        together: frozenset[int] | None = None  # the headings holding every part so far
+        for part in sorted(wanted, key=lambda p: len(self.heads.get(p, ()))):  # rarest first
+            held = self.heads.get(part, frozenset())
+            together = held if together is None else together & held
+            if not together:
+                return False
+        return True
+
+    def words(self, index: int) -> tuple[str, ...]:
+        """The chunk's own words in its own script (Latin words and identifiers' parts of an
+        English chunk, jieba's words of a Chinese one), by the rule content_terms applies to a
+        message: a word of the other script is looked for among these."""
+        known = self._words.get(index)
+        if known is None:
+            known = passage_words(self.texts[index], self.languages[index])
+            self._words[index] = known
+        return known
+
+    def common_words(self, limit: int) -> list[str]:
+        """The `limit` words (words()) in the most passages, the most common first."""
+        counts: dict[str, int] = {}
+        for index in range(self.chunks):
+            for word in self.words(index):
+                counts[word] = counts.get(word, 0) + 1
+        return sorted(counts, key=lambda word: -counts[word])[:limit]
+
+    def lookup(self, term: Term) -> npt.NDArray[np.int32] | None:
+        """The chunks holding the term: exactly, or for a name one typo away. A word is also in
+        the passages holding its agent noun or its verb (agent_forms: "owns" in a table headed
+        "Owner", 负责人 where the KB writes 负责). A name in most of a large enough KB's passages
+        is the KB's subject ("Loom" in Loom's docs): every passage is about it, whether or not
+        its heading repeats it, so it is in all of them — else "How do I roll back a Loom
+        release?" is judged on the passages that happen to spell "Loom", not the one that
+        says how to roll back."""
+        hit = self._lookup(term.key, term.name)
+        if term.name:
+            if hit is not None and self.chunks >= SUBJECT_MIN_CHUNKS and hit.size * 2 > self.chunks:
+                return np.arange(self.chunks, dtype=np.int32)
+            return hit
+        for form in agent_forms(term.key):
+            other = self._lookup(form, False)
+            if other is not None:
+                hit = other if hit is None else np.union1d(hit, other).astype(np.int32)
+        if hit is None and term.context:
+            hit = self._as_written(term)
+        return hit
+
+    def _as_written(self, term: Term) -> npt.NDArray[np.int32] | None:
+        """The passages holding a CJK word the KB does not write, read as the KB writes its
+        characters with a neighbour jieba left on its own. jieba cuts the words of a team's own
+        vocabulary, which its dictionary lacks, across their boundaries: "银联验签用什么算法" gives
+        验/签用, "回调最多重试几次" 最/多重/试, "双十一大促" 双/十一大/促, so the KB's 验签,
+        重试 and 大促 were never looked for, and the pieces counted against the question. The
+        runs of pairs the KB holds (its postings index CJK text by pairs of characters) that
+        take in the word's characters are the word as the KB reads it when one of them takes in
+        such a neighbour, and together they take in at least half of the word. A neighbour of
+        everyday frequency (的, 是, 最: FUNCTION_ZIPF) or a question particle (吗, 呢) is the
+        question's, never part of the KB's word; one jieba put in a word of its own (双十 in
+        双十/一买) is that word's (the context holds none). Not the word's own pairs alone: on
+        real chat against a large KB, "这不贵" read as 这不 and "不换个" as 换个 brought chatter
+        in (docs/BENCHMARKS.md). The passages are those holding every such run. The word
+        keeps its own weight."""
+        text, start = term.context, term.at
+        end = start + len(term.key)
+        held = [
+            i
+            for i in range(len(text) - 1)
+            if text[i : i + 2] in self.postings
+            and all(start <= j < end or _joins(text[j]) for j in (i, i + 1))
+        ]
+        spans: list[tuple[int, int]] = []
+        for i in held:
+            if spans and spans[-1][1] == i + 1:
+                spans[-1] = (spans[-1][0], i + 2)
+            else:
+                spans.append((i, i + 2))
+        spans = [(a, b) for a, b in spans if a < end and b > start]
+        inside = {j for a, b in spans for j in range(max(a, start), min(b, end))}
+        across = any(a < start or b > end for a, b in spans)
+        if not across or 2 * len(inside) < end - start:
+            return None
+        found: npt.NDArray[np.int32] | None = None
+        for a, b in spans:
+            part = self._lookup(text[a:b], False)
+            if part is None:
+                return None
+            found = part if found is None else np.intersect1d(found, part).astype(np.int32)
+        return found if found is not None and found.size else None
+
+    def _lookup(self, key: str, name: bool) -> npt.NDArray[np.int32] | None:
+        hit = self.postings.get(key)
+        if hit is not None:
+            return hit
+        if len(key) >= 3 and CJK_RUN.fullmatch(key):
+            # the KB indexes CJK bigrams: a longer word is in the passages holding all of its
+            # bigrams (an approximation that only errs towards "found")
+            found: npt.NDArray[np.int32] | None = None
+            for pair in cjk_pairs(key):
+                part = self.postings.get(pair)
+                if part is None:
+                    return None
+                found = part if found is None else np.intersect1d(found, part)
+            return found if found is not None and found.size else None
+        if name and len(key) >= 5 and key.isascii():
+            near = difflib.get_close_matches(key, self.by_prefix.get(key[:2], []), n=1, cutoff=0.85)
+            if near:
+                return self.postings[near[0]]
+        return None
+
+
+def _heading_keys(text: str) -> set[str]:
+    """The keys of a passage's first line, its heading path ("Loom FAQ > Why is …?"): Latin
+    words by content_terms' keys, CJK text by its pairs of characters."""
+    first = fold(text.split("\n", 1)[0])
+    keys = {term_key(w) for w in LATIN_WORD.findall(first)}
+    for run in CJK_RUN.findall(first):
+        keys.update(cjk_pairs(run))
+    return keys
+
+
+def _joins(neighbour: str) -> bool:
+    """Whether a character next to a word may be part of it as the KB writes it (KbTerms.
+    _as_written): not one of everyday frequency, nor a question particle."""
+    return zipf(neighbour, "zh") < FUNCTION_ZIPF and not CJK_QUESTION.fullmatch(neighbour)
+
+
+def findable(term: Term) -> bool:
+    """Whether the KB's postings could hold the word: they index CJK text by pairs of
+    characters, so a single character (嘛, 吃, 了) is in none of them, whatever the KB says."""
+    return not is_cjk(term) or len(term.key) >= 2
+
+
+def compounds(terms: Sequence[Term], kb: KbTerms) -> tuple[Term, ...]:
+    """The terms with two neighbouring CJK words the KB writes together made one, weighed as
+    one. jieba splits compounds its dictionary lacks into everyday words: "我们的发布窗口是什么
+    时候？" gives 发布 (0.03) and 窗口 (0.21), too light together (< min_weight) for the look-up
+    to count, though a passage says 发布窗口, a word as specific as any name (Zipf 3.3: 0.40).
+    Words only, as the postings hold them (exactly, or all of the compound's pairs in one
+    passage); not across words the question's frame stands between."""
+    joined: list[Term] = []
+    skip = False
+    for term, after in itertools.zip_longest(terms, terms[1:]):
+        if skip:
+            skip = False
+            continue
+        if term.next_word and after is not None and after.key == term.next_word:
+            word = term.key + after.key
+            weight = specificity(zipf(word, "zh"))
+            if weight > 0.0 and kb._lookup(word, False) is not None:
+                joined.append(Term(word, word, weight, False))
+                skip = True
+                continue
+        joined.append(term)
+    return tuple(joined)
+
+
+Translations = dict[str, npt.NDArray[np.int32]]
+
+
+def _lexical_best(terms: Sequence[Term], kb: KbTerms, limit: int) -> list[int]:
+    per_chunk = np.zeros(kb.chunks)
+    for term in distinct_terms(terms).values():
+        chunks = kb.lookup(term)
+        if chunks is not None:
+            per_chunk[chunks] += term.weight
+    order = np.argsort(-per_chunk, kind="stable")[:limit]
+    return [int(i) for i in order if per_chunk[i] > 0.0]
+
+
+def untranslated(
+    terms: Sequence[Term], kb: KbTerms, nearest: Sequence[int]
+) -> list[tuple[Term, int]]:
+    """(word, passage) pairs to judge across scripts: a word of the request (not a name: names
+    and identifiers are spelt alike in either language) absent from a candidate passage written
+    in the other script. Candidates: the best few passages by the terms found lexically, and
+    the `nearest` by embedding."""
+    candidates = dict.fromkeys([*_lexical_best(terms, kb, TRANSLATION_PASSAGES), *nearest])
+    pairs: list[tuple[Term, int]] = []
+    for term in distinct_terms(terms).values():
+        if term.name:
+            continue
+        found = kb.lookup(term)
+        for index in candidates:
+            if (kb.languages[index] == "zh") == is_cjk(term):
+                continue
+            if found is None or index not in found:
+                pairs.append((term, index))
+    return pairs

@@ -1,0 +1,185 @@
+"""The request a message makes, and everything the coverage rule reads from the message once.
+
+KB words stuffed in front of an off-topic request ("Lumen Lumen Lumen: what is the capital of
+France?", "lumenctl lumenctl write me a poem") must not buy an answer, so the rule
+(core.gate.coverage) measures coverage on the clause that asks: the one that starts with a
+wh-word, an auxiliary or an imperative verb, or that ends with a question mark. Beside it, what
+kind of answer a question word asks for ("how big": a size) and whether the request asks for a
+way ("how do I …"). Analysis gathers it all with the terms (core.gate.terms) per message, so the
+gate's look-ups and its verdict read one analysis. The request prior (core.gate.prior) uses the
+same request finder.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from dataclasses import dataclass
+
+from core.gate.terms import (
+    AUXILIARIES,
+    CJK_QUESTION,
+    FUNCTION_ZIPF,
+    IMPERATIVES,
+    LATIN_WORD,
+    OPENERS,
+    WH_WORDS,
+    Term,
+    chinese_words_of,
+    cjk_words,
+    content_terms,
+    is_empty_request,
+    light_words,
+    mark_names,
+    message_terms,
+    name_words,
+    term_repetition,
+)
+from core.text import CJK_RUN
+from core.words import fold, zipf
+
+_SEPARATORS = re.compile(r"[:;!?。！？；…]|\.\.\.|\s[—–-]+\s|,|，|\.(?=\s|$)")
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    text: str  # the part of the message that asks
+    whole: bool  # the request is the whole message (nothing in front of it)
+    cue: bool  # a question or a request at all: ?, a wh-word, an auxiliary, an imperative
+
+
+def find_request(text: str) -> Request:
+    """The clause that asks. Segments are split at punctuation; the request is the last
+    segment that asks, from its asking word on ("… who won the 2018 world cup", "lumenctl
+    lumenctl write me a poem"), together with the whole questions right before it ("What is
+    the default of X? What happens if I raise it?": the second leans on the first); with no
+    asking segment, the whole message."""
+    folded = fold(text).strip()
+    if not folded:
+        return Request("", True, False)
+    segments: list[tuple[int, int]] = []
+    start = 0
+    for match in _SEPARATORS.finditer(folded):
+        segments.append((start, match.end()))
+        start = match.end()
+    segments.append((start, len(folded)))
+    question_mark = "?" in folded or "？" in text
+    chosen: tuple[int, int] | None = None
+    for index in range(len(segments) - 1, -1, -1):
+        begin, end = segments[index]
+        opener = _opener(folded[begin:end])
+        if opener is None:
+            continue
+        chosen = (begin + opener, end)
+        # Earlier segments that are questions of their own (an asking word and a question
+        # mark), up to the first that is not: KB words stuffed in front ("Lumen Lumen Lumen:
+        # what is …?", "lumenctl? lumenctl? who won …?") ask nothing and stay out.
+        for before, after in reversed(segments[:index]):
+            segment = folded[before:after]
+            earlier = _opener(segment, by_mark=False)
+            if earlier is None or not segment.rstrip().endswith(("?", "？")):
+                break
+            chosen = (before + earlier, end)
+        break
+    if chosen is None:
+        return Request(folded, True, question_mark)
+    request = folded[chosen[0] : chosen[1]].strip(" ,:;.…-—–")
+    whole = not folded[: chosen[0]].strip(" ,:;.…-—–?!")
+    return Request(request, whole, True)
+
+
+def answer_kinds(text: str, asking: frozenset[str] = WH_WORDS) -> frozenset[str]:
+    """The words a question word asks for: the word right after it ("how big", "what colour",
+    什么意思, 哪个版本). They name the kind of answer wanted (a size, a meaning, a version),
+    which a passage gives as a value rather than in the word itself. `asking`: the Latin
+    question words read (_HOW: the degrees only)."""
+    folded = fold(text)
+    found: set[str] = set()
+    latin = LATIN_WORD.findall(folded)
+    found.update(word for before, word in itertools.pairwise(latin) if before in asking)
+    for run in CJK_RUN.findall(folded):
+        words = cjk_words(run)
+        found.update(
+            word for before, word in itertools.pairwise(words) if CJK_QUESTION.search(before)
+        )
+    return frozenset(found)
+
+
+_CJK_HOW = re.compile(r"怎|如何")
+# "how big", "how often": a degree, which a passage gives as a number ("64 MB", "every 180
+# days") and need not name. "What music" asks for a kind of thing, which a passage that has it
+# names: a light word of that kind the KB writes nowhere is no value it gives (term_evidence).
+_HOW = frozenset({"how"})
+
+
+def asks_how(text: str) -> bool:
+    """Whether the request asks for a way ("how do I change …", "怎么配置…", "如何…"), not a
+    degree ("how big", "how many"): its verbs are then the procedure asked about, which a
+    passage states in its own ("is set by"), not a relation the passage must hold."""
+    folded = fold(text)
+    latin = [*LATIN_WORD.findall(folded), ""]
+    for before, word in itertools.pairwise(latin):
+        if before == "how" and (not word or word in OPENERS or zipf(word, "en") >= FUNCTION_ZIPF):
+            return True
+    return any(_CJK_HOW.search(word) for word in chinese_words_of(folded))
+
+
+def _opener(segment: str, *, by_mark: bool = True) -> int | None:
+    """Where a segment starts asking (a wh-word, an auxiliary, an imperative, a Chinese
+    question word or, with `by_mark`, a closing question mark), or None when it does not ask."""
+    words = [(m.start(), m.group()) for m in LATIN_WORD.finditer(segment)]
+    if words and words[0][1] in (WH_WORDS | AUXILIARIES | IMPERATIVES):
+        return words[0][0]
+    # an imperative further on starts the request ("lumenctl lumenctl write me a poem"); a
+    # wh-word in situ asks about the whole segment ("Priya owns which?")
+    for offset, word in words:
+        if word in IMPERATIVES:
+            return offset
+    if any(word in WH_WORDS for _, word in words):
+        return 0
+    if CJK_QUESTION.search(segment):
+        return 0
+    if by_mark and segment.rstrip().endswith(("?", "？")):
+        return 0
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class Analysis:
+    """What the rule reads from a message, worked out once per message (analyse): the request,
+    its terms and light words, the whole message's, the words written as part of a name.
+    CoverageRule.check makes one and hands it to the look-ups and to judge."""
+
+    request: Request
+    named: frozenset[str]  # name_words of the message as written
+    terms: tuple[Term, ...]  # content_terms of the request
+    light: tuple[Term, ...]  # light_words of the request
+    whole_terms: tuple[Term, ...]  # content_terms of the whole message
+    whole_light: tuple[Term, ...]  # light_words of the whole message
+    stuffed: float  # repetition of the whole message
+    empty: bool  # is_empty_request of the request
+    asked_for: frozenset[str]  # answer_kinds of the whole message
+    degrees: frozenset[str]  # answer_kinds of the whole message after "how" (and in CJK)
+    how: bool  # asks_how of the request
+
+
+def analyse(text: str) -> Analysis:
+    request = find_request(text)
+    found = message_terms(text)
+    named = name_words(text, found)
+    whole = mark_names(found, named)
+    # the request is often the whole message, folded: its terms are then the message's
+    terms = whole if request.text == text else content_terms(request.text, named)
+    return Analysis(
+        request=request,
+        named=named,
+        terms=tuple(terms),
+        light=tuple(light_words(request.text, named, terms)),
+        whole_terms=tuple(whole),
+        whole_light=tuple(light_words(text, named, whole)),
+        stuffed=term_repetition(whole),
+        empty=is_empty_request(request.text),
+        asked_for=answer_kinds(text),
+        degrees=answer_kinds(text, _HOW),
+        how=asks_how(request.text),
+    )

@@ -1,0 +1,337 @@
+"""What a message's words are, and what each weighs: the terms the coverage rule looks up.
+
+A team's questions are about names, identifiers and numbers, which embeddings match worst, so
+the rule (core.gate.coverage) looks the message's own words up in the KB. This module reads them
+off the text, in either script: each content word's key (folded, stemmed; identifiers whole),
+its weight (how specific it is in general language: wordfreq's Zipf frequency), whether it is a
+name (identifiers, numbers, rare words, capitalised words written next to one, Chinese-written
+person names), the light words that frame an ask, and the word sets of a question's frame and
+its asking words. Pure text analysis: nothing here reads the KB (core.gate.kb_terms does).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import unicodedata
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+
+from core import chinese_words
+from core.text import CJK_RUN, Language
+from core.words import fold, is_identifier, stem, zipf
+
+# A Latin word or identifier of folded text (lumen-gateway, lumen.events.v2, 8443); a number.
+LATIN_WORD = re.compile(r"[a-z0-9][a-z0-9_.\-]*[a-z0-9]|[a-z0-9]")
+NUMBER = re.compile(r"^[0-9][0-9.,]*$")
+# Above this Zipf frequency (≈ once in 300k words) a word says nothing about a topic.
+STOP_ZIPF = 5.5
+# Above this a word only frames a question (what, is, now, 怎么): a request of such words only
+# has no topic of its own.
+FUNCTION_ZIPF = 6.0
+# Lighter words (Zipf above ~5.1: 负责, 意思, "control", 法国) only frame the ask: a passage
+# need not hold them beside a heavier word (they are the ask only when no word is heavier: see
+# light_words). On the demo sets 0.06-0.10 make no mistake; from 0.12 "capital" and
+# "France" leave "LUMEN_DISPATCH_CONCURRENCY what is the capital of France?" with no ask.
+ASK_WEIGHT = 0.08
+
+
+# Words of the question's frame: frequent enough to say nothing, not always above STOP_ZIPF.
+def _words(text: str) -> frozenset[str]:
+    return frozenset(text.split())
+
+
+_FRAME = _words(
+    "does do did can could should would will may might shall please thanks thank anyone "
+    "someone somebody hi hello hey ok okay default mean means happen happens know tell "
+    "use used using get got need needs want wants like"
+)
+_CJK_FRAME = _words(
+    "什么 怎么 怎样 怎么办 怎么样 怎么回事 如何 为什么 为啥 哪个 哪些 哪里 "
+    "是否 能否 可以 能不 不能 有没 没有 请问 "
+    "一下 这个 那个 是什 么样 多少 几点 需要 应该 我们 你们 他们 咱们 的话 时候 现在"
+)
+# A question word jieba cuts together with its measure word (几次 "how many times", 哪位 "which
+# person", 那次 "that time"), and the colloquial ones (多久 "how long", 啥 "what", 咋整 "how to
+# deal with it", 干嘛 "what for"): the question's frame, like 多少 and 哪个 above, however
+# rarely wordfreq has seen the pair. As content they weighed 0.17-0.45 and, found in no passage,
+# counted against every question asked with them (docs/BENCHMARKS.md, "Gate coverage on a
+# Chinese-majority team's KB").
+# Not the measure words of time (哪天, 几年): measured only while a Chinese-written name was no
+# name to the rule, when "赵慧玲的生日是哪天？" was refused only for 哪天 (docs/BENCHMARKS.md).
+_CJK_ASKING = re.compile(r"[几哪这那][个次位种台条张家些里回遍件份]|多久|啥|咋.?|干嘛")
+
+
+def _cjk_frame(word: str) -> bool:
+    return word in _CJK_FRAME or _CJK_ASKING.fullmatch(word) is not None
+
+
+# What a request opens with (core.gate.request): a wh-word, an auxiliary, an imperative.
+WH_WORDS = _words("what who whom whose which where when why how")
+AUXILIARIES = _words(
+    "is are was were am can could should would will do does did may might shall has have any anyone"
+)
+IMPERATIVES = _words(
+    "write tell give translate recommend explain list show make compose summarize summarise "
+    "describe find create generate suggest draft sing name compare calculate define"
+)
+# Words that open a question or frame it: never part of a name, never what is asked.
+OPENERS = WH_WORDS | AUXILIARIES | IMPERATIVES | _FRAME
+# A Chinese question word or particle: a segment holding one asks.
+CJK_QUESTION = re.compile(
+    r"什么|怎么|怎样|如何|为什么|为啥|哪|谁|几|多少|多久|啥|咋|干嘛|是否|能否|吗|呢|么|请问|有没有|可以"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Term:
+    key: str  # what the KB is searched for: folded, stemmed
+    surface: str  # as written (folded)
+    weight: float  # how much finding it says: specificity in general language, in (0, 1]
+    name: bool  # an identifier, a name or a number: exact evidence, worth a fuzzy look-up
+    # a CJK word: the word with each neighbour jieba cut as a single character, as written, and
+    # where the word starts in it (KbTerms.lookup reads the word there as the KB writes it, when
+    # the KB does not write the word itself)
+    context: str = ""
+    at: int = 0
+    # a CJK word: the next word of its run, when that is a content word too (compounds)
+    next_word: str = ""
+
+
+def term_key(word: str) -> str:
+    """Identifiers stay whole (LUMEN_SPOOL_DIR, lumen.events.v2); words are stemmed."""
+    if is_identifier(word):
+        return word
+    return stem(word)
+
+
+# Agent-noun suffixes of Chinese (负责人 "person in charge" of 负责 "be in charge of", 管理员,
+# 维护者): a word that ends in one is also found where the KB writes the word without it.
+_CJK_AGENT = "人者员"
+
+
+def agent_forms(key: str) -> tuple[str, ...]:
+    """The keys of a word's agent noun or verb, both ways: the stemmer leaves "owner" whole
+    (Snowball strips "-er" only past the word's second syllable: "maintainer", "scheduler" and
+    "reviewer" already share their verb's stem), so "who owns X?" found nothing in a table
+    headed "Owner"; 负责人 is not cut into 负责 either. Words only, never names or identifiers."""
+    if CJK_RUN.fullmatch(key):
+        return (key[:-1],) if len(key) >= 3 and key[-1] in _CJK_AGENT else ()
+    if not key.isascii() or not key.isalpha():
+        return ()
+    if key.endswith("er") and len(key) >= 5:
+        return (key[:-2],)
+    return (key + "er",)
+
+
+def specificity(z: float) -> float:
+    """A word's weight by its Zipf frequency: 1 for a word never seen, 0 from STOP_ZIPF."""
+    return max(0.0, (STOP_ZIPF - z) / STOP_ZIPF)
+
+
+# A capitalised Latin word as written (case kept): what the name spans are made of.
+_CASED_WORD = re.compile(r"[A-Za-z\u00c0-\u024f0-9][A-Za-z\u00c0-\u024f0-9_.\-]*")
+
+
+def _name_spans(text: str, names: set[str]) -> set[str]:
+    """The folded words of the message written as part of a name: capitalised words next to
+    each other, one of which is a name by the rule content_terms applies ("Jonas Berg": "Berg"
+    is rare, so "Jonas" — a word of everyday frequency — belongs to the name too). Words that
+    open a question ("What", "Does", "Tell") are never part of one."""
+    written = unicodedata.normalize("NFKC", text)
+    spans: set[str] = set()
+    run: list[str] = []
+    end = -1
+    for match in [*_CASED_WORD.finditer(written), None]:
+        word = "" if match is None else match.group()
+        folded = fold(word)
+        capitalised = word[:1].isupper() and folded not in OPENERS
+        adjacent = match is not None and end >= 0 and not written[end : match.start()].strip()
+        if not (capitalised and adjacent):
+            if len(run) > 1 and names.intersection(run):
+                spans.update(run)
+            run = []
+        if capitalised:
+            run.append(folded)
+        end = -1 if match is None else match.end()
+    return spans
+
+
+def name_words(text: str, terms: Sequence[Term] | None = None) -> frozenset[str]:
+    """The words of the message that are names only as part of a written name (_name_spans):
+    found on the message as written, since the request is cut from its folded form. `terms`:
+    the message's own (message_terms), when already found."""
+    names = {t.surface for t in (message_terms(text) if terms is None else terms) if t.name}
+    return frozenset(_name_spans(text, names) - names) if names else frozenset()
+
+
+def content_terms(text: str, named: frozenset[str] | None = None) -> list[Term]:
+    """The message's terms that can say what it is about, in order, repeats kept. `named`:
+    words written as part of a name (name_words), when `text` is no longer as written."""
+    found = message_terms(text)
+    return mark_names(found, name_words(text, found) if named is None else named)
+
+
+def mark_names(found: list[Term], spans: frozenset[str]) -> list[Term]:
+    """The terms, those written as part of a name (`spans`: name_words) made names."""
+    if not spans:
+        return found
+    return [dataclasses.replace(t, name=True) if t.surface in spans else t for t in found]
+
+
+def message_terms(text: str) -> list[Term]:
+    """The message's terms before the words written as part of a name are made names
+    (content_terms does both)."""
+    folded = fold(text)
+    found: list[Term] = []
+    for word in LATIN_WORD.findall(folded):
+        if word in _FRAME:
+            continue
+        identifier = any(c in word for c in "_.-") or (
+            any(c.isdigit() for c in word) and any(c.isalpha() for c in word)
+        )
+        if NUMBER.match(word):
+            # Numbers are exact evidence, but a short one ("17") is in every KB.
+            weight = 0.6 if len(word.strip(".,")) >= 3 else 0.1
+            found.append(Term(word, word, weight, True))
+            continue
+        z = 0.0 if identifier else zipf(word, "en")
+        weight = specificity(z)
+        if weight <= 0.0 or len(word) < 2:
+            continue
+        found.append(Term(term_key(word), word, weight, identifier or z < 3.5))
+    # Words, not every bigram: a bigram across two words ("户修" in 商户修改) is in no passage
+    # and would count against a question the KB does cover.
+    for run in CJK_RUN.findall(folded):
+        words = cjk_words(run)
+        people = _people(run)
+        start = 0
+        previous = -2  # the index of the last word found as a term
+        for index, word in enumerate(words):
+            at, start = start, start + len(word)
+            if len(word) < 2 or _cjk_frame(word):
+                continue
+            z = zipf(word, "zh")
+            weight = specificity(z)
+            if weight > 0.0:
+                # a neighbour jieba left on its own (验 in 验/签用) may belong to the word
+                before = at - 1 if index > 0 and len(words[index - 1]) == 1 else at
+                alone_after = index + 1 < len(words) and len(words[index + 1]) == 1
+                after = start + 1 if alone_after else start
+                name = word in people and len(word) <= CJK_NAME_CHARS and z < CJK_NAME_ZIPF
+                if previous == index - 1 and not name and not found[-1].name:
+                    found[-1] = dataclasses.replace(found[-1], next_word=word)
+                found.append(Term(word, word, weight, name, run[before:after], at - before))
+                previous = index
+    return found
+
+
+# A Chinese-written person's name: a word jieba tags as one whose first character opens names
+# (chinese_words.person_names), a surname and a given name of one or two characters, and rare as
+# a word. jieba's tag alone also falls on 瑞芯微, 静默, 卡住 and 高斯分布: the surname leaves out
+# the first two, Zipf the third (3.3), the length the last. 鲁棒性 and 易用性 (Zipf 2.3, 2.0) stay
+# names, as "robustness" (2.8) is one to the Latin rule. Rarer than that rule's 3.5: two or three
+# characters also spell everyday words (张力 3.5, 李白 3.5), and wordfreq scores CJK words it
+# does not list from their characters (赵慧玲 1.1, not 0). A name is never half of a compound.
+# (docs/BENCHMARKS.md, "Chinese-written names are names")
+CJK_NAME_CHARS = 3
+CJK_NAME_ZIPF = 3.0
+
+
+@lru_cache(maxsize=16384)
+def _people(run: str) -> frozenset[str]:
+    return chinese_words.person_names(run)
+
+
+def light_words(
+    text: str, named: frozenset[str] | None = None, terms: Sequence[Term] | None = None
+) -> list[Term]:
+    """The words of the message that say what it asks but weigh less than ASK_WEIGHT ("eat",
+    "own", "movie", 喜欢, 负责, 吃): not names, not the question's frame (what, does, 什么, 谁),
+    below FUNCTION_ZIPF. The ask when the message has no heavier word (see term_evidence).
+    `terms`: content_terms(text, named), when already found."""
+    found_terms = content_terms(text, named) if terms is None else terms
+    names = {t.surface for t in found_terms if t.name}
+    folded = fold(text)
+    found: list[Term] = []
+    for word in LATIN_WORD.findall(folded):
+        if len(word) < 2 or word in OPENERS or word in names or not word.isalpha():
+            continue
+        z = zipf(word, "en")
+        if z < FUNCTION_ZIPF and specificity(z) < ASK_WEIGHT:
+            found.append(Term(term_key(word), word, specificity(z), False))
+    for word in chinese_words_of(folded):
+        if _cjk_frame(word) or CJK_QUESTION.fullmatch(word):
+            continue
+        z = zipf(word, "zh")
+        if z < FUNCTION_ZIPF and specificity(z) < ASK_WEIGHT:
+            found.append(Term(word, word, specificity(z), False))
+    return found
+
+
+def chinese_words_of(folded: str) -> Iterator[str]:
+    """The words of the text's CJK runs, in order (jieba, through core.chinese_words)."""
+    for run in CJK_RUN.findall(folded):
+        yield from cjk_words(run)
+
+
+@lru_cache(maxsize=16384)
+def cjk_words(run: str) -> tuple[str, ...]:
+    return tuple(chinese_words.words(run))
+
+
+def is_cjk(term: Term) -> bool:
+    return CJK_RUN.fullmatch(term.key) is not None
+
+
+def passage_words(text: str, language: Language) -> tuple[str, ...]:
+    """A passage's distinct words in the script of its language, as written (folded), the
+    parts of identifiers included and the most frequent words left out (STOP_ZIPF): what a
+    word of the other script is compared with. Frame words stay: "default" is not a question's
+    topic, but a passage that says "Default `32`" holds what "默认值是多少" asks."""
+    folded = fold(text)
+    found: dict[str, None] = {}
+    if language == "zh":
+        words = list(chinese_words_of(folded))
+    else:
+        words = [p for w in LATIN_WORD.findall(folded) for p in re.split(r"[_.\-]+", w)]
+    for word in words:
+        if len(word) < 2 or any(c.isdigit() for c in word) or word in found:
+            continue
+        if specificity(zipf(word, language)) > 0.0:
+            found[word] = None
+    return tuple(found)
+
+
+def is_empty_request(text: str) -> bool:
+    """Nothing but asking words ("what now?", "how?", "怎么办？"): the words around the request
+    say what it is about."""
+    folded = fold(text)
+    for word in LATIN_WORD.findall(folded):
+        if word not in _FRAME and not NUMBER.match(word) and zipf(word, "en") < FUNCTION_ZIPF:
+            return False
+    for word in chinese_words_of(folded):
+        if len(word) >= 2 and not _cjk_frame(word) and zipf(word, "zh") < FUNCTION_ZIPF:
+            return False
+    return True
+
+
+def distinct_terms(terms: Sequence[Term]) -> dict[str, Term]:
+    """The first term of each key, in order."""
+    distinct: dict[str, Term] = {}
+    for term in terms:
+        distinct.setdefault(term.key, term)
+    return distinct
+
+
+def repetition(text: str) -> float:
+    """1 - distinct/total of the message's latin words and CJK bigrams (0: no repeats)."""
+    return term_repetition(content_terms(text))
+
+
+def term_repetition(terms: Sequence[Term]) -> float:
+    words = [t.key for t in terms]
+    if len(words) < 3:
+        return 0.0
+    return 1.0 - len(set(words)) / len(words)
