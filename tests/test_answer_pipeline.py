@@ -24,7 +24,7 @@ from core.errors import LLMError
 from core.index.nlp_extract import NLPExtractor
 from core.index.pipeline import Indexer, IndexOptions
 from core.models import ChatMessage
-from core.retrieve.retriever import Retriever
+from core.retrieve.retriever import RetrievalOptions, Retriever
 from tests.fakes.fake_llm import FakeLLM
 
 DOCS = {
@@ -299,8 +299,13 @@ async def test_a_plan_that_gives_way_hands_its_found_sub_answers_to_dual_level(
         .script("keywords", KEYWORDS)
         .script(
             "sub_answer",
-            {"found": True, "answer": "port 8443 (from the ports page)", "items": []},
-            {"found": False, "answer": "not in the context", "items": []},
+            *[
+                by_step(
+                    listen={"found": True, "answer": "port 8443 (from the ports page)", "items": []},
+                    metrics={"found": False, "answer": "not in the context", "items": []},
+                )
+            ]
+            * 2,
         )
         .script("answer", "Port 8443 [1]; the metrics port is not covered.", "Port 8443 [1].")
         .script(
@@ -536,6 +541,85 @@ async def test_feedback_widens_on_when_the_wider_round_found_the_part_it_lacked(
     assert [r["next"] for r in answer.trace["rounds"]] == ["widen", "widen", "accept"]
 
 
+def make_narrow(stores: Any, embedder: USEEmbedder, llm: Any, **options: Any) -> MultiStageAnswerer:
+    """One chunk a round (two when widened once): plain widening of the port question reaches
+    the gateway's two passages and never the release rule of 部署.md."""
+    graph, vectors = stores
+    retriever = Retriever(
+        embedder=embedder,
+        vectors=vectors,
+        graph=graph,
+        llm=llm,
+        options=RetrievalOptions(chunk_top_k=1),
+    )
+    return MultiStageAnswerer(
+        retriever=retriever, embedder=embedder, llm=llm, options=PipelineOptions(**options)
+    )
+
+
+EMERGENCY_QUESTION = (
+    "Which port does the Lumen gateway listen on, and who approves an emergency fix?"
+)
+
+
+async def test_a_wider_round_also_retrieves_for_the_part_the_judge_named_as_lacking(
+    stores, embedder
+) -> None:
+    # KGiRAG's feedback steers the next retrieval: the judge's "missing" is searched too (NLP
+    # keywords, no LLM call), and what it finds goes into the wider round's context. Before,
+    # the wider round widened around the question's keywords only and held ports.md and
+    # rollback.md, never 部署.md, which names who approves an emergency fix.
+    llm = (
+        FakeLLM()
+        .script("keywords", KEYWORDS)
+        .script(
+            "answer",
+            "Port 8443 [1]; the sources do not say who approves an emergency fix.",
+            "Port 8443 [1]; the on-call lead approves an emergency fix [2].",
+        )
+        .script(
+            "judge",
+            {"faithfulness": 1, "completeness": 0.5, "missing": "who approves an emergency fix"},
+            {"faithfulness": 1, "completeness": 0.9, "missing": ""},
+        )
+    )
+    _, answer = await collect(
+        make_narrow(stores, embedder, llm, stages="dual_level").ask("ops", EMERGENCY_QUESTION)
+    )
+    assert llm.templates_called == ["keywords", "answer", "judge", "answer", "judge"]
+    first, second = [c.last_user for c in llm.calls if c.template == "answer"]
+    assert "值班负责人批准" not in first
+    assert "值班负责人批准" in second and "8443" in second  # the port's passage stays
+    assert answer.trace is not None
+    (widen,) = [s for s in answer.trace["stages"] if s["name"] == "widen_1"]
+    assert widen["detail"]["lacking_query"] == "who approves an emergency fix"
+    assert widen["detail"]["lacking_chunks"] >= 1
+    assert "docs/部署.md" in {c["source"] for c in answer.trace["retrieved"]["chunks"]}
+
+
+async def test_a_wider_round_without_a_lacking_part_retrieves_for_the_question_only(
+    stores, embedder
+) -> None:
+    llm = (
+        FakeLLM()
+        .script("keywords", KEYWORDS)
+        .script("answer", "It listens on a port [1].", "It listens on port 8443 [1].")
+        .script(
+            "judge",
+            {"faithfulness": 0.9, "completeness": 0.4},
+            {"faithfulness": 0.95, "completeness": 0.9},
+        )
+    )
+    _, answer = await collect(
+        make_narrow(stores, embedder, llm, stages="dual_level").ask("ops", EMERGENCY_QUESTION)
+    )
+    assert answer.trace is not None
+    (widen,) = [s for s in answer.trace["stages"] if s["name"] == "widen_1"]
+    assert "lacking_query" not in widen["detail"]
+    second = [c.last_user for c in llm.calls if c.template == "answer"][1]
+    assert "值班负责人批准" not in second
+
+
 async def test_a_judge_failure_accepts_the_answer(stores, embedder) -> None:
     llm = (
         FakeLLM()
@@ -634,6 +718,22 @@ def number_holding(prompt_text: str, phrase: str) -> int:
     return next(int(n) for n, text in _PASSAGE.findall(prompt_text) if phrase in text)
 
 
+def by_step(**replies: Any) -> Any:
+    """One sub-answer reply for the two lookups of PLAN_TWO_LOOKUPS, chosen by the sub-question
+    the prompt asks (`listen` for step 1, `metrics` for step 2). The steps run at the same time,
+    so the order of their calls is not the plan's: a reply scripted by order would be read by
+    whichever step's retrieval finished first. Script it once per step."""
+
+    def reply(prompt: Any) -> str:
+        asked = prompt.messages[-1].content.strip().splitlines()[-1]
+        for key, chosen in replies.items():
+            if key in asked:
+                return chosen(prompt) if callable(chosen) else json.dumps(chosen)
+        raise AssertionError(f"no scripted sub-answer for {asked}")
+
+    return reply
+
+
 def citing(answer: str, phrase: str, *, inside: bool = False, also: int | None = None) -> Any:
     """A sub-answer reply that names, as its source, the step's passage holding `phrase`: in
     "sources" (with `also` beside it), or as a mark inside "answer" (`inside`)."""
@@ -661,8 +761,13 @@ async def test_the_answer_prompt_shows_each_sub_answer_with_its_sources_numbers(
         .script("keywords", KEYWORDS)
         .script(
             "sub_answer",
-            citing("port 8443", "listens on port 8443", also=99),
-            citing("port 9090", "served on port 9090", inside=True),
+            *[
+                by_step(
+                    listen=citing("port 8443", "listens on port 8443", also=99),
+                    metrics=citing("port 9090", "served on port 9090", inside=True),
+                )
+            ]
+            * 2,
         )
         .script("precheck", "Yes.")
         .script("answer", "The gateway listens on port 8443 [1].")
@@ -690,8 +795,17 @@ async def test_a_sub_answer_that_names_no_source_is_shown_with_the_passage_holdi
         .script("keywords", KEYWORDS)
         .script(
             "sub_answer",
-            {"found": True, "answer": "port 8443", "items": [{"name": "gateway", "value": "8443"}]},
-            {"found": True, "answer": "on a port the sources do not name"},
+            *[
+                by_step(
+                    listen={
+                        "found": True,
+                        "answer": "port 8443",
+                        "items": [{"name": "gateway", "value": "8443"}],
+                    },
+                    metrics={"found": True, "answer": "on a port the sources do not name"},
+                )
+            ]
+            * 2,
         )
         .script("precheck", "Yes.")
         .script("answer", "The gateway listens on port 8443 [1].")
@@ -712,8 +826,13 @@ async def test_sub_answers_handed_to_dual_level_carry_each_rounds_numbers(stores
         .script("keywords", KEYWORDS)
         .script(
             "sub_answer",
-            citing("port 8443", "listens on port 8443"),
-            {"found": False, "answer": "not in the context", "items": []},
+            *[
+                by_step(
+                    listen=citing("port 8443", "listens on port 8443"),
+                    metrics={"found": False, "answer": "not in the context", "items": []},
+                )
+            ]
+            * 2,
         )
         .script("answer", "Port 8443 [1]; the metrics port is not covered.", "Port 8443 [1].")
         .script(

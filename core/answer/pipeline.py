@@ -66,6 +66,7 @@ from core.reason.judge import FeedbackPolicy, JudgeScores, judge
 from core.reason.plan import OutputStep, Plan, PlanError, RetrieveStep, is_variable, make_plan
 from core.reason.verify import postcheck, precheck
 from core.retrieve.context import Keywords, RetrievedContext
+from core.retrieve.keywords import nlp_keywords
 from core.retrieve.retriever import Retriever
 from core.text import Language, detect_language
 
@@ -487,7 +488,13 @@ class _Run:
             self.trace.rounds[-1].update(next=decision.action, why=decision.why)
             if decision.action != "widen":
                 break
-            wider = await self._wider(current, seen, widen, policy.max_rounds - len(rounds))
+            wider = await self._wider(
+                current,
+                seen,
+                widen,
+                policy.max_rounds - len(rounds),
+                policy.lacking(current.scores),
+            )
             if wider is None:
                 self.trace.rounds[-1].update(next="stop", why="no wider retrieval found more")
                 break
@@ -535,10 +542,12 @@ class _Run:
         yield self._final(best.text, best.context, "generated", "answered (dual-level)")
 
     async def _wider(
-        self, current: _Round, seen: Seen, widen: int, rounds_left: int
+        self, current: _Round, seen: Seen, widen: int, rounds_left: int, lacking: str
     ) -> tuple[int, RetrievedContext] | None:
         """The next round's context: wider retrievals until one finds something new (at most
-        the rounds left), re-cut to the budgets. None: nothing new to answer from."""
+        the rounds left), re-cut to the budgets. None: nothing new to answer from. `lacking`:
+        the part of the question the judge said the context lacks; each wider round also
+        retrieves for it, and what that finds new goes ahead of the other new items."""
         options = self.retriever.options
         evidence = cited_keys(current.context, [c.n for c in cited(current.text, current.context)])
         if self._found is not None:  # the found sub-answers' passages stay citable
@@ -548,11 +557,14 @@ class _Run:
                 evidence[2].update(support.relations)
         for _ in range(max(0, rounds_left)):
             widen += 1
-            wider = await self._retrieve(widen=widen)
-            if wider is None:
+            found = await self._retrieve_for(widen=widen, lacking=lacking)
+            if found is None:
                 return None
-            new = seen.novelty(wider)
+            wider, steered = found
+            new = seen.novelty(wider if steered is None else wider.merged(steered))
             self.trace.stages[-1].detail["new_items"] = new
+            if steered is not None:
+                self.trace.stages[-1].detail["lacking_new_items"] = seen.novelty(steered)
             if new == 0:
                 self.trace.stages[-1].outcome = "skipped"
                 continue
@@ -562,6 +574,7 @@ class _Run:
                 cited=evidence,
                 node_edge_budget=options.node_edge_budget,
                 chunk_budget=options.chunk_budget,
+                steered=steered,
             )
         return None
 
@@ -609,6 +622,15 @@ class _Run:
         return f"{context_text}\n\n{SUB_ANSWERS[self.language]}\n{lines}"
 
     async def _retrieve(self, *, widen: int) -> RetrievedContext | None:
+        found = await self._retrieve_for(widen=widen, lacking="")
+        return None if found is None else found[0]
+
+    async def _retrieve_for(
+        self, *, widen: int, lacking: str
+    ) -> tuple[RetrievedContext, RetrievedContext | None] | None:
+        """The question's retrieval (widened by `widen`) and, with `lacking` (a wider round
+        for the part the judge named as lacking), the retrieval for that part; None when the
+        stage failed."""
         name = "dual_level" if widen == 0 else f"widen_{widen}"
         retriever = self.retriever
         if widen > 0:
@@ -625,18 +647,35 @@ class _Run:
             )
         with self.trace.stage(name) as record:
             # A feedback round reuses the first round's keywords: widening costs no LLM call.
-            context = await self._within(
-                retriever.retrieve(self.kb, self.query, keywords=self.keywords, widen=widen),
-                record,
-            )
-            if context is not None:
-                self.keywords = self.keywords or context.keywords
-                record.detail.update(
-                    entities=len(context.entities),
-                    relations=len(context.relations),
-                    chunks=len(context.chunks),
+            question = retriever.retrieve(self.kb, self.query, keywords=self.keywords, widen=widen)
+            if not lacking:
+                context = await self._within(question, record)
+                steered = None
+            else:
+                # KGiRAG's feedback steers the next retrieval: the part the judge named is
+                # searched as a query of its own, with keywords cut the NLP way (no LLM call;
+                # the judge's text is capped at MAX_MISSING_CHARS), within the usual budgets.
+                # On MuSiQue it reaches missing hops plain widening does not
+                # (docs/BENCHMARKS.md, "The part the judge named as lacking").
+                record.detail["lacking_query"] = lacking
+                part = self.retriever.retrieve(
+                    self.kb,
+                    lacking,
+                    keywords=nlp_keywords(lacking, limit=self.retriever.options.max_keywords),
                 )
-            return context
+                both = await self._within(asyncio.gather(question, part), record)
+                context, steered = (None, None) if both is None else both
+                if steered is not None:
+                    record.detail["lacking_chunks"] = len(steered.chunks)
+            if context is None:
+                return None
+            self.keywords = self.keywords or context.keywords
+            record.detail.update(
+                entities=len(context.entities),
+                relations=len(context.relations),
+                chunks=len(context.chunks),
+            )
+            return context, steered
 
     async def _judge(self, current: _Round) -> JudgeScores | None:
         assert self.llm is not None

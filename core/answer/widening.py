@@ -3,7 +3,9 @@
 Each feedback round retrieves a wider context; merged with what the earlier rounds had, it
 would grow without bound (round k carrying up to k budgets). recut() fits the merged context
 back into the `[retrieval]` budgets, in order of preference: what the last answer cited (its
-evidence), then what is new this round, then the rest by score. novelty() says whether a
+evidence), then what the retrieval for the part the judge named as lacking found new (KGiRAG's
+feedback steering the next retrieval, docs/BENCHMARKS.md "The part the judge named as
+lacking"), then what else is new this round, then the rest by score. novelty() says whether a
 round found anything the earlier ones did not: one that found nothing is not answered again
 (the same prompt would get the same answer).
 """
@@ -62,18 +64,36 @@ def recut(
     cited: tuple[set[str], set[str], set[tuple[str, str]]],
     node_edge_budget: int,
     chunk_budget: int,
+    steered: RetrievedContext | None = None,
 ) -> RetrievedContext:
-    """The merged context of two rounds within the budgets: cited items first, then the wider
-    round's new items, then the rest, each group best-scored first."""
+    """The merged context of two rounds within the budgets: cited items first, then the new
+    items of `steered` (the retrieval for the part the judge named as lacking), then the wider
+    round's other new items, then the rest, each group best-scored first."""
     cited_chunks, cited_entities, cited_relations = cited
-    merged = previous.merged(wider)
+    steered = steered or RetrievedContext()
+    merged = previous.merged(steered).merged(wider)
     old_chunks = {c.chunk.id for c in previous.chunks}
     old_entities = {e.entity.key for e in previous.entities}
     old_relations = {r.pair for r in previous.relations}
+    steer_chunks = {c.chunk.id for c in steered.chunks}
+    steer_graph: set[object] = {e.entity.key for e in steered.entities}
+    steer_graph.update(r.pair for r in steered.relations)
+
+    def group(key: object, cited_set: set[object], old: set[object], steer: set[object]) -> int:
+        if key in cited_set:
+            return 0
+        if key in old:
+            return 3
+        return 1 if key in steer else 2
+
+    chunk_sets: tuple[set[object], set[object], set[object]] = (
+        set(cited_chunks),
+        set(old_chunks),
+        set(steer_chunks),
+    )
 
     def chunk_rank(item: ScoredChunk) -> tuple[int, float]:
-        group = 0 if item.chunk.id in cited_chunks else 1 if item.chunk.id not in old_chunks else 2
-        return group, -item.score
+        return group(item.chunk.id, *chunk_sets), -item.score
 
     def graph_rank(item: ScoredEntity | ScoredRelation) -> tuple[int, float]:
         if isinstance(item, ScoredEntity):
@@ -84,8 +104,7 @@ def recut(
             key = item.pair
             cited_set = set(cited_relations)
             old = set(old_relations)
-        group = 0 if key in cited_set else 1 if key not in old else 2
-        return group, -item.score
+        return group(key, cited_set, old, steer_graph), -item.score
 
     chunks = within_budget(
         sorted(merged.chunks, key=chunk_rank), lambda c: chunk_tokens(c.chunk), chunk_budget
