@@ -301,7 +301,11 @@ async def test_a_plan_that_gives_way_hands_its_found_sub_answers_to_dual_level(
             "sub_answer",
             *[
                 by_step(
-                    listen={"found": True, "answer": "port 8443 (from the ports page)", "items": []},
+                    listen={
+                        "found": True,
+                        "answer": "port 8443 (from the ports page)",
+                        "items": [],
+                    },
                     metrics={"found": False, "answer": "not in the context", "items": []},
                 )
             ]
