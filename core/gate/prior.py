@@ -13,9 +13,10 @@ What the marks cannot teach: a plea for help written as a statement ("please hel
 dispatcher keeps crashing", "求助") carries no question mark, and the Chinese lines are few, so
 unmarked Chinese questions ("告警怎么配") score low. A message therefore also counts as a request
 when it has a request's written form — the coverage rule's request finder (a wh-word, an
-auxiliary or imperative opener, a Chinese question word: core.gate.request.find_request) or a
-plea for help (_PLEA). The learned score decides the rest: messages with no form of asking at
-all, which is where chatter lives ("lol that deploy was wild", "+1", "哈哈哈").
+auxiliary or imperative opener, a Chinese question word: core.gate.request.find_request), a
+plea for help (_PLEA) or a fault report (_FAULT: an error as a program prints it, pasted into
+chat, or a tool said to be broken). The learned score decides the rest: messages with no form of
+asking at all, which is where chatter lives ("lol that deploy was wild", "+1", "哈哈哈").
 
 Only the fitted weights ship (core/gate/data/request_prior.json.gz, plain JSON: no pickle);
 the data stays with its packages. Features are sparse and binary — character 1–4-grams of the
@@ -52,6 +53,17 @@ _PLEA = re.compile(
     r"\b(help|anyone know|does anyone|can someone|could someone|can anyone|could anyone)\b|"
     r"求助|帮忙|请教|救命|求解"
 )
+# A fault report is a plea for help: in a team's chat an error line pasted on its own
+# ("KilnAdmissionError: pending job limit reached (50)", "forge: error: token expired") or a
+# tool said to be broken asks what to do about it, and chat corpora have no such lines for the
+# learned score to know them by (it gave them 0.00-0.04). The error as a program prints it —
+# a word ending in "error" or "exception" followed by ":", "(" or "[" — not the word "error" in
+# a sentence ("that error was wild"). Whether the KB covers it is still the coverage rule's
+# (docs/BENCHMARKS.md, "Gate coverage on an ML platform team's KB").
+_FAULT = re.compile(
+    r"\b[a-z0-9_.]*(error|exception)\s*[:(\[]|\berrno\b|traceback \(most recent call last\)|"
+    r"\b(is|are|seems|keeps)\s+(broken|crashing|failing)\b|报错|出错了"
+)
 
 # A few cues shared by both languages. Chinese chat lines are scarce in licence-clean public
 # data and English ones plentiful, so a cue that fires for "how …" and for "怎么 …" alike
@@ -85,11 +97,14 @@ def marked(text: str) -> bool:
 
 
 def asks(text: str) -> bool:
-    """The message has a request's written form: an asking clause or a plea for help."""
+    """The message has a request's written form: an asking clause, a plea for help or a fault
+    report."""
     from core.gate.request import find_request  # the one request finder of the gate
 
     folded = normalise(text)
-    return _PLEA.search(folded) is not None or find_request(text[:MAX_CHARS]).cue
+    if _PLEA.search(folded) is not None or _FAULT.search(folded) is not None:
+        return True
+    return find_request(text[:MAX_CHARS]).cue
 
 
 def prepared(text: str) -> str:

@@ -180,12 +180,29 @@ def mark_names(found: list[Term], spans: frozenset[str]) -> list[Term]:
     return [dataclasses.replace(t, name=True) if t.surface in spans else t for t in found]
 
 
+# A phrasal verb that asks what "mean" asks ("What does GHQ stand for?"): the question's frame,
+# like "mean" in _FRAME. As content, "stand" was the ask and a glossary's "GHQ — GPU-Hour Quota"
+# lacked it (docs/BENCHMARKS.md, "Gate coverage on an ML platform team's KB").
+_FRAME_PHRASES = frozenset({("stand", "for"), ("stands", "for")})
+
+
+def _latin_words(folded: str) -> list[str]:
+    """The Latin words of folded text, less the first word of a framing phrase (_FRAME_PHRASES)."""
+    words = LATIN_WORD.findall(folded)
+    after = [*words[1:], ""] if words else []
+    return [
+        word
+        for word, next_word in zip(words, after, strict=True)
+        if (word, next_word) not in _FRAME_PHRASES
+    ]
+
+
 def message_terms(text: str) -> list[Term]:
     """The message's terms before the words written as part of a name are made names
     (content_terms does both)."""
     folded = fold(text)
     found: list[Term] = []
-    for word in LATIN_WORD.findall(folded):
+    for word in _latin_words(folded):
         if word in _FRAME:
             continue
         identifier = any(c in word for c in "_.-") or (
@@ -255,7 +272,7 @@ def light_words(
     names = {t.surface for t in found_terms if t.name}
     folded = fold(text)
     found: list[Term] = []
-    for word in LATIN_WORD.findall(folded):
+    for word in _latin_words(folded):
         if len(word) < 2 or word in OPENERS or word in names or not word.isalpha():
             continue
         z = zipf(word, "en")
@@ -304,12 +321,21 @@ def passage_words(text: str, language: Language) -> tuple[str, ...]:
     return tuple(found)
 
 
+# Asking words that wordfreq puts just under FUNCTION_ZIPF ("why" 5.9, "help" 5.8, "idea"
+# 5.4): "…, why?", "… help?", "…, any idea?" ask about the words before them, as "what now?"
+# does. Only is_empty_request reads this set: in a longer request they are what they were.
+_ASKING_ONLY = WH_WORDS | AUXILIARIES | _words("help idea ideas")
+
+
 def is_empty_request(text: str) -> bool:
-    """Nothing but asking words ("what now?", "how?", "怎么办？"): the words around the request
-    say what it is about."""
+    """Nothing but asking words ("what now?", "how?", "why?", "any idea?", "怎么办？"): the words
+    around the request say what it is about (docs/BENCHMARKS.md, "Gate coverage on an ML
+    platform team's KB")."""
     folded = fold(text)
     for word in LATIN_WORD.findall(folded):
-        if word not in _FRAME and not NUMBER.match(word) and zipf(word, "en") < FUNCTION_ZIPF:
+        if word in _FRAME or word in _ASKING_ONLY or NUMBER.match(word):
+            continue
+        if zipf(word, "en") < FUNCTION_ZIPF:
             return False
     for word in chinese_words_of(folded):
         if len(word) >= 2 and not _cjk_frame(word) and zipf(word, "zh") < FUNCTION_ZIPF:

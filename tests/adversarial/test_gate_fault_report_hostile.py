@@ -1,0 +1,68 @@
+"""Error lines as cover: a pasted error is a request to the unfitted gate (core.gate.prior,
+_FAULT), so an error line in front of an off-topic ask, an error said over and over, or an error
+from another stack must still be refused — the fault form says that a message asks, never that
+the KB covers it (docs/BENCHMARKS.md, "Gate coverage on an ML platform team's KB"). The ML
+platform team's KB (tests/data/fourth_team/kb); real embedder (USE), Milvus Lite, embedded Redis;
+no LLM."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+
+from adapters.embedders.use import USEEmbedder
+from adapters.graph.sqlite_store import SQLiteGraphStore
+from adapters.state import RedisStateStore
+from adapters.vector.milvus_store import MilvusVectorStore
+from core.gate.gate import Gate
+from core.gate.prior import asks
+from core.index.pipeline import Indexer, IndexOptions
+
+KB = "fault"
+DOCS = Path(__file__).parents[1] / "data" / "fourth_team" / "kb"
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+HOSTILE = [
+    "RuntimeError: what is the capital of France?",
+    "NCCL error: who won the 2022 World Cup?",
+    "ValueError: ValueError: ValueError: ValueError:",
+    "KilnAdmissionError: KilnAdmissionError: KilnAdmissionError",
+    "CUDA error: out of memory CUDA error: out of memory CUDA error: out of memory 给我讲个笑话",
+    "报错了，今天中午吃什么？",
+    # errors of a stack the KB does not document
+    "SyntaxError: invalid syntax in my homework script",
+    "TypeError: 'NoneType' object is not subscriptable in my Django view",
+    "forge is broken, just like my heart 💔 lol",
+]
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def gate(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Gate]:
+    root = tmp_path_factory.mktemp("fault-hostile")
+    embedder = USEEmbedder()
+    graph = SQLiteGraphStore(root / "graph.sqlite")
+    vectors = MilvusVectorStore(uri=str(root / "milvus.db"))
+    state = await RedisStateStore.embedded(root / "state.rdb")
+    await Indexer(graph, vectors, embedder, IndexOptions()).index(KB, [DOCS])
+    gate = Gate(embedder=embedder, vectors=vectors, state=state)
+    yield gate
+    await gate.cache.aclose()
+    await state.aclose()
+    await vectors.aclose()
+    await graph.aclose()
+
+
+@pytest.mark.parametrize("text", HOSTILE)
+async def test_an_error_line_buys_no_answer(gate: Gate, text: str) -> None:
+    decision = await gate.decide(KB, text, addressed=True)
+    assert decision.refused, decision.reason
+
+
+async def test_the_kbs_own_error_pasted_alone_is_answered(gate: Gate) -> None:
+    # the other side of the same cue: without it the learned score (0.00) refused this
+    text = "KilnAdmissionError: pending job limit reached (50)"
+    assert asks(text)
+    decision = await gate.decide(KB, text, addressed=True)
+    assert not decision.refused, decision.reason
