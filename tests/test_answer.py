@@ -16,7 +16,10 @@ from core.answer.pipeline import MultiStageAnswerer, PipelineOptions
 from core.answer.wording import NOT_COVERED
 from core.errors import InputError
 from core.index.pipeline import Indexer, IndexOptions
+from core.models import ChunkRecord
+from core.retrieve.context import ScoredChunk
 from core.retrieve.retriever import Retriever
+from tests.fakes.hash_embedder import HashEmbedder
 
 DOCS = {
     "rollback.md": (
@@ -183,6 +186,55 @@ def test_a_lead_in_sentence_keeps_the_list_item_it_introduces() -> None:
     assert _sentences(text) == [
         "Deploys are frozen at these times: Friday after 15:00 UTC, until Monday."
     ]
+
+
+def test_an_faq_question_keeps_its_answer_and_a_short_list_item_stays_whole() -> None:
+    from core.answer.extractive import _sentences
+
+    # The question alone answers nothing; the value of a config entry is its second sentence.
+    assert _sentences("**Q：订单多久没付会关掉？**\nA：默认 30 分钟。\n") == [
+        "Q：订单多久没付会关掉？ A：默认 30 分钟。"
+    ]
+    assert _sentences("- `POOL_SIZE` — connections per replica. Default `40`.\n") == [
+        "`POOL_SIZE` — connections per replica. Default `40`."
+    ]
+
+
+def _evidence(*texts: str) -> list[ScoredChunk]:
+    return [
+        ScoredChunk(ChunkRecord(f"c{i}", f"doc{i}.md", 0, text), 0.5)
+        for i, text in enumerate(texts)
+    ]
+
+
+async def test_the_best_sentence_leads_the_extractive_answer() -> None:
+    from core.answer.extractive import best_sentences, compose
+
+    evidence = _evidence(
+        "The Payments team ships every Tuesday. Its dashboard lives in Grafana.",
+        "Rosa Lindqvist leads the Payments team.",
+    )
+    chosen = await best_sentences("Who leads the Payments team?", evidence, HashEmbedder(), count=3)
+    lines = compose(chosen).splitlines()
+    # In a chat the first line is the one read: the answer, though its source is cited second.
+    assert lines[0] == "Rosa Lindqvist leads the Payments team. [2]"
+    assert chosen[0].score == max(s.score for s in chosen)
+    # The rest keep their reading order.
+    assert [s.position for s in chosen[1:]] == sorted(s.position for s in chosen[1:])
+
+
+async def test_a_table_row_is_scored_with_its_column_names_and_the_header_is_no_answer() -> None:
+    from core.answer.extractive import best_sentences
+
+    evidence = _evidence(
+        "lumen-mailer renders email templates for merchants.\n",
+        "| Component | Owner |\n|---|---|\n| lumen-mailer | Aisha Okafor |\n",
+    )
+    chosen = await best_sentences(
+        "Who is the owner of lumen-mailer?", evidence, HashEmbedder(), count=3
+    )
+    assert chosen[0].text == "| lumen-mailer | Aisha Okafor |"
+    assert all("Component" not in s.text for s in chosen)
 
 
 def test_a_rare_character_in_a_chinese_name_stays_part_of_its_terms() -> None:

@@ -1,7 +1,12 @@
 """The answer when no LLM is configured: the best evidence sentences, each with its citation.
 
-Sentences are scored by similarity to the question; the answer keeps the best few, in the
-order they appear in their sources, so the text still reads as the documents wrote it.
+Sentences, each shaped to hold one fact whole (_pieces), are scored by similarity to the
+question and the answer keeps the best few. The best one leads: in a chat the first line is the
+one read, and it is the line most likely to answer. The others follow in the order they appear
+in their sources (grouped by source), so they still read as the documents wrote them. Measured
+in docs/BENCHMARKS.md ("Extractive answers: the answering line first"): reading order put the
+answering line first less often than best-first, and ordering whole sources by their best
+sentence did no better than reading order, since a source's earlier, weaker sentence then leads.
 """
 
 from __future__ import annotations
@@ -22,6 +27,11 @@ _WORD = re.compile(r"[A-Za-z0-9_.:-]{3,}")
 _TABLE_RULE = re.compile(r"^[\s|:\-]+$")
 _MIN_SENTENCE_CHARS = 8
 _MAX_SENTENCES_PER_CHUNK = 40
+# A line this short is one list item or one glossary entry: one fact, kept whole. A config
+# reference's entries run to about 190 characters with their default; longer lines are
+# paragraphs, split into sentences.
+_WHOLE_LINE_CHARS = 200
+_LEADS_IN = (":", "：", "?", "？")
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,25 +43,69 @@ class EvidenceSentence:
 
 
 def _sentences(text: str) -> list[str]:
-    """Answer-sized sentences: list markers dropped, and a sentence that ends in a colon joined
-    with the one after it (a lead-in alone answers nothing: "Deploys are frozen:")."""
-    sentences: list[str] = []
-    for raw in split_sentences(text):
-        sentence = raw.lstrip("#>-*• ").replace("**", "").strip()
-        if sentences and sentences[-1].endswith((":", "：")):
-            sentences[-1] = f"{sentences[-1]} {sentence}"
-        elif len(sentence) >= _MIN_SENTENCE_CHARS and not _TABLE_RULE.match(sentence):
-            sentences.append(sentence)
-    return sentences
+    """Answer-sized sentences, as the answer shows them (see _pieces)."""
+    return [shown for shown, _ in _pieces(text)]
 
 
-def _candidates(evidence: Sequence[ScoredChunk]) -> list[tuple[int, int, str]]:
-    found: list[tuple[int, int, str]] = []
+def _pieces(text: str) -> list[tuple[str, str]]:
+    """Answer-sized sentences, each with the text it is scored by.
+
+    List markers are dropped; a short line is kept whole, since a list item or a glossary line
+    states one fact whose value often sits in its second sentence ("`X_POOL_SIZE` — connections
+    per replica. Default `40`."); a table's header row is dropped (it names columns, it answers
+    nothing) and each row below it is scored with the column names beside its cells ("Owner:
+    Aisha Okafor"), the words a question uses that the row alone lacks; a sentence that ends in
+    a colon or a question mark is joined with the one after it (a lead-in or an FAQ's question
+    alone answers nothing: "Deploys are frozen:").
+    """
+    pieces: list[tuple[str, str]] = []
+    header: list[str] = []
+    lines = [line.strip() for line in text.splitlines()]
+    for i, line in enumerate(lines):
+        if line.startswith("|") and i + 1 < len(lines) and _is_rule(lines[i + 1]):
+            header = _cells(line)
+            continue
+        if not line.startswith("|"):
+            header = []
+        parts = [line] if len(line) <= _WHOLE_LINE_CHARS else split_sentences(line)
+        for raw in parts:
+            shown = raw.lstrip("#>-*• ").replace("**", "").strip()
+            if not shown:
+                continue
+            scored = _with_header(shown, header) if header and shown.startswith("|") else shown
+            if (
+                pieces
+                and pieces[-1][0].endswith(_LEADS_IN)
+                and len(pieces[-1][0]) <= _WHOLE_LINE_CHARS  # a chain of questions stays apart
+            ):
+                last_shown, last_scored = pieces[-1]
+                pieces[-1] = (f"{last_shown} {shown}", f"{last_scored} {scored}")
+            elif len(shown) >= _MIN_SENTENCE_CHARS and not _is_rule(shown):
+                pieces.append((shown, scored))
+    return pieces
+
+
+def _is_rule(line: str) -> bool:
+    return bool(line) and bool(_TABLE_RULE.match(line))
+
+
+def _cells(row: str) -> list[str]:
+    return [cell.strip() for cell in row.strip().strip("|").split("|")]
+
+
+def _with_header(row: str, header: list[str]) -> str:
+    cells = _cells(row)
+    if len(cells) != len(header):
+        return row
+    return "; ".join(f"{name}: {cell}" for name, cell in zip(header, cells, strict=True))
+
+
+def _candidates(evidence: Sequence[ScoredChunk]) -> list[tuple[int, int, str, str]]:
+    found: list[tuple[int, int, str, str]] = []
     position = 0
     for n, item in enumerate(evidence, start=1):
-        sentences = _sentences(item.chunk.text)
-        for sentence in sentences[:_MAX_SENTENCES_PER_CHUNK]:
-            found.append((n, position, sentence))
+        for shown, scored in _pieces(item.chunk.text)[:_MAX_SENTENCES_PER_CHUNK]:
+            found.append((n, position, shown, scored))
             position += 1
     return found
 
@@ -59,7 +113,8 @@ def _candidates(evidence: Sequence[ScoredChunk]) -> list[tuple[int, int, str]]:
 async def best_sentences(
     question: str, evidence: Sequence[ScoredChunk], embedder: Embedder, *, count: int
 ) -> list[EvidenceSentence]:
-    """The `count` sentences of the evidence closest to the question, in reading order.
+    """The `count` sentences of the evidence closest to the question: the best first, then the
+    rest in reading order.
 
     A sentence's score blends its own similarity with its chunk's, so a sentence from the best
     chunk beats a look-alike from a weak one, and with the share of the question's terms it
@@ -68,12 +123,12 @@ async def best_sentences(
     candidates = _candidates(evidence)
     if not candidates:
         return []
-    vectors = await embedder.embed([question] + [text for _, _, text in candidates])
+    vectors = await embedder.embed([question] + [scored for *_, scored in candidates])
     similarity = vectors[1:] @ vectors[0]
-    chunk_scores = np.array([evidence[n - 1].score for n, _, _ in candidates], dtype=np.float32)
+    chunk_scores = np.array([evidence[c[0] - 1].score for c in candidates], dtype=np.float32)
     asked = _terms(question)
     overlap = np.array(
-        [len(asked & _terms(text)) / len(asked) if asked else 0.0 for _, _, text in candidates],
+        [len(asked & _terms(scored)) / len(asked) if asked else 0.0 for *_, scored in candidates],
         dtype=np.float32,
     )
     blended = 0.55 * similarity + 0.25 * chunk_scores + 0.2 * overlap
@@ -82,7 +137,15 @@ async def best_sentences(
         EvidenceSentence(candidates[i][0], candidates[i][1], candidates[i][2], float(blended[i]))
         for i in best
     ]
-    return sorted(chosen, key=lambda s: s.position)
+    return _answer_order(chosen)
+
+
+def _answer_order(chosen: list[EvidenceSentence]) -> list[EvidenceSentence]:
+    """The best sentence, then the others in reading order (citation number, then position)."""
+    if not chosen:
+        return []
+    best = max(chosen, key=lambda s: s.score)
+    return [best, *sorted((s for s in chosen if s is not best), key=lambda s: s.position)]
 
 
 def _terms(text: str) -> set[str]:

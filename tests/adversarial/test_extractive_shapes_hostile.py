@@ -1,0 +1,28 @@
+"""Malformed markdown in evidence: the extractive answer's sentence shaping neither fails nor
+shows markup as an answer (core/answer/extractive.py)."""
+
+from __future__ import annotations
+
+from core.answer.extractive import _pieces, _sentences
+
+
+def test_ragged_and_headless_tables_are_shown_as_written() -> None:
+    text = (
+        "| Component | Owner |\n|---|---|\n"
+        "| lumen-mailer | Aisha Okafor | extra cell |\n"  # more cells than the header
+        "| lone |\n"  # fewer
+        "|---|---|\n"  # a rule with no header above it
+        "|||\n"
+    )
+    pieces = _pieces(text)
+    assert [shown for shown, _ in pieces] == ["| lumen-mailer | Aisha Okafor | extra cell |"]
+    # A row that does not fit its header is scored as written, not mislabelled.
+    assert pieces[0][1] == pieces[0][0]
+
+
+def test_a_chain_of_questions_does_not_join_into_one_unbounded_line() -> None:
+    text = "Why? How? What?\n" * 50 + "Who?"
+    sentences = _sentences(text)
+    assert len(sentences) > 1 and all(len(s) <= 400 for s in sentences)
+    assert sentences[-1].endswith("Who?")
+    assert _sentences("") == [] and _sentences("|\n|\n") == []
