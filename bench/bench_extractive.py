@@ -21,13 +21,16 @@ Reported, over the questions the answerer did not refuse:
 
 --baseline REF also answers every question with core/answer/extractive.py as it is at git REF,
 in the same process on the same indexes (the answerer's own module is swapped for it), so a
-change to the extractive answer is measured against the code before it.
+change to the extractive answer is measured against the code before it. Only that module is
+swapped: the pipeline around it (which chunks it reads) is the current one, and keyword
+arguments the pipeline passes that REF's functions lack are left out.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import inspect
 import json
 import os
 import statistics
@@ -140,12 +143,23 @@ def extractive_at(ref: str) -> Iterator[None]:
     names = ("best_sentences", "compose")  # as the pipeline imported them
     namespace = vars(pipeline)
     kept = {name: namespace[name] for name in names}
-    namespace.update({name: getattr(module, name) for name in names})
+    namespace.update({name: _known_arguments(getattr(module, name)) for name in names})
     try:
         yield
     finally:
         namespace.update(kept)
         del sys.modules[module.__name__]
+
+
+def _known_arguments(function: Any) -> Any:
+    """`function` called with only the keyword arguments it takes: the pipeline may pass an
+    older version ones added since (best_sentences' `pattern`), which it then does without."""
+    known = inspect.signature(function).parameters
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        return function(*args, **{k: v for k, v in kwargs.items() if k in known})
+
+    return call
 
 
 async def answer_all(home: Path, cases: list[Case]) -> list[Result]:

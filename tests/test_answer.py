@@ -243,3 +243,85 @@ def test_a_rare_character_in_a_chinese_name_stays_part_of_its_terms() -> None:
     # 㗎 is in CJK Extension A (Cantonese writing): one Chinese run, so its pairs are terms
     # like any other characters' (not a break that leaves "港铁" and "站" apart).
     assert {"港铁", "铁㗎", "㗎站"} <= _terms("港铁㗎站")
+
+
+def test_a_question_is_split_into_what_it_names_and_what_it_asks() -> None:
+    from core.answer.extractive import named_and_asked
+
+    assert named_and_asked("Who owns loom-ingest?") == (["loom-ingest"], ["owns"])
+    assert named_and_asked("who's the backup for schema-keeper") == (["schema-keeper"], ["backup"])
+    assert named_and_asked("How long is the DLQ kept?") == (["dlq"], ["kept"])
+    # No name, nothing to anchor a row on: the ranking alone decides.
+    assert named_and_asked("Who leads the team?")[0] == []
+
+
+async def test_the_row_holding_the_name_and_what_is_asked_of_it_leads() -> None:
+    from core.answer.extractive import asked_of, best_sentences
+
+    evidence = _evidence(
+        "loom-ingest runs 12 replicas in production. Each loom-ingest replica flushes a "
+        "micro-batch every minute.",
+        "| Component | Owner | Backup |\n|---|---|---|\n"
+        "| loom-ingest | Oluwaseun Adeyemi | Kaito Nakamura |\n"
+        "| schema-keeper | Priya Raghunathan | Sven Lindqvist |\n",
+    )
+    question = "Who owns loom-ingest?"
+    # "owns" is held by the column `Owner` (core.reason.rows matching), which the question's
+    # words alone never match: the row ranked below the prose that repeats the name.
+    chosen = await best_sentences(
+        question,
+        evidence,
+        HashEmbedder(),
+        count=3,
+        pattern=asked_of(["loom-ingest"], ["owns"]),
+    )
+    assert chosen[0].text == "| loom-ingest | Oluwaseun Adeyemi | Kaito Nakamura |"
+
+
+def test_entry_passages_follow_the_evidence_on_its_scale() -> None:
+    from core.answer.extractive import with_entries
+
+    first = _evidence("a", "b")
+    entry = ScoredChunk(ChunkRecord("owners", "owners.md", 0, "| x | y |"), 0.93, ("entry",))
+    merged = with_entries(first, [entry, first[1]])
+    assert [c.chunk.id for c in merged] == ["c0", "c1", "owners"]
+    # An entry's score is a word-to-word similarity, not a fused rank: it does not outweigh
+    # the ranked chunks in the sentence blend.
+    assert merged[-1].score == min(c.score for c in first)
+
+
+OWNERS_DOCS = {
+    "ingest.md": (
+        "# loom-ingest\n\nloom-ingest reads the CDC topics. loom-ingest runs 12 replicas and "
+        "loom-ingest flushes a micro-batch every minute; restart loom-ingest with loomctl.\n"
+    ),
+    "ingest-alerts.md": (
+        "# loom-ingest alerts\n\nWhen loom-ingest lags, check the loom-ingest pods and the "
+        "loom-ingest consumer group before anything else.\n"
+    ),
+    "owners.md": (
+        "# Owners\n\n| Component | Owner | Backup |\n|---|---|---|\n"
+        "| batch-compactor | Mateus Carvalho | Zhao Huiling |\n"
+        "| loom-ingest | Oluwaseun Adeyemi | Kaito Nakamura |\n"
+        "| schema-keeper | Priya Raghunathan | Sven Lindqvist |\n"
+        "| warehouse-loader | Fatima Haddad | Mateus Carvalho |\n"
+    ),
+}
+
+
+async def test_the_extractive_answer_reads_the_row_of_the_thing_asked_about(
+    stores, embedder, tmp_path: Path
+) -> None:
+    root = tmp_path / "owners"
+    root.mkdir()
+    for name, text in OWNERS_DOCS.items():
+        (root / name).write_text(text, encoding="utf-8")
+    graph, vectors = stores
+    await Indexer(graph, vectors, embedder, IndexOptions(chunk_size=64)).index("loom", [root])
+    # One chunk read: the passages that repeat the name rank first, not the owners table.
+    _, answer = await collect(
+        answerer(stores, embedder, extractive_chunks=1).ask("loom", "Who owns loom-ingest?")
+    )
+    assert not answer.refused and answer.mode == "extractive"
+    assert answer.text.splitlines()[0].startswith("| loom-ingest | Oluwaseun Adeyemi")
+    assert any(c.source.endswith("owners.md") for c in answer.citations)

@@ -17,7 +17,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from core.gate.terms import content_terms
 from core.ports import Embedder
+from core.reason.rows import StepPattern
 from core.retrieve.context import ScoredChunk
 from core.text import CJK_RUN, cjk_pairs, split_sentences
 
@@ -111,14 +113,22 @@ def _candidates(evidence: Sequence[ScoredChunk]) -> list[tuple[int, int, str, st
 
 
 async def best_sentences(
-    question: str, evidence: Sequence[ScoredChunk], embedder: Embedder, *, count: int
+    question: str,
+    evidence: Sequence[ScoredChunk],
+    embedder: Embedder,
+    *,
+    count: int,
+    pattern: StepPattern | None = None,
 ) -> list[EvidenceSentence]:
     """The `count` sentences of the evidence closest to the question: the best first, then the
     rest in reading order.
 
     A sentence's score blends its own similarity with its chunk's, so a sentence from the best
     chunk beats a look-alike from a weak one, and with the share of the question's terms it
-    contains.
+    contains. pattern (asked_of): a sentence holding one of the question's names and every word
+    asked of it holds all the question's terms, however it writes them ("owns" in a row under
+    `Owner`, which the exact terms miss; docs/BENCHMARKS.md, "Extractive answers: the answering
+    line first").
     """
     candidates = _candidates(evidence)
     if not candidates:
@@ -131,6 +141,10 @@ async def best_sentences(
         [len(asked & _terms(scored)) / len(asked) if asked else 0.0 for *_, scored in candidates],
         dtype=np.float32,
     )
+    held = np.array(
+        [pattern is not None and bool(pattern.anchored(scored)) for *_, scored in candidates]
+    )
+    overlap = np.where(held, 1.0, overlap).astype(np.float32)
     blended = 0.55 * similarity + 0.25 * chunk_scores + 0.2 * overlap
     best = np.argsort(-blended)[:count]
     chosen = [
@@ -155,6 +169,35 @@ def _terms(text: str) -> set[str]:
     for run in CJK_RUN.findall(text):
         terms.update(cjk_pairs(run))
     return {t for t in terms if t}
+
+
+def named_and_asked(question: str) -> tuple[list[str], list[str]]:
+    """The things a question names (identifiers, rare words, written names: the gate's name
+    terms) and the words that ask about them, folded; one list is empty when the question has
+    no name or asks nothing beside it ("Who owns loom-ingest?" -> ["loom-ingest"], ["owns"])."""
+    terms = content_terms(question)
+    names = list(dict.fromkeys(t.surface for t in terms if t.name))
+    asked = list(dict.fromkeys(t.surface for t in terms if not t.name))
+    return names, asked
+
+
+def asked_of(names: Sequence[str], asked: Sequence[str]) -> StepPattern:
+    """What a row or line holds when it answers: one of the names and every word asked of it
+    (core.reason.rows matching: "owns" is held by a table headed `Owner`)."""
+    return StepPattern.of([f"{name} {' '.join(asked)}" for name in names], ())
+
+
+def with_entries(
+    evidence: Sequence[ScoredChunk], entries: Sequence[ScoredChunk]
+) -> list[ScoredChunk]:
+    """The evidence, then the entry passages it lacks, each scored as its weakest chunk: an
+    entry is one row or line of a passage, its score on another scale than the ranking's."""
+    if not evidence:
+        return list(entries)
+    floor = min(item.score for item in evidence)
+    seen = {item.chunk.id for item in evidence}
+    added = [ScoredChunk(e.chunk, floor, e.via) for e in entries if e.chunk.id not in seen]
+    return [*evidence, *added]
 
 
 def compose(sentences: list[EvidenceSentence]) -> str:

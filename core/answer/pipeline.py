@@ -42,7 +42,13 @@ from core.answer.context_text import (
     valid_marks,
 )
 from core.answer.events import Answer, AnswerEvent, Delta, Final, Retract, Status
-from core.answer.extractive import best_sentences, compose
+from core.answer.extractive import (
+    asked_of,
+    best_sentences,
+    compose,
+    named_and_asked,
+    with_entries,
+)
 from core.answer.metered_llm import MeteredLLM
 from core.answer.not_covered import NOT_COVERED_MARKER, StreamHold
 from core.answer.trace import StageRecord, Trace
@@ -65,7 +71,7 @@ from core.reason.followup import standalone_question
 from core.reason.judge import FeedbackPolicy, JudgeScores, judge
 from core.reason.plan import OutputStep, Plan, PlanError, RetrieveStep, is_variable, make_plan
 from core.reason.verify import postcheck, precheck
-from core.retrieve.context import Keywords, RetrievedContext
+from core.retrieve.context import Keywords, RetrievedContext, ScoredChunk
 from core.retrieve.keywords import nlp_keywords
 from core.retrieve.retriever import Retriever
 from core.text import Language, detect_language
@@ -87,6 +93,7 @@ class PipelineOptions:
     coverage: CoverageRule | None = None  # the gate's coverage rule; replaces min_score when set
     evidence_sentences: int = 3  # extractive answers
     extractive_chunks: int = 5  # chunks an extractive answer picks its sentences from
+    extractive_entries: int = 2  # entry passages of the question's names read beside them
     temperature: float = 0.0
     max_tokens: int | None = None
     short_reply_max_tokens: int = 1024  # verdicts and rewrites: room for a reasoning model
@@ -584,13 +591,15 @@ class _Run:
         if context is None or not context.chunks:
             yield self._refusal("retrieval found no evidence")
             return
-        with self.trace.stage("extractive"):
-            text = await self._evidence_text(context)
+        with self.trace.stage("extractive") as record:
+            evidence = await self._entry_evidence(context.chunks[: self.options.extractive_chunks])
+            record.detail["chunks"] = len(evidence)
+            text = await self._evidence_text(evidence)
         yield Delta(text)
         shown = RetrievedContext(
             entities=context.entities,
             relations=context.relations,
-            chunks=context.chunks[: self.options.extractive_chunks],
+            chunks=tuple(evidence),
             keywords=context.keywords,
         )
         self.trace.retrieved = shown.as_trace()
@@ -769,18 +778,37 @@ class _Run:
             out.text = "".join(shown)  # shown before it turned out unusable: the caller retracts
             return
         yield self._status("fallback")
-        text = await self._evidence_text(context)
+        text = await self._evidence_text(context.chunks[: self.options.extractive_chunks])
         if shown:
             yield Retract(f"the model's answer was unusable ({problem})")
         out.text = text
         yield Delta(text)
 
-    async def _evidence_text(self, context: RetrievedContext) -> str:
-        """The extractive answer: the best sentences of the first chunks, each cited by the
-        chunk's number (the best chunk whole when none of its sentences will do)."""
-        evidence = context.chunks[: self.options.extractive_chunks]
+    async def _entry_evidence(self, evidence: Sequence[ScoredChunk]) -> list[ScoredChunk]:
+        """The first chunks, then the passages holding the rows and lines that write what the
+        question names, ranked word to word by what it asks of them (core.retrieve.entries, as
+        a plan step's subject and predicate): the owners table's row for "Who owns
+        loom-ingest?" is one row of seven, ranked by neither BM25 nor dense among the first
+        chunks (docs/BENCHMARKS.md, "Extractive answers: the answering line first")."""
+        names, asked = named_and_asked(self.query)
+        if not names or not asked or self.options.extractive_entries <= 0:
+            return list(evidence)
+        entries = await self.retriever.entries(
+            self.kb, names, [" ".join(asked)], limit=self.options.extractive_entries
+        )
+        pattern = asked_of(names, asked)
+        return with_entries(evidence, [e for e in entries if pattern.anchored(e.chunk.text)])
+
+    async def _evidence_text(self, evidence: Sequence[ScoredChunk]) -> str:
+        """The extractive answer: the best sentences of `evidence`, each cited by the chunk's
+        number (the best chunk whole when none of its sentences will do)."""
+        names, asked = named_and_asked(self.query)
         sentences = await best_sentences(
-            self.query, evidence, self.embedder, count=self.options.evidence_sentences
+            self.query,
+            evidence,
+            self.embedder,
+            count=self.options.evidence_sentences,
+            pattern=asked_of(names, asked) if names and asked else None,
         )
         return compose(sentences) or f"{evidence[0].chunk.text.strip()} [1]"
 

@@ -26,3 +26,21 @@ def test_a_chain_of_questions_does_not_join_into_one_unbounded_line() -> None:
     assert len(sentences) > 1 and all(len(s) <= 400 for s in sentences)
     assert sentences[-1].endswith("Who?")
     assert _sentences("") == [] and _sentences("|\n|\n") == []
+
+
+def test_a_question_stuffed_with_names_bounds_the_rows_it_matches() -> None:
+    from core.answer.extractive import asked_of, named_and_asked
+    from core.reason.rows import MAX_PHRASE_WORDS, MAX_PHRASES
+
+    question = " ".join(f"svc-{i}" for i in range(500)) + " owner?"
+    names, asked = named_and_asked(question)
+    assert len(names) == 500 and asked == ["owner"]
+    pattern = asked_of(names, asked)
+    # At most MAX_PHRASES anchors of at most MAX_PHRASE_WORDS words each, whatever was asked.
+    assert len(pattern.anchors) <= MAX_PHRASES
+    assert all(len(anchor) <= MAX_PHRASE_WORDS for anchor in pattern.anchors)
+    row = "| Component | Owner |\n|---|---|\n| svc-3 | Aisha Okafor |\n"
+    assert pattern.anchored(row) == ["| component | owner |\n| svc-3 | aisha okafor |"]
+    # Only markup, or a name with nothing asked of it: no pattern to hold.
+    assert named_and_asked("||| ??? ---") == ([], [])
+    assert named_and_asked("svc-3?")[1] == []
