@@ -15,13 +15,20 @@ No LLM. The corpus, index and work folder are bench/bench_retrieval.py's (the in
   upper bound only), joined with "; " and cut to the judge's 200 characters. A "#k" in a
   sub-question is the k-th hop's answer: --refs resolved replaces every one with that answer
   (it leaks the answer when hop k was itself not found), found replaces only those whose hop
-  round 1 found (what a judge reading round 1's context could write), asis leaves them;
+  round 1 found (what a judge reading round 1's context could write), asis leaves them,
+  vague leaves them and writes "it" for a name the question wrote (a judge's shorthand);
 - round 2 as the pipeline builds it: the widen_1 retrieval on the question (its keywords,
   chunk_top_k and budgets doubled), recut() to the budgets with the round-1 chunks that are
-  supporting paragraphs as the cited evidence. Three arms: `plain` (as before), `plain-deep`
+  supporting paragraphs as the cited evidence. Arms: `plain` (as before), `plain-deep`
   (widen_1 with chunk_top_k tripled instead of doubled: as many candidates as the steered arm)
   and `steered` (plus one retrieval for the missing text with its own NLP keywords, widen 0,
-  merged ahead of the generic new items by recut(steered=...)).
+  merged ahead of the generic new items by recut(steered=...)). The `anchored*` arms are
+  `steered` with the missing query anchored by the question's own names (a real judge writes
+  "who approves raising the setting", not the setting's name): `anchored` adds round 1's
+  low-level keywords that the missing text does not contain to its low-level keywords,
+  `anchored-names` only the question's names and quoted terms (question_names), and
+  `anchored-text` appends those low-level keywords to the query text itself (its NLP
+  keywords then cut from the longer text), `names-text` the question's names only.
 
 Scored over the questions where round 1 missed a hop: recall of all supporting paragraphs in
 round 2's context, recall of the missing hops' paragraphs, questions whose every missing hop
@@ -60,11 +67,19 @@ from adapters.vector import MilvusVectorStore  # noqa: E402
 from core.answer.widening import recut  # noqa: E402
 from core.reason.judge import MAX_MISSING_CHARS  # noqa: E402
 from core.retrieve.budget import chunk_tokens  # noqa: E402
-from core.retrieve.context import RetrievedContext  # noqa: E402
-from core.retrieve.keywords import nlp_keywords  # noqa: E402
+from core.retrieve.context import Keywords, RetrievedContext  # noqa: E402
+from core.retrieve.keywords import nlp_keywords, question_names, quoted_terms  # noqa: E402
 from core.retrieve.retriever import RetrievalOptions, Retriever  # noqa: E402
 
-ARMS = ("plain", "plain-deep", "steered")
+ARMS = (
+    "plain",
+    "plain-deep",
+    "steered",
+    "anchored",
+    "anchored-names",
+    "anchored-text",
+    "names-text",
+)
 _REF = re.compile(r"#(\d+)")
 
 
@@ -96,8 +111,12 @@ def decomposition(dataset: str, limit: int | None) -> dict[str, list[dict[str, A
     return hops
 
 
-def missing_text(hops: list[dict[str, Any]], found: set[str], refs: str) -> tuple[str, list[str]]:
-    """The simulated judge's "missing" and the paragraphs it names."""
+def missing_text(
+    hops: list[dict[str, Any]], found: set[str], refs: str, question: str = ""
+) -> tuple[str, list[str]]:
+    """The simulated judge's "missing" and the paragraphs it names. refs `vague`: as `asis`,
+    and a name the sub-question shares with the question becomes "it" (a judge writing "who
+    approves raising the setting" for a question that named the setting)."""
     parts, wanted = [], []
     for step in hops:
         if step["paragraph"] is None or step["paragraph"] in found:
@@ -105,13 +124,18 @@ def missing_text(hops: list[dict[str, Any]], found: set[str], refs: str) -> tupl
 
         def answer(match: re.Match[str]) -> str:
             k = int(match.group(1)) - 1
-            if refs == "asis" or not 0 <= k < len(hops):
+            if refs in ("asis", "vague") or not 0 <= k < len(hops):
                 return match.group(0)
             if refs == "found" and hops[k]["paragraph"] not in found:
                 return match.group(0)
             return str(hops[k]["answer"])
 
-        parts.append(_REF.sub(answer, step["question"]))
+        part = _REF.sub(answer, step["question"])
+        if refs == "vague":
+            for name in question_names(part):
+                if not absent([name], question):
+                    part = re.sub(rf"(?<!\w){re.escape(name)}(?!\w)", "it", part)
+        parts.append(part)
         wanted.append(step["paragraph"])
     return "; ".join(parts)[:MAX_MISSING_CHARS], wanted
 
@@ -127,6 +151,19 @@ def widened(retriever: Retriever, widen: int, top_k_factor: int) -> Retriever:
         node_edge_budget=o.node_edge_budget * (1 + widen),
     )
     return wider
+
+
+def absent(terms: tuple[str, ...] | list[str], text: str) -> list[str]:
+    """The terms `text` does not already hold as whole words."""
+    return [t for t in terms if not re.search(rf"(?<!\w){re.escape(t)}(?!\w)", text, re.IGNORECASE)]
+
+
+def anchored(text: str, names: list[str], limit: int) -> Keywords:
+    """The missing text's NLP keywords with `names` it lacks added to its low-level ones."""
+    own = nlp_keywords(text, limit=limit)
+    extra = absent(names, text)
+    low = tuple(dict.fromkeys([*own.low, *extra]))[: len(own.low) + limit]
+    return Keywords(high=own.high, low=low, source="nlp")
 
 
 def paragraphs(context: RetrievedContext) -> set[str]:
@@ -160,7 +197,7 @@ async def run(
             found = paragraphs(first)
             supporting = set(question["supporting"])
             if question["id"] in hops:
-                text, wanted = missing_text(hops[question["id"]], found, refs)
+                text, wanted = missing_text(hops[question["id"]], found, refs, question["question"])
             else:  # HotpotQA: the missing page's title (an upper bound, see the module doc)
                 wanted = [p for p in question["supporting"] if p not in found]
                 text = "; ".join(p.split(":", 1)[0] for p in wanted)[:MAX_MISSING_CHARS]
@@ -185,10 +222,31 @@ async def run(
             steer = await retriever.retrieve(
                 KB, text, keywords=nlp_keywords(text, limit=options.max_keywords)
             )
+            limit = options.max_keywords
+            low = list(first.keywords.low) if first.keywords else []
+            names = [*quoted_terms(question["question"]), *question_names(question["question"])]
+            anchor = await retriever.retrieve(KB, text, keywords=anchored(text, low, limit))
+            anchor_names = await retriever.retrieve(KB, text, keywords=anchored(text, names, limit))
+            extra = absent(low, text)
+            longer = f"{text} ({', '.join(extra)})" if extra else text
+            anchor_text = await retriever.retrieve(
+                KB, longer, keywords=nlp_keywords(longer, limit=limit)
+            )
+            more = absent(names, text)
+            named = f"{text} ({', '.join(more)})" if more else text
+            names_text = await retriever.retrieve(
+                KB, named, keywords=nlp_keywords(named, limit=limit)
+            )
             rounds = {
                 "plain": recut(first, plain_wide, cited=cited, **cut),
                 "plain-deep": recut(first, deep_wide, cited=cited, **cut),
                 "steered": recut(first, plain_wide, cited=cited, steered=steer, **cut),
+                "anchored": recut(first, plain_wide, cited=cited, steered=anchor, **cut),
+                "anchored-names": recut(
+                    first, plain_wide, cited=cited, steered=anchor_names, **cut
+                ),
+                "anchored-text": recut(first, plain_wide, cited=cited, steered=anchor_text, **cut),
+                "names-text": recut(first, plain_wide, cited=cited, steered=names_text, **cut),
             }
             got = {}
             for arm, context in rounds.items():
