@@ -223,7 +223,7 @@ async def test_the_best_sentence_leads_the_extractive_answer() -> None:
     assert [s.position for s in chosen[1:]] == sorted(s.position for s in chosen[1:])
 
 
-async def test_a_table_row_is_scored_with_its_column_names_and_the_header_is_no_answer() -> None:
+async def test_a_table_row_is_shown_with_its_column_names_and_the_header_is_no_answer() -> None:
     from core.answer.extractive import best_sentences
 
     evidence = _evidence(
@@ -233,8 +233,10 @@ async def test_a_table_row_is_scored_with_its_column_names_and_the_header_is_no_
     chosen = await best_sentences(
         "Who is the owner of lumen-mailer?", evidence, HashEmbedder(), count=3
     )
-    assert chosen[0].text == "| lumen-mailer | Aisha Okafor |"
-    assert all("Component" not in s.text for s in chosen)
+    # shown with its column names: a chat draws no table, and bare cells do not say which
+    # one is the owner
+    assert chosen[0].text == "Component: lumen-mailer; Owner: Aisha Okafor"
+    assert all(s.text != "| Component | Owner |" for s in chosen)  # the header answers nothing
 
 
 def test_a_rare_character_in_a_chinese_name_stays_part_of_its_terms() -> None:
@@ -275,7 +277,9 @@ async def test_the_row_holding_the_name_and_what_is_asked_of_it_leads() -> None:
         count=3,
         pattern=asked_of(["loom-ingest"], ["owns"]),
     )
-    assert chosen[0].text == "| loom-ingest | Oluwaseun Adeyemi | Kaito Nakamura |"
+    assert (
+        chosen[0].text == "Component: loom-ingest; Owner: Oluwaseun Adeyemi; Backup: Kaito Nakamura"
+    )
 
 
 def test_entry_passages_follow_the_evidence_on_its_scale() -> None:
@@ -323,5 +327,7 @@ async def test_the_extractive_answer_reads_the_row_of_the_thing_asked_about(
         answerer(stores, embedder, extractive_chunks=1).ask("loom", "Who owns loom-ingest?")
     )
     assert not answer.refused and answer.mode == "extractive"
-    assert answer.text.splitlines()[0].startswith("| loom-ingest | Oluwaseun Adeyemi")
+    assert answer.text.splitlines()[0].startswith(
+        "Component: loom-ingest; Owner: Oluwaseun Adeyemi"
+    )
     assert any(c.source.endswith("owners.md") for c in answer.citations)

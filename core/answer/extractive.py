@@ -1,6 +1,6 @@
 """The answer when no LLM is configured: the best evidence sentences, each with its citation.
 
-Sentences, each shaped to hold one fact whole (_pieces), are scored by similarity to the
+Sentences, each shaped to hold one fact whole (_sentences), are scored by similarity to the
 question and the answer keeps the best few. The best one leads: in a chat the first line is the
 one read, and it is the line most likely to answer. The others follow in the order they appear
 in their sources (grouped by source), so they still read as the documents wrote them. Measured
@@ -45,22 +45,19 @@ class EvidenceSentence:
 
 
 def _sentences(text: str) -> list[str]:
-    """Answer-sized sentences, as the answer shows them (see _pieces)."""
-    return [shown for shown, _ in _pieces(text)]
-
-
-def _pieces(text: str) -> list[tuple[str, str]]:
-    """Answer-sized sentences, each with the text it is scored by.
+    """Answer-sized sentences, as the answer shows and scores them.
 
     List markers are dropped; a short line is kept whole, since a list item or a glossary line
     states one fact whose value often sits in its second sentence ("`X_POOL_SIZE` — connections
     per replica. Default `40`."); a table's header row is dropped (it names columns, it answers
-    nothing) and each row below it is scored with the column names beside its cells ("Owner:
-    Aisha Okafor"), the words a question uses that the row alone lacks; a sentence that ends in
+    nothing) and each row below it is shown and scored with the column names beside its cells
+    ("Component: lumen-mailer; Owner: Aisha Okafor"): the words a question uses that the row
+    alone lacks, and what a chat, which draws no tables, needs to read it; a sentence that ends in
     a colon or a question mark is joined with the one after it (a lead-in or an FAQ's question
     alone answers nothing: "Deploys are frozen:").
     """
-    pieces: list[tuple[str, str]] = []
+    pieces: list[str] = []
+    last_is_row = False  # a row is one fact: whatever its last cell ends with, it leads nothing in
     header: list[str] = []
     lines = [line.strip() for line in text.splitlines()]
     for i, line in enumerate(lines):
@@ -74,16 +71,22 @@ def _pieces(text: str) -> list[tuple[str, str]]:
             shown = raw.lstrip("#>-*• ").replace("**", "").strip()
             if not shown:
                 continue
-            scored = _with_header(shown, header) if header and shown.startswith("|") else shown
+            row = bool(header) and shown.startswith("|") and not _is_rule(shown)
+            if row:
+                # Shown with its column names too: Slack and Telegram draw no tables, and a
+                # row's bare cells ("| lumen-gateway | … | Priya Natarajan |") do not say
+                # which one is the owner.
+                shown = _with_header(shown, header)
             if (
                 pieces
-                and pieces[-1][0].endswith(_LEADS_IN)
-                and len(pieces[-1][0]) <= _WHOLE_LINE_CHARS  # a chain of questions stays apart
+                and not last_is_row
+                and pieces[-1].endswith(_LEADS_IN)
+                and len(pieces[-1]) <= _WHOLE_LINE_CHARS  # a chain of questions stays apart
             ):
-                last_shown, last_scored = pieces[-1]
-                pieces[-1] = (f"{last_shown} {shown}", f"{last_scored} {scored}")
+                pieces[-1] = f"{pieces[-1]} {shown}"
             elif len(shown) >= _MIN_SENTENCE_CHARS and not _is_rule(shown):
-                pieces.append((shown, scored))
+                pieces.append(shown)
+                last_is_row = row
     return pieces
 
 
@@ -99,15 +102,18 @@ def _with_header(row: str, header: list[str]) -> str:
     cells = _cells(row)
     if len(cells) != len(header):
         return row
-    return "; ".join(f"{name}: {cell}" for name, cell in zip(header, cells, strict=True))
+    # An empty cell says nothing ("Backup: " would also read as a lead-in to the next line).
+    return "; ".join(
+        f"{name}: {cell}" for name, cell in zip(header, cells, strict=True) if cell and name
+    )
 
 
-def _candidates(evidence: Sequence[ScoredChunk]) -> list[tuple[int, int, str, str]]:
-    found: list[tuple[int, int, str, str]] = []
+def _candidates(evidence: Sequence[ScoredChunk]) -> list[tuple[int, int, str]]:
+    found: list[tuple[int, int, str]] = []
     position = 0
     for n, item in enumerate(evidence, start=1):
-        for shown, scored in _pieces(item.chunk.text)[:_MAX_SENTENCES_PER_CHUNK]:
-            found.append((n, position, shown, scored))
+        for sentence in _sentences(item.chunk.text)[:_MAX_SENTENCES_PER_CHUNK]:
+            found.append((n, position, sentence))
             position += 1
     return found
 
@@ -133,16 +139,16 @@ async def best_sentences(
     candidates = _candidates(evidence)
     if not candidates:
         return []
-    vectors = await embedder.embed([question] + [scored for *_, scored in candidates])
+    vectors = await embedder.embed([question] + [text for _, _, text in candidates])
     similarity = vectors[1:] @ vectors[0]
     chunk_scores = np.array([evidence[c[0] - 1].score for c in candidates], dtype=np.float32)
     asked = _terms(question)
     overlap = np.array(
-        [len(asked & _terms(scored)) / len(asked) if asked else 0.0 for *_, scored in candidates],
+        [len(asked & _terms(text)) / len(asked) if asked else 0.0 for _, _, text in candidates],
         dtype=np.float32,
     )
     held = np.array(
-        [pattern is not None and bool(pattern.anchored(scored)) for *_, scored in candidates]
+        [pattern is not None and bool(pattern.anchored(text)) for _, _, text in candidates]
     )
     overlap = np.where(held, 1.0, overlap).astype(np.float32)
     blended = 0.55 * similarity + 0.25 * chunk_scores + 0.2 * overlap

@@ -3,7 +3,7 @@ shows markup as an answer (core/answer/extractive.py)."""
 
 from __future__ import annotations
 
-from core.answer.extractive import _pieces, _sentences
+from core.answer.extractive import _sentences
 
 
 def test_ragged_and_headless_tables_are_shown_as_written() -> None:
@@ -14,10 +14,8 @@ def test_ragged_and_headless_tables_are_shown_as_written() -> None:
         "|---|---|\n"  # a rule with no header above it
         "|||\n"
     )
-    pieces = _pieces(text)
-    assert [shown for shown, _ in pieces] == ["| lumen-mailer | Aisha Okafor | extra cell |"]
-    # A row that does not fit its header is scored as written, not mislabelled.
-    assert pieces[0][1] == pieces[0][0]
+    # A row that does not fit its header is shown and scored as written, not mislabelled.
+    assert _sentences(text) == ["| lumen-mailer | Aisha Okafor | extra cell |"]
 
 
 def test_a_chain_of_questions_does_not_join_into_one_unbounded_line() -> None:
@@ -44,3 +42,19 @@ def test_a_question_stuffed_with_names_bounds_the_rows_it_matches() -> None:
     # Only markup, or a name with nothing asked of it: no pattern to hold.
     assert named_and_asked("||| ??? ---") == ([], [])
     assert named_and_asked("svc-3?")[1] == []
+
+
+def test_a_row_with_empty_cells_is_one_line_and_leads_nothing_in() -> None:
+    # Rows are shown with their column names; an empty cell is left out, and a row whose last
+    # cell ends like a lead-in ("?", ":") does not swallow the row after it.
+    text = (
+        "| Component | Owner | Backup |\n|---|---|---|\n"
+        "| loom-ingest | Oluwaseun Adeyemi | |\n"
+        "| warehouse-loader | Kaito Nakamura | who? |\n"
+        "| schema-keeper | Priya Raghunathan | Sven Lindqvist |\n"
+    )
+    assert _sentences(text) == [
+        "Component: loom-ingest; Owner: Oluwaseun Adeyemi",
+        "Component: warehouse-loader; Owner: Kaito Nakamura; Backup: who?",
+        "Component: schema-keeper; Owner: Priya Raghunathan; Backup: Sven Lindqvist",
+    ]
