@@ -850,3 +850,135 @@ async def test_sub_answers_handed_to_dual_level_carry_each_rounds_numbers(stores
     assert len(answers) == 2
     for prompt in answers:
         assert f"→ port 8443 [{number_holding(prompt, 'listens on port 8443')}]\n" in prompt
+
+
+# --- the sub-questions the plan looked up and found no answer for ----------------------------
+
+UNANSWERED = "Sub-questions looked up while working this out that the sources did not answer"
+METRICS_QUESTION = PLAN_TWO_LOOKUPS["steps"][1]["question"]
+
+
+def raising(error: BaseException) -> Any:
+    def reply(prompt: Any) -> str:
+        raise error
+
+    return reply
+
+
+async def test_a_plan_that_gives_way_lists_the_sub_question_it_found_no_answer_for(
+    stores, embedder
+) -> None:
+    # A 7B model shown only the sub-answers found left the gap for itself to notice (relay
+    # run): the sub-question whose step read its context and found no answer is listed apart,
+    # in every round, so the answer's "which part is not covered" sentence names it. The judge
+    # is not shown it: it judges the answer against what it cites.
+    llm = (
+        FakeLLM()
+        .script("logic_form", PLAN_TWO_LOOKUPS)
+        .script("keywords", KEYWORDS)
+        .script(
+            "sub_answer",
+            *[
+                by_step(
+                    listen=citing("port 8443", "listens on port 8443"),
+                    metrics={"found": False, "answer": "not in the context", "items": []},
+                )
+            ]
+            * 2,
+        )
+        .script("answer", "Port 8443 [1]; the metrics port is not covered.", "Port 8443 [1].")
+        .script(
+            "judge",
+            {"faithfulness": 1, "completeness": 0.5},
+            {"faithfulness": 1, "completeness": 0.6},
+        )
+    )
+    _, answer = await collect(
+        make(stores, embedder, llm, feedback_rounds=2).ask("ops", PORT_QUESTION)
+    )
+    assert answer.reason == "answered (dual-level)"
+    answers = [c.last_user for c in llm.calls if c.template == "answer"]
+    assert len(answers) == 2
+    for prompt in answers:
+        assert UNANSWERED in prompt.replace("\n", " ")
+        assert f"\n- {METRICS_QUESTION}\n" in prompt  # the sub-question alone, no answer
+        assert "Sub-questions already answered" in prompt  # the found one still is
+    for call in llm.calls:
+        if call.template == "judge":
+            assert UNANSWERED not in call.last_user.replace("\n", " ")
+            assert METRICS_QUESTION not in call.last_user
+    assert answer.trace is not None
+    plan_steps = next(s for s in answer.trace["stages"] if s["name"] == "plan_steps")
+    assert plan_steps["detail"]["unanswered"] == 1
+
+
+class SlowMetrics(FakeLLM):
+    """The metrics step's sub-answer never comes in time (the plan's stage times out)."""
+
+    async def chat_json(self, prompt, schema, *, temperature=0.0):  # type: ignore[override]
+        if prompt.template == "sub_answer" and "metrics" in prompt.messages[-1].content[-80:]:
+            await asyncio.sleep(30)
+        return await super().chat_json(prompt, schema, temperature=temperature)
+
+
+@pytest.mark.parametrize("failure", ["llm_error", "timeout"])
+async def test_a_step_that_failed_for_a_technical_reason_is_not_listed_as_unanswered(
+    stores, embedder, failure: str
+) -> None:
+    # A timeout or an LLM error says nothing of the knowledge base: that step is not named as
+    # unanswered; the step beside it that read its context and found nothing is.
+    metrics = raising(LLMError("endpoint returned 503")) if failure == "llm_error" else {}
+    replies = by_step(
+        listen={"found": False, "answer": "not in the context", "items": []}, metrics=metrics
+    )
+    llm = (
+        (SlowMetrics() if failure == "timeout" else FakeLLM())
+        .script("logic_form", PLAN_TWO_LOOKUPS)
+        .script("keywords", KEYWORDS)
+        .script("sub_answer", *[replies] * (2 if failure == "llm_error" else 1))
+        .script("answer", "Port 8443 [1].")
+    )
+    _, answer = await collect(
+        make(stores, embedder, llm, feedback_rounds=1, stage_timeout=2.0).ask("ops", PORT_QUESTION)
+    )
+    assert stage_outcomes(answer)["plan_steps"] == "failed"
+    assert answer.reason == "answered (dual-level)"
+    steps = answer.trace["plan"]["execution"]["steps"]  # type: ignore[index]
+    assert [s["outcome"] for s in steps][:2] == [
+        "failed",
+        "failed" if failure == "llm_error" else "timeout",
+    ]
+    prompt = next(c for c in llm.calls if c.template == "answer").last_user
+    assert f"\n- {PORT_QUESTION}\n" in prompt
+    assert METRICS_QUESTION not in prompt
+
+
+async def test_a_plan_whose_steps_all_answered_lists_nothing_as_unanswered(
+    stores, embedder
+) -> None:
+    # Every step answered, the pre-check still found the plan's context short: the dual-level
+    # answer gets the sub-answers, and no list of unanswered sub-questions.
+    llm = (
+        FakeLLM()
+        .script("logic_form", PLAN_TWO_LOOKUPS)
+        .script("keywords", KEYWORDS)
+        .script(
+            "sub_answer",
+            *[
+                by_step(
+                    listen=citing("port 8443", "listens on port 8443"),
+                    metrics=citing("port 9090", "served on port 9090"),
+                )
+            ]
+            * 2,
+        )
+        .script("precheck", "No, the context does not say.")
+        .script("answer", "Port 8443 [1].")
+    )
+    _, answer = await collect(
+        make(stores, embedder, llm, feedback_rounds=1).ask("ops", PORT_QUESTION)
+    )
+    assert stage_outcomes(answer)["pre_check"] == "rejected"
+    prompt = next(c for c in llm.calls if c.template == "answer").last_user
+    assert "Sub-questions already answered" in prompt
+    assert UNANSWERED not in prompt.replace("\n", " ")

@@ -170,6 +170,65 @@ def test_the_answer_prompt_shows_each_sub_answer_with_its_sources_numbers(
     assert meaning in user.replace("\n", " ")
 
 
+@pytest.mark.parametrize(
+    ("language", "header", "instead"),
+    [
+        (
+            "en",
+            "Sub-questions looked up while working this out that the sources did not answer",
+            "Do not guess their answers",
+        ),
+        ("zh", "推理过程中查过、但资料没有回答的子问题", "不要猜测它们的答案"),
+    ],
+)
+def test_the_answer_prompt_lists_the_sub_questions_the_sources_did_not_answer(
+    language: str, header: str, instead: str
+) -> None:
+    # A 7B model shown only the sub-answers found had to notice the missing one itself to write
+    # its "which part is not covered" sentence (relay run): the ones looked up and not found are
+    # listed apart, after the sub-answers, with no answer and no numbers.
+    steps = [{"question": "How is it raised?", "answer": "In steps of 8", "sources": [2]}]
+    unanswered = ["Who approves raising it?"]
+    user = (
+        render(
+            "answer",
+            language,
+            sources=[],
+            question="q",
+            not_covered="NOT_COVERED",
+            steps=steps,
+            unanswered=unanswered,
+        )
+        .messages[1]
+        .content
+    )
+    flat = user.replace("\n", " ")
+    assert header in flat and instead in flat
+    assert user.index("→ In steps of 8 [2]") < user.index("Who approves raising it?")
+    assert "\n- Who approves raising it?\n" in user
+    # none looked up in vain: no such list, and nothing else changes
+    plain = (
+        render("answer", language, sources=[], question="q", not_covered="NOT_COVERED", steps=steps)
+        .messages[1]
+        .content
+    )
+    assert header not in plain.replace("\n", " ") and instead not in plain.replace("\n", " ")
+    assert (
+        plain
+        == render(
+            "answer",
+            language,
+            sources=[],
+            question="q",
+            not_covered="NOT_COVERED",
+            steps=steps,
+            unanswered=[],
+        )
+        .messages[1]
+        .content
+    )
+
+
 @pytest.mark.parametrize("language", prompts.LANGUAGES)
 def test_the_sub_answer_prompt_asks_for_the_sources_it_used(language: str) -> None:
     system = render("sub_answer", language, question="q", context=CONTEXT, steps=[])

@@ -818,3 +818,84 @@ async def test_computed_and_deduced_results_stand_on_what_they_were_computed_fro
     assert outcome.ok, outcome.failure
     both = ("doc.md#0", "doc.md#1")
     assert [s.chunks for s in outcome.support] == [both, both, both]
+
+
+# --- the sub-questions the knowledge base was asked and did not answer ------------------------
+
+
+def by_question(**replies: Any) -> Callable[[Any], str]:
+    """A sub-answer reply chosen by the sub-question the prompt asks, not by the order of the
+    calls: independent steps run at the same time. A reply may be an exception to raise."""
+
+    def reply(prompt: Any) -> str:
+        asked = prompt.messages[-1].content.strip().splitlines()[-1]
+        for key, chosen in replies.items():
+            if key in asked:
+                if isinstance(chosen, BaseException):
+                    raise chosen
+                return json.dumps(chosen)
+        raise AssertionError(f"no scripted sub-answer for {asked}")
+
+    return reply
+
+
+async def test_a_step_whose_context_does_not_answer_is_named_as_unanswered() -> None:
+    # "How do I raise it, who approves it, and when was it last raised?" with no approver in
+    # the KB and an endpoint that fails on the third lookup: only the step that read its
+    # context and found no answer says anything of the KB; the one whose LLM failed and the
+    # one skipped after it do not.
+    reply = by_question(
+        approves=sub_answer("not in the context", found=False),
+        safely=sub_answer("Raise it in steps of 8.", "steps of 8"),
+        When=LLMError("endpoint returned 503"),
+    )
+    llm = FakeLLM().script("sub_answer", reply, reply, reply)
+    plan = plan_of(
+        retrieve("Orion", "raise safely", "?h", "How is Orion's limit raised safely?"),
+        retrieve("Orion", "approver", "?a", "Who approves raising Orion's limit?"),
+        retrieve("Orion", "last raised", "?w", "When was Orion's limit last raised?"),
+        retrieve("#3", "ticket", "?t", "Which ticket raised it?"),
+        output(["#1", "#2", "#4"]),
+    )
+    outcome = await run(plan, llm, always(context_about("Orion's limit is raised in steps.")))
+    assert not outcome.ok
+    assert outcome.unanswered == ("Who approves raising Orion's limit?",)
+    assert [s["outcome"] for s in outcome.trace["steps"]] == [
+        "ok",
+        "failed",
+        "failed",
+        "skipped",
+        "skipped",
+    ]
+    assert outcome.trace["steps"][1]["found"] is False
+    assert "found" not in outcome.trace["steps"][2]
+
+
+async def test_a_step_cut_off_by_the_timeout_is_not_named_as_unanswered() -> None:
+    llm = FakeLLM().script("sub_answer", sub_answer("", found=False))
+    source = FakeSource(lambda q: context_about("t"))
+    slow = FakeSource(lambda q: context_about("t"), delay=5.0)
+
+    class Split:  # the approver lookup answers at once, the owner lookup never in time
+        async def retrieve(self, kb: str, question: str, **kw: Any) -> RetrievedContext:
+            return await (slow if "owner" in question else source).retrieve(kb, question, **kw)
+
+        async def entries(self, *args: Any, **kw: Any) -> tuple[ScoredChunk, ...]:
+            return ()
+
+    plan = plan_of(
+        retrieve("Orion", "approver", "?a", "Who approves it?"),
+        retrieve("Orion", "owner", "?o", "Who owns it?"),
+        output(["#1", "#2"]),
+    )
+    outcome = await run(plan, llm, Split(), timeout=0.5)  # type: ignore[arg-type]
+    assert (outcome.failure or "").endswith("timed out")
+    assert [s["outcome"] for s in outcome.trace["steps"]][:2] == ["failed", "timeout"]
+    assert outcome.unanswered == ("Who approves it?",)
+
+
+async def test_a_plan_whose_steps_all_answered_names_nothing_unanswered() -> None:
+    llm = FakeLLM().script("sub_answer", sub_answer("Mei Lin owns Orion.", "Mei Lin"))
+    plan = plan_of(retrieve("Orion", "owner", "?o", "Who owns Orion?"), output("#1"))
+    outcome = await run(plan, llm, always(context_about("Orion is owned by Mei Lin.")))
+    assert outcome.ok and outcome.unanswered == ()

@@ -177,6 +177,9 @@ class _Run:
         # What the steps of a plan that gave way found (their sub-answers and the passages
         # they read): the dual-level answer starts from them, so a step's work is not lost.
         self._found: PlanOutcome | None = None
+        # The sub-questions those steps looked up and found no answer for (found=false): the
+        # dual-level answer is shown them, to name as the part not covered rather than guess.
+        self._unanswered: tuple[str, ...] = ()
 
     def _status(self, stage: Stage, **values: object) -> Status:
         return Status(STAGE_STATUS[stage][self.language].format(**values), stage)
@@ -446,6 +449,9 @@ class _Run:
             if not outcome.ok:
                 record.outcome = "failed"
                 record.detail["error"] = outcome.failure or "the plan failed"
+                self._unanswered = outcome.unanswered
+                if outcome.unanswered:
+                    record.detail["unanswered"] = len(outcome.unanswered)
                 if outcome.history:
                     # "Who owns lumen-mailer and who approves a change?" with no approver in
                     # the KB: the owner a step read from its table row is handed on, not asked
@@ -475,7 +481,9 @@ class _Run:
         seen.add(context)
         yield self._status("answering")
         first = _Streamed()
-        async for event in self._stream_answer(context, steps, first, fallback=True):
+        async for event in self._stream_answer(
+            context, steps, first, fallback=True, unanswered=self._unanswered
+        ):
             yield event
         if first.not_covered:
             yield self._refusal("the model found that the sources do not answer the question")
@@ -515,6 +523,7 @@ class _Run:
                 out,
                 fallback=False,
                 retract="widening the context for a better answer",
+                unanswered=self._unanswered,
             ):
                 yield event
             if out.failed or out.not_covered:
@@ -713,6 +722,7 @@ class _Run:
         *,
         fallback: bool,
         retract: str | None = None,
+        unanswered: Sequence[str] = (),
     ) -> AsyncIterator[AnswerEvent]:
         """Stream the LLM's answer from `context` into `out`.
 
@@ -721,7 +731,11 @@ class _Run:
         is unusable: with `fallback` the extractive answer replaces it, else `out.failed` says
         so. `retract` is sent before the first text shown (a widening round replacing the one
         on screen). `steps`: the plan whose sub-answers the prompt shows, each with the
-        numbers `context` gives its sources (every round numbers its context anew)."""
+        numbers `context` gives its sources (every round numbers its context anew).
+        `unanswered`: the sub-questions the plan looked up and found no answer for, listed
+        apart so the answer names them as not covered. The judge is not shown them: it judges
+        the answer against the sources it cites, and a lacking part it names steers the next
+        wider retrieval to exactly that part, which the step's narrow read may have missed."""
         assert self.llm is not None
         prompt = prompts.render(
             "answer",
@@ -729,6 +743,7 @@ class _Run:
             sources=numbered_sources(context),
             knowledge=knowledge_lines(context),
             steps=_sub_answers(steps, context),
+            unanswered=list(unanswered),
             question=self.query,
             not_covered=NOT_COVERED_MARKER,
         )

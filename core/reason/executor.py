@@ -10,7 +10,8 @@ same time; "#k" in a later step stands for what step k found (StepResult.stands_
   then the subject's own rows closest to the predicate in any language, ContextSource.entries)
   and answers the sub-question as JSON: a text answer plus the items it found and the numbers
   of the sources it used (prompt "sub_answer"). Nothing retrieved, or a context that does not
-  answer, fails the plan.
+  answer, fails the plan; a step whose context did not answer is named in
+  PlanOutcome.unanswered.
 - what a sub-answer was read from is kept by identity (Support: chunk ids, graph keys), as the
   step's numbers mean nothing in the final answer's renumbered context; history_lines shows
   each sub-answer with the numbers of whatever context it is shown beside ("→ 5432 [3]").
@@ -270,6 +271,11 @@ class PlanOutcome:
     # and so does the dual-level context a plan that gives way hands them to, so that a
     # context cut to the budgets keeps the sources the sub-answers are shown with.
     supported: RetrievedContext = field(default_factory=RetrievedContext)
+    # The sub-questions, in plan order, of the steps that ran and whose sub-answer said their
+    # context holds no answer (found=false): the dual-level answer names them as the part the
+    # sources do not cover instead of guessing it. Not a skipped step, nor one that failed for
+    # a technical reason (a timeout, an LLM error): those say nothing of the knowledge base.
+    unanswered: tuple[str, ...] = ()
 
 
 class ContextSource(Protocol):
@@ -303,6 +309,10 @@ async def execute_plan(
     return await _Run(kb=kb, source=source, llm=llm, language=language).execute(plan, timeout)
 
 
+class _NotAnswered(StepFailed):
+    """The step's sub-answer said its context holds no answer (found=false)."""
+
+
 class _Stop(Exception):
     """A step failed; the plan stops (carries the failure as the outcome reports it)."""
 
@@ -330,6 +340,7 @@ class _Run:
     depends: dict[int, frozenset[int]] = field(default_factory=dict)  # transitive
     failures: list[_Stop] = field(default_factory=list)  # the steps that failed
     ended: set[int] = field(default_factory=set)  # failed, or skipped after a failed one
+    unanswered: set[int] = field(default_factory=set)  # ran, and found no answer (found=false)
 
     async def execute(self, plan: Plan, timeout: float | None) -> PlanOutcome:  # noqa: ASYNC109
         """Every step starts as soon as the steps it depends on are done: independent
@@ -400,6 +411,9 @@ class _Run:
         except (StepFailed, LLMError) as exc:
             record["outcome"] = "failed"
             record["error"] = str(exc)[:300]
+            if isinstance(exc, _NotAnswered):
+                record["found"] = False
+                self.unanswered.add(step.id)
             why = "the LLM failed: " if isinstance(exc, LLMError) else ""
             self.failures.append(_Stop(position, f"step {step.id} ({step.op}): {why}{exc}"))
             self.ended.add(step.id)
@@ -490,6 +504,9 @@ class _Run:
             read=read,
             support=tuple(self._supports()),
             supported=supported,
+            unanswered=tuple(
+                self.questions[s.id] for s in self._plan.steps if s.id in self.unanswered
+            ),
         )
 
     def _support_of(self, ids: frozenset[int]) -> Support:
@@ -624,7 +641,9 @@ class _Run:
             if i.name.strip()
         )
         text = reply.answer.strip()
-        if not reply.found or not (text or items):
+        if not reply.found:
+            raise _NotAnswered("the context does not answer this sub-question")
+        if not (text or items):  # "found" with nothing in it: a broken reply, not a KB gap
             raise StepFailed("the context does not answer this sub-question")
         result = StepResult(
             text=text or "; ".join(i.name for i in items),
