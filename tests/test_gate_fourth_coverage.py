@@ -22,18 +22,14 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
-from adapters.embedders.use import USEEmbedder
-from adapters.graph.sqlite_store import SQLiteGraphStore
-from adapters.state import RedisStateStore
-from adapters.vector.milvus_store import MilvusVectorStore
 from core.gate.coverage import judge
 from core.gate.gate import Gate
 from core.gate.kb_terms import KbTerms
 from core.gate.prior import asks
 from core.gate.request import analyse
 from core.gate.terms import content_terms, is_empty_request
-from core.index.pipeline import Indexer, IndexOptions
 from core.text import CJK_RUN
+from tests.team_kb import assert_first_hour_target, read_set, team_gate
 
 KB = "fourth"
 DATA = Path(__file__).parent / "data" / "fourth_team"
@@ -41,41 +37,19 @@ module_loop = pytest.mark.asyncio(loop_scope="module")
 
 
 def read(name: str) -> list[str]:
-    lines = (DATA / name).read_text("utf-8").splitlines()
-    return [line.strip() for line in lines if line.strip() and not line.startswith("#")]
+    return read_set(DATA, name)
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def gate(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Gate]:
-    root = tmp_path_factory.mktemp("fourth-coverage")
-    embedder = USEEmbedder()
-    graph = SQLiteGraphStore(root / "graph.sqlite")
-    vectors = MilvusVectorStore(uri=str(root / "milvus.db"))
-    state = await RedisStateStore.embedded(root / "state.rdb")
-    await Indexer(graph, vectors, embedder, IndexOptions()).index(KB, [DATA / "kb"])
-    gate = Gate(embedder=embedder, vectors=vectors, state=state)
-    yield gate
-    await gate.cache.aclose()
-    await state.aclose()
-    await vectors.aclose()
-    await graph.aclose()
+    async with team_gate(tmp_path_factory.mktemp("fourth-coverage"), KB, DATA) as gate:
+        yield gate
 
 
 @module_loop
 async def test_unfitted_gate_meets_the_target_on_an_ml_platform_kb(gate: Gate) -> None:
-    covered, uncovered = read("covered.txt"), read("uncovered.txt")
-    refused_covered, answered_uncovered = [], []
-    for text in covered:
-        decision = await gate.decide(KB, text, addressed=True)
-        if decision.refused:
-            refused_covered.append(f"{text} — {decision.reason}")
-    for text in uncovered:
-        decision = await gate.decide(KB, text, addressed=True)
-        if not decision.refused:
-            answered_uncovered.append(f"{text} — {decision.reason}")
     # ≤ 1 in 20 covered questions refused; ≥ 9 in 10 uncovered ones refused (docs/BENCHMARKS.md)
-    assert len(refused_covered) * 20 <= len(covered), refused_covered
-    assert len(answered_uncovered) * 10 <= len(uncovered), answered_uncovered
+    await assert_first_hour_target(gate, KB, DATA)
 
 
 def test_the_fourth_sets_are_what_they_claim() -> None:
