@@ -139,6 +139,43 @@ def test_nlp_keywords_keep_quoted_titles_whole_and_drop_possessives() -> None:
     assert nlp_keywords("《红楼梦》的作者是谁？").low[0] == "红楼梦"
 
 
+def test_nlp_keywords_keep_the_questions_verb_out_of_a_name() -> None:
+    # The extractor's phrase rule joins every run of content words; in a question the verb
+    # lands in the run ("owns loom-ingest"), and the name is then never looked up alone.
+    assert nlp_keywords("Who owns loom-ingest?").low == ("loom-ingest",)
+    assert nlp_keywords("How do I install lumenctl?").low == ("lumenctl",)
+    assert nlp_keywords("Where does Priya Natarajan live?").low == ("Priya Natarajan",)
+    scale = nlp_keywords("How many replicas can loom-ingest scale to at most?")
+    assert scale.low == ("loom-ingest", "replicas") and scale.high[1:] == ()
+    rotation = nlp_keywords("When does the on-call rotation hand over?")
+    assert rotation.low == ("on-call rotation",) and rotation.high[1:] == ("on-call rotation",)
+    assert set(nlp_keywords("How do I roll back lumen-prod to v3.14.2?").low) == {
+        "lumen-prod",
+        "v3.14.2",
+    }
+    # No verb to cut: the next word is the verb, or "is" introduces a noun phrase.
+    assert nlp_keywords("What does Jonas Berg own?").low == ("Jonas Berg",)
+    assert nlp_keywords("What does lumenctl skip do?").low == ("lumenctl skip",)
+    assert "forge submit" in nlp_keywords("What does forge submit --dry-run do?").low
+    assert "alert threshold" in nlp_keywords("What is the alert threshold for LagHigh?").low
+
+
+def test_nlp_keywords_keep_an_identifier_as_its_own_keyword() -> None:
+    renew = nlp_keywords("How do I renew the lumen-gateway-tls certificate?")
+    assert renew.low[:2] == ("lumen-gateway-tls", "lumen-gateway-tls certificate")
+    # A hyphenated word of a name is no identifier; nor is a compound with a function word.
+    assert nlp_keywords("Who was Kim Jong-chul's wife?").low == ("Kim Jong-chul", "wife")
+    assert "on-call" not in nlp_keywords("Who is the on-call engineer?").low
+    # jieba cuts an identifier into its words (as it cut the Chinese pages): the whole goes first.
+    assert nlp_keywords("lumen-gateway 监听哪个端口？").low[:3] == (
+        "lumen-gateway",
+        "lumen",
+        "gateway",
+    )
+    assert nlp_keywords("谁负责lumen-ledger数据库？").low[0] == "lumen-ledger"
+    assert nlp_keywords("XINGTU_RETRY_MAX 默认多少？").low[0] == "XINGTU_RETRY_MAX"
+
+
 def test_nlp_keywords_chinese_and_empty() -> None:
     kw = nlp_keywords("Redis 集群模式下如何配置哨兵？")
     assert "哨兵" in kw.low and "Redis" in kw.low

@@ -7,9 +7,11 @@ With an LLM: one JSON call (prompt "keywords"). Without one, or when the call fa
 extractor's own term functions, so a question is cut the way the documents were indexed:
 - low = the names the question writes (runs of capitalised words: "Virginia Commonwealth
   University", which the extractor would cut into single words in a long run), its key terms
-  (english_terms / chinese_terms, the very functions that made the NLP entities), then its
-  remaining content words (a question is too short for the extractor's "repeated or
-  capitalised" rule: "nationality" matters in a question);
+  (english_terms / chinese_terms, the very functions that made the NLP entities; an English
+  term loses the question's verb its run rule glued on, "owns loom-ingest", and an identifier
+  in a term is also a keyword alone, "lumen-gateway-tls"), then its remaining content words
+  (a question is too short for the extractor's "repeated or capitalised" rule: "nationality"
+  matters in a question);
 - high = the whole question, then its multi-word terms. Relations of the NLP graph are the
   sentences two terms share, so the question itself is the best probe of them; multi-word
   terms add the phrases that carry a relationship ("debut album", "fight song").
@@ -61,6 +63,43 @@ _POSSESSIVE = re.compile(r"(?<=\w)['’]s\b")
 
 _QUOTES = "\"'’‘“”"
 
+# An identifier as chat writes it: words joined by - _ . / ("loom-ingest", "lumen.events.v2",
+# "LUMEN_BREAKER_OPEN_S"), or a word with a digit or an inner capital ("v2", "LumenConsumerLag").
+# It names one thing whatever words stand next to it, so it is a keyword of its own; a
+# hyphenated pair with a function word ("on-call", "well-known") is an ordinary compound.
+# Its edges are ASCII: Chinese writes "谁负责lumen-ledger数据库" with no space.
+_IDENTIFIER = re.compile(
+    r"(?<![A-Za-z0-9_\-./])(?:[A-Za-z][A-Za-z0-9]*(?:[_.\-/][A-Za-z0-9]+)+_*|[A-Za-z]+_+"
+    r"|[A-Za-z]+\d[A-Za-z0-9]*|[a-z]+[A-Z][A-Za-z0-9]*|[A-Z][a-z]+[A-Z][A-Za-z0-9]*)"
+    r"(?![A-Za-z0-9_\-/])"
+)
+_PART = re.compile(r"[_.\-/]+")
+# Question grammar the extractor's phrase rule does not know: it joins every run of content
+# words, so the verb of a question lands inside the phrase that names its subject or object.
+# - after an auxiliary the subject comes, then the verb: "does lumen-gateway listen on",
+#   "can loom-ingest scale to", "does Priya Natarajan live?" (the phrase's last word);
+# - after an auxiliary and a pronoun the verb comes first: "do I install lumenctl";
+# - after a subject "who" the verb comes first: "Who owns loom-ingest?".
+# A form of "be" is left out: "Is the alert threshold …" is followed by a noun phrase.
+_AUXILIARIES = frozenset(
+    "do does did can could will would should shall may might must".split()  # noqa: SIM905
+)
+_PRONOUNS = frozenset("i you we they he she it".split())  # noqa: SIM905
+_DETERMINERS = frozenset(
+    "the a an this that these those each every my our your its their".split()  # noqa: SIM905
+)
+# The subject's verb is its last word only when a preposition, a particle or the question's
+# end follows: in "does Jonas Berg own?" and "does lumenctl skip do?" the next word is the verb.
+_AFTER_VERB = frozenset(
+    """
+    to on in at for from with about over up down out off of by into onto back away around
+    through after before per under within without across
+    """.split()  # noqa: SIM905
+)
+# The particle of a phrasal verb goes with it: "roll back lumen-prod".
+_PARTICLES = frozenset("back away".split())  # noqa: SIM905
+_WORDS = re.compile(r"[\w'’\-./]+|[^\w\s]", re.UNICODE)
+
 
 class KeywordsReply(BaseModel):
     high_level: list[str] = Field(default_factory=list)
@@ -102,6 +141,64 @@ def _whole_words(term: str, text: str) -> bool:
     return re.search(rf"(?<!\w){re.escape(term)}(?!\w)", text, re.IGNORECASE) is not None
 
 
+def identifiers(text: str) -> list[str]:
+    """The identifier-shaped words of a text, in order (see _IDENTIFIER)."""
+    found = []
+    for match in _IDENTIFIER.finditer(text):
+        word = match.group(0).rstrip(".-/")
+        parts = [p for p in _PART.split(word) if p]
+        if "-" in word and any(p.casefold() in ENGLISH_STOP_WORDS for p in parts):
+            continue
+        if any(len(p) == 1 or p.istitle() for p in parts if p.isalpha()):
+            continue  # a word of a name or an initial: "Shangri-La", "Kim Jong-chul", "F.C"
+        found.append(word)
+    return found
+
+
+def _without_verb(term: str, text: str) -> str:
+    """The phrase without the question's verb that the extractor's run rule glued to it (see
+    _AUXILIARIES); the phrase itself when the question does not show that shape."""
+    words = term.split()
+    if len(words) < 2:
+        return term
+    match = re.search(rf"(?<!\w){re.escape(term)}(?!\w)", text, re.IGNORECASE)
+    if match is None:
+        return term
+    before = [w.casefold() for w in _WORDS.findall(text[: match.start()])]
+    after = [w.casefold() for w in _WORDS.findall(text[match.end() :])]
+    while before and before[-1] in _DETERMINERS:
+        before.pop()
+    previous = before[-1] if before else ""
+    ends = not after or not any(c.isalnum() for c in after[0]) or after[0] in _AFTER_VERB
+    if previous in _AUXILIARIES and ends and _verb_like(words[-1]):
+        return " ".join(words[:-1])
+    verb_first = previous == "who" and len(before) == 1
+    if previous in _PRONOUNS and len(before) >= 2 and before[-2] in _AUXILIARIES:
+        verb_first = True
+    if verb_first and _verb_like(words[0]):
+        rest = words[1:]
+        while rest and rest[0].casefold() in _PARTICLES:
+            rest = rest[1:]
+        return " ".join(rest)
+    return term
+
+
+def _verb_like(word: str) -> bool:
+    """A verb is a plain lowercase word: a capitalised word or an identifier names a thing."""
+    return word.isalpha() and word.islower()
+
+
+def _split_identifiers(terms: list[str]) -> list[str]:
+    """Each identifier inside a multi-word term goes before it as a keyword of its own; the
+    term stays, as the extractor names the thing ("lumen-gateway-tls certificate")."""
+    out: list[str] = []
+    for term in terms:
+        if " " in term:
+            out.extend(identifiers(term))
+        out.append(term)
+    return out
+
+
 def nlp_keywords(question: str, *, limit: int = MAX_KEYWORDS) -> Keywords:
     """Keywords without a model (see the module docstring for the choice)."""
     text = question.strip()
@@ -109,7 +206,9 @@ def nlp_keywords(question: str, *, limit: int = MAX_KEYWORDS) -> Keywords:
         return Keywords(high=(), low=(), source="nlp")
     quoted = quoted_terms(text)
     if detect_language(text) == "zh":
-        terms = [*quoted, *chinese_terms(text, limit)]
+        # jieba cuts "lumen-gateway" into "lumen" and "gateway", as it cut the Chinese pages
+        # when they were indexed: the identifier goes first, for the pages that write it whole.
+        terms = [*quoted, *identifiers(text), *chinese_terms(text, limit)]
         extra: list[str] = []
     else:
         cut = _POSSESSIVE.sub(",", text)
@@ -117,6 +216,14 @@ def nlp_keywords(question: str, *, limit: int = MAX_KEYWORDS) -> Keywords:
         # The extractor's words are ASCII: in "Lourenço" it finds "Louren". A term that is not
         # whole words of the question is such a fragment, and would take a keyword's place.
         whole = [t for t in english_terms(split_sentences(cut), limit) if _whole_words(t, cut)]
+        trimmed = [_without_verb(t, cut) for t in whole]
+        # The verb is the relationship, which the whole question in `high` carries.
+        verbs = {
+            w.casefold()
+            for t, s in zip(whole, trimmed, strict=True)
+            for w in set(t.split()) - set(s.split())
+        }
+        whole = _split_identifiers([t for t in trimmed if t])
         found = [*question_names(cut), *whole]
         # A term the quotes already hold whole ("Kiss", "Tell" of "Kiss and Tell") is left out.
         terms = [
@@ -131,6 +238,7 @@ def nlp_keywords(question: str, *, limit: int = MAX_KEYWORDS) -> Keywords:
             and w.casefold() not in covered
             and w.casefold() not in ENGLISH_STOP_WORDS
             and w.casefold() not in _QUESTION_WORDS
+            and w.casefold() not in verbs
         ]
     low = _clean([*terms, *extra], limit)
     phrases = [t for t in terms if " " in t]
