@@ -49,7 +49,7 @@ class Reader:
     """The sub-answer's LLM: reads nothing, answers "found"."""
 
     async def chat_json(self, prompt: Any, schema: Any, *, temperature: float = 0.0) -> Any:
-        from core.reason.executor import SubAnswer
+        from core.reason.sub_answer import SubAnswer
 
         return SubAnswer(found=True, answer="x")
 

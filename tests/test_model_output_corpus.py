@@ -21,10 +21,10 @@ from adapters.llm.openai_compat import _InvalidReply, _parse_reply
 from core.gate.gate import IntentReply, SafetyReply
 from core.index.extract import parse_records, says_yes
 from core.model_output import UnreadableReply, parse_json_reply, without_reasoning
-from core.reason.executor import SubAnswer
 from core.reason.followup import read_rewrite
 from core.reason.judge import JudgeReply
 from core.reason.plan import Plan
+from core.reason.sub_answer import SubAnswer
 from core.reason.verify import parse_verdict
 from core.retrieve.keywords import KeywordsReply
 

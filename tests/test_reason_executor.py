@@ -13,8 +13,9 @@ import pytest
 
 from core.errors import LLMError
 from core.models import ChunkRecord, Entity, Relation
-from core.reason.executor import ENTRY_CHUNKS, PlanOutcome, Support, execute_plan, history_lines
+from core.reason.executor import ENTRY_CHUNKS, PlanOutcome, execute_plan, history_lines
 from core.reason.plan import parse_plan
+from core.reason.sub_answer import Support
 from core.retrieve.context import (
     Keywords,
     RetrievedContext,

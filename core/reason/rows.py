@@ -55,7 +55,7 @@ MIN_STEM = 3
 # plan): its first words are matched, so the work per line stays small.
 MAX_PHRASE_WORDS = 12
 MAX_PHRASE_CHARS = 400
-MAX_PHRASES = 64  # anchors from a reference: at most executor.MAX_ITEMS items, with room
+MAX_PHRASES = 64  # anchors from a reference: at most sub_answer.MAX_ITEMS items, with room
 
 # A word or an identifier: letters/digits joined by . _ - / (lumen.events.v2, LUMEN_SPOOL_DIR,
 # lumen-dispatcher). Each repetition starts with a separator the letters exclude, so the match

@@ -13,8 +13,9 @@ import pytest
 
 from core.model_output import parse_json_reply
 from core.models import ChunkRecord
-from core.reason.executor import MAX_SUPPORT, SubAnswer, execute_plan, history_lines
+from core.reason.executor import execute_plan, history_lines
 from core.reason.plan import parse_plan
+from core.reason.sub_answer import MAX_SUPPORT, SubAnswer
 from core.retrieve.context import RetrievedContext, ScoredChunk
 from tests.fakes.fake_llm import FakeLLM
 
