@@ -331,3 +331,30 @@ async def test_the_extractive_answer_reads_the_row_of_the_thing_asked_about(
         "Component: loom-ingest; Owner: Oluwaseun Adeyemi"
     )
     assert any(c.source.endswith("owners.md") for c in answer.citations)
+
+
+async def test_a_failing_rows_lookup_leaves_the_extractive_answer_as_it_was(
+    stores, embedder, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The rows of what the question names are an extra read beside chunks already found: a
+    # store that fails on it costs those rows, not the answer, and the trace says so.
+    from core.errors import StoreUnavailable
+
+    root = tmp_path / "owners"
+    root.mkdir()
+    for name, text in OWNERS_DOCS.items():
+        (root / name).write_text(text, encoding="utf-8")
+    graph, vectors = stores
+    await Indexer(graph, vectors, embedder, IndexOptions(chunk_size=64)).index("loom", [root])
+
+    async def unavailable(*args: object, **kwargs: object) -> None:
+        raise StoreUnavailable("graph store went away")
+
+    monkeypatch.setattr(Retriever, "entries", unavailable)
+    _, answer = await collect(
+        answerer(stores, embedder, extractive_chunks=1).ask("loom", "Who owns loom-ingest?")
+    )
+    assert not answer.refused and answer.mode == "extractive" and answer.text
+    assert answer.trace is not None
+    extractive = next(s for s in answer.trace["stages"] if s["name"] == "extractive")
+    assert extractive["detail"]["entries_error"] == "graph store went away"

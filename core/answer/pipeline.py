@@ -61,7 +61,7 @@ from core.answer.wording import (
     SUB_ANSWERS,
     Stage,
 )
-from core.errors import InputError, LLMError
+from core.errors import EmbedderError, InputError, LLMError, StoreError
 from core.gate.coverage import CoverageRule
 from core.model_output import is_refusal, without_reasoning
 from core.models import ChatMessage
@@ -601,7 +601,9 @@ class _Run:
             yield self._refusal("retrieval found no evidence")
             return
         with self.trace.stage("extractive") as record:
-            evidence = await self._entry_evidence(context.chunks[: self.options.extractive_chunks])
+            evidence = await self._entry_evidence(
+                context.chunks[: self.options.extractive_chunks], record
+            )
             record.detail["chunks"] = len(evidence)
             text = await self._evidence_text(evidence)
         yield Delta(text)
@@ -799,7 +801,9 @@ class _Run:
         out.text = text
         yield Delta(text)
 
-    async def _entry_evidence(self, evidence: Sequence[ScoredChunk]) -> list[ScoredChunk]:
+    async def _entry_evidence(
+        self, evidence: Sequence[ScoredChunk], record: StageRecord
+    ) -> list[ScoredChunk]:
         """The first chunks, then the passages holding the rows and lines that write what the
         question names, ranked word to word by what it asks of them (core.retrieve.entries, as
         a plan step's subject and predicate): the owners table's row for "Who owns
@@ -808,9 +812,16 @@ class _Run:
         names, asked = named_and_asked(self.query)
         if not names or not asked or self.options.extractive_entries <= 0:
             return list(evidence)
-        entries = await self.retriever.entries(
-            self.kb, names, [" ".join(asked)], limit=self.options.extractive_entries
-        )
+        try:
+            async with asyncio.timeout(self.options.stage_timeout):
+                entries = await self.retriever.entries(
+                    self.kb, names, [" ".join(asked)], limit=self.options.extractive_entries
+                )
+        except (TimeoutError, StoreError, EmbedderError) as exc:
+            # The rows are an extra read beside chunks already found: without them the answer
+            # is the one it was before they were read, and the trace says why.
+            record.detail["entries_error"] = str(exc)[:300] or type(exc).__name__
+            return list(evidence)
         pattern = asked_of(names, asked)
         return with_entries(evidence, [e for e in entries if pattern.anchored(e.chunk.text)])
 
