@@ -25,13 +25,16 @@ def read_set(data: Path, name: str) -> list[str]:
 
 
 @asynccontextmanager
-async def team_gate(root: Path, kb: str, data: Path) -> AsyncIterator[Gate]:
-    """A gate with no fit over the team's KB (data/kb) indexed into fresh stores under root."""
+async def team_gate(
+    root: Path, kb: str, docs: Path, options: IndexOptions | None = None
+) -> AsyncIterator[Gate]:
+    """A gate with no fit over the documents in `docs` indexed as `kb` into fresh stores
+    under root (the NLP extractor; `options` for another chunk size)."""
     embedder = USEEmbedder()
     graph = SQLiteGraphStore(root / "graph.sqlite")
     vectors = MilvusVectorStore(uri=str(root / "milvus.db"))
     state = await RedisStateStore.embedded(root / "state.rdb")
-    await Indexer(graph, vectors, embedder, IndexOptions()).index(kb, [data / "kb"])
+    await Indexer(graph, vectors, embedder, options or IndexOptions()).index(kb, [docs])
     gate = Gate(embedder=embedder, vectors=vectors, state=state)
     try:
         yield gate

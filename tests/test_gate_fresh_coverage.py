@@ -39,7 +39,7 @@ def read(name: str) -> list[str]:
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def gate(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Gate]:
-    async with team_gate(tmp_path_factory.mktemp("fresh-coverage"), KB, DATA) as gate:
+    async with team_gate(tmp_path_factory.mktemp("fresh-coverage"), KB, DATA / "kb") as gate:
         yield gate
 
 

@@ -13,13 +13,9 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
-from adapters.embedders.use import USEEmbedder
-from adapters.graph.sqlite_store import SQLiteGraphStore
-from adapters.state import RedisStateStore
-from adapters.vector.milvus_store import MilvusVectorStore
 from core.gate.gate import Gate
 from core.gate.prior import asks
-from core.index.pipeline import Indexer, IndexOptions
+from tests.team_kb import team_gate
 
 KB = "fault"
 DOCS = Path(__file__).parents[1] / "data" / "fourth_team" / "kb"
@@ -40,18 +36,8 @@ HOSTILE = [
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def gate(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Gate]:
-    root = tmp_path_factory.mktemp("fault-hostile")
-    embedder = USEEmbedder()
-    graph = SQLiteGraphStore(root / "graph.sqlite")
-    vectors = MilvusVectorStore(uri=str(root / "milvus.db"))
-    state = await RedisStateStore.embedded(root / "state.rdb")
-    await Indexer(graph, vectors, embedder, IndexOptions()).index(KB, [DOCS])
-    gate = Gate(embedder=embedder, vectors=vectors, state=state)
-    yield gate
-    await gate.cache.aclose()
-    await state.aclose()
-    await vectors.aclose()
-    await graph.aclose()
+    async with team_gate(tmp_path_factory.mktemp("fault-hostile"), KB, DOCS) as gate:
+        yield gate
 
 
 @pytest.mark.parametrize("text", HOSTILE)

@@ -10,13 +10,10 @@ from collections.abc import AsyncIterator
 import pytest
 import pytest_asyncio
 
-from adapters.embedders.use import USEEmbedder
-from adapters.graph.sqlite_store import SQLiteGraphStore
-from adapters.state import RedisStateStore
-from adapters.vector.milvus_store import MilvusVectorStore
 from core.gate.gate import Gate
 from core.gate.store import delete_fit
-from core.index.pipeline import Indexer, IndexOptions
+from core.index.pipeline import IndexOptions
+from tests.team_kb import team_gate
 
 KB = "pay"
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -57,15 +54,8 @@ async def gate(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Gate]:
     docs.mkdir()
     for name, text in DOCS.items():
         (docs / name).write_text(text, encoding="utf-8")
-    embedder = USEEmbedder()
-    graph = SQLiteGraphStore(root / "graph.sqlite")
-    vectors = MilvusVectorStore(uri=str(root / "milvus.db"))
-    state = await RedisStateStore.embedded(root / "state.rdb")
-    await Indexer(graph, vectors, embedder, IndexOptions(chunk_size=128)).index(KB, [docs])
-    yield Gate(embedder=embedder, vectors=vectors, state=state)
-    await state.aclose()
-    await vectors.aclose()
-    await graph.aclose()
+    async with team_gate(root, KB, docs, IndexOptions(chunk_size=128)) as gate:
+        yield gate
 
 
 @pytest.mark.parametrize("text", PERSONAL)
