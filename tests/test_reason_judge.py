@@ -106,6 +106,21 @@ def test_the_judge_prompt_asks_for_the_part_the_context_lacks(language: str) -> 
     assert system.content.count("{") == 1
 
 
+@pytest.mark.parametrize("language", ["en", "zh"])
+def test_the_judge_prompt_says_an_honest_gap_is_not_an_answer(language: str) -> None:
+    # Relay models graded "the sources do not name an approver" 0.5 or 0.8 as they pleased: at
+    # 0.8 the loop accepts and never widens to look for the part (the wider round retrieves for
+    # what the judge names missing). The prompt says which: a part said to be not covered is
+    # not answered, so it gets its one wider round, and the next judge naming it stops the loop.
+    system = prompts.render("judge", language, context="c", question="q", answer="a").messages[0]
+    said = (
+        "a part the answer says the sources do not cover is not answered"
+        if language == "en"
+        else "回答说资料没有涉及的部分算作没有回答"
+    )
+    assert said in " ".join(system.content.split())
+
+
 async def test_judge_in_chinese() -> None:
     llm = FakeLLM().script("judge", {"faithfulness": 1, "completeness": 0.5, "reason": None})
     scores = await judge(llm, "端口？", "上下文", "8443", "zh")
