@@ -601,11 +601,14 @@ class _Run:
             yield self._refusal("retrieval found no evidence")
             return
         with self.trace.stage("extractive") as record:
+            # What the question names and asks of it, read once for both the rows and the
+            # sentences (the gate's term analysis: jieba and word frequencies).
+            asked = named_and_asked(self.query)
             evidence = await self._entry_evidence(
-                context.chunks[: self.options.extractive_chunks], record
+                context.chunks[: self.options.extractive_chunks], asked, record
             )
             record.detail["chunks"] = len(evidence)
-            text = await self._evidence_text(evidence)
+            text = await self._evidence_text(evidence, asked)
         yield Delta(text)
         shown = RetrievedContext(
             entities=context.entities,
@@ -795,21 +798,27 @@ class _Run:
             out.text = "".join(shown)  # shown before it turned out unusable: the caller retracts
             return
         yield self._status("fallback")
-        text = await self._evidence_text(context.chunks[: self.options.extractive_chunks])
+        text = await self._evidence_text(
+            context.chunks[: self.options.extractive_chunks], named_and_asked(self.query)
+        )
         if shown:
             yield Retract(f"the model's answer was unusable ({problem})")
         out.text = text
         yield Delta(text)
 
     async def _entry_evidence(
-        self, evidence: Sequence[ScoredChunk], record: StageRecord
+        self,
+        evidence: Sequence[ScoredChunk],
+        asked_of_names: tuple[list[str], list[str]],
+        record: StageRecord,
     ) -> list[ScoredChunk]:
         """The first chunks, then the passages holding the rows and lines that write what the
         question names, ranked word to word by what it asks of them (core.retrieve.entries, as
         a plan step's subject and predicate): the owners table's row for "Who owns
         loom-ingest?" is one row of seven, ranked by neither BM25 nor dense among the first
-        chunks (docs/BENCHMARKS.md, "Extractive answers: the answering line first")."""
-        names, asked = named_and_asked(self.query)
+        chunks (docs/BENCHMARKS.md, "Extractive answers: the answering line first").
+        `asked_of_names`: named_and_asked of the question."""
+        names, asked = asked_of_names
         if not names or not asked or self.options.extractive_entries <= 0:
             return list(evidence)
         try:
@@ -825,10 +834,13 @@ class _Run:
         pattern = asked_of(names, asked)
         return with_entries(evidence, [e for e in entries if pattern.anchored(e.chunk.text)])
 
-    async def _evidence_text(self, evidence: Sequence[ScoredChunk]) -> str:
+    async def _evidence_text(
+        self, evidence: Sequence[ScoredChunk], asked_of_names: tuple[list[str], list[str]]
+    ) -> str:
         """The extractive answer: the best sentences of `evidence`, each cited by the chunk's
-        number (the best chunk whole when none of its sentences will do)."""
-        names, asked = named_and_asked(self.query)
+        number (the best chunk whole when none of its sentences will do). `asked_of_names`:
+        named_and_asked of the question."""
+        names, asked = asked_of_names
         sentences = await best_sentences(
             self.query,
             evidence,
