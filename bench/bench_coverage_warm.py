@@ -28,7 +28,8 @@ sys.path.insert(0, str(REPO))
 
 from bot.settings import load_settings  # noqa: E402
 from bot.wiring import build_state, open_services  # noqa: E402
-from core.gate.coverage import WORD_VECTORS, Coverage, CoverageRule  # noqa: E402
+from core.gate.coverage import Coverage, CoverageRule  # noqa: E402
+from core.word_vectors import WORD_VECTORS  # noqa: E402
 
 
 def read(paths: list[Path]) -> list[str]:

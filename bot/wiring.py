@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from bot.settings import ConversationSettings, Settings
 from core.answer.pipeline import MultiStageAnswerer, PipelineOptions
-from core.gate.coverage import WORD_VECTORS, CoverageOptions, CoverageRule
+from core.gate.coverage import CoverageOptions, CoverageRule
 from core.gate.gate import Gate, GateOptions
 from core.index.pipeline import Indexer, IndexOptions
 from core.ports import (
@@ -23,6 +23,7 @@ from core.ports import (
 )
 from core.retrieve.retriever import RetrievalOptions, Retriever
 from core.vector_cache import CacheOptions, VectorCache, documents_version
+from core.word_vectors import WORD_VECTORS
 
 if TYPE_CHECKING:
     from adapters.chat.common import ChatAdapter, RecordFeedback, SubmitMessage

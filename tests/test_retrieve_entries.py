@@ -21,8 +21,9 @@ from core.index.pipeline import Indexer, IndexOptions
 from core.models import ChunkRecord, VectorHit
 from core.reason.executor import execute_plan
 from core.reason.plan import parse_plan
-from core.retrieve.entries import MAX_NAMES, WordVectors, name_entries
+from core.retrieve.entries import MAX_NAMES, name_entries
 from core.retrieve.retriever import Retriever
+from core.word_vectors import WordVectors
 from tests.fakes.fake_llm import FakeLLM
 
 DEMO_KB = Path(__file__).resolve().parents[1] / "bot" / "demo_kb"

@@ -61,6 +61,7 @@ from core.gate.terms import Term, distinct_terms
 from core.models import Collection, VectorHit
 from core.ports import Embedder, Vectors
 from core.vector_cache import Snapshot
+from core.word_vectors import WORD_VECTORS, WordVectors
 
 log = logging.getLogger(__name__)
 
@@ -83,8 +84,6 @@ STUFFED = 0.5
 # unrelated word's best match 0.22-0.60 (法国 0.34, 首都 0.40, 午饭 ~ hour 0.57, 爬山 ~ berg 0.60).
 # On the demo sets any value from 0.60 to 0.70 makes no mistake; 0.56 lets 午饭 and 爬山 in.
 TRANSLATION_MIN = 0.65
-# Word vectors kept for cross-script look-ups (float16, 1 KiB each at 512 dimensions).
-WORD_VECTORS = 16384
 # Words embedded per call when a KB's passage words are embedded ahead of its first messages
 # (CoverageRule warm_words): a message's own embedding waits behind at most one such call.
 WARM_BATCH = 64
@@ -346,7 +345,7 @@ class CoverageRule:
         self._building: dict[str, asyncio.Lock] = {}
         self._verdicts: OrderedDict[tuple[str, str, int], Coverage] = OrderedDict()
         self._remember = remember
-        self._word_vectors: OrderedDict[str, npt.NDArray[np.float16]] = OrderedDict()
+        self._words = WordVectors(embedder)  # for cross-script look-ups
 
     async def kb_terms(self, kb: str) -> KbTerms | None:
         """The KB's term postings, built once per snapshot of its chunks (None when the KB is
@@ -395,7 +394,7 @@ class CoverageRule:
         the same vectors, so the same verdicts)."""
         words = await asyncio.to_thread(terms.common_words, self.warm_words)
         for start in range(0, len(words), WARM_BATCH):
-            await self._vectors(words[start : start + WARM_BATCH])
+            await self._words.vectors(words[start : start + WARM_BATCH])
 
     async def check(
         self, kb: str, text: str, *, embedding: npt.NDArray[np.floating[Any]] | None = None
@@ -491,7 +490,7 @@ class CoverageRule:
         wanted = dict.fromkeys(t.surface for t, _ in pairs)
         for _, index in pairs:
             wanted.update(dict.fromkeys(kb.words(index)))
-        vectors = await self._vectors(list(wanted))
+        vectors = await self._words.vectors(list(wanted))
         found: dict[str, set[int]] = {}
         for term, index in pairs:
             words = kb.words(index)
@@ -501,26 +500,6 @@ class CoverageRule:
             if float((matrix @ vectors[term.surface].astype(np.float32)).max()) >= TRANSLATION_MIN:
                 found.setdefault(term.key, set()).add(index)
         return {k: np.asarray(sorted(v), dtype=np.int32) for k, v in found.items()}
-
-    async def _vectors(self, words: Sequence[str]) -> dict[str, npt.NDArray[np.float16]]:
-        """Unit vectors of single words, the last WORD_VECTORS kept."""
-        known = self._word_vectors
-        missing = [w for w in words if w not in known]
-        if missing:
-            made = np.asarray(await self.embedder.embed(missing), dtype=np.float32)
-            norms = np.linalg.norm(made, axis=1, keepdims=True)
-            unit = made / np.where(norms > 0.0, norms, 1.0)
-            for word, vector in zip(missing, unit, strict=True):
-                known[word] = vector.astype(np.float16)
-        found = {}
-        for word in words:
-            vector = known.get(word)
-            if vector is not None:
-                known.move_to_end(word)
-                found[word] = vector
-        while len(known) > WORD_VECTORS:
-            known.popitem(last=False)
-        return found
 
     async def signal_rows(
         self, kb: str, texts: Sequence[str], embeddings: npt.NDArray[np.floating[Any]]

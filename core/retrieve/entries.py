@@ -20,56 +20,18 @@ score is its best entry's.
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Sequence
 
-import numpy as np
-import numpy.typing as npt
-
-from core.ports import Embedder, VectorStore
+from core.ports import VectorStore
 from core.reason.rows import StepPattern, content_words
 from core.retrieve.context import ScoredChunk
 from core.retrieve.graph_reader import GraphReader
+from core.word_vectors import WordVectors
 
 # Names looked up per call (a reference may stand for a long list of items), and entries read
 # in all: the words of each are embedded, so the work per step stays bounded.
 MAX_NAMES = 8
 MAX_ENTRIES = 64
-# Single-word vectors kept between calls (float16, 1 KiB each at 512 dimensions): a KB's table
-# headers and the usual predicates come back step after step.
-WORD_VECTORS = 16384
-
-
-class WordVectors:
-    """Unit vectors of single words, the most recently used WORD_VECTORS kept."""
-
-    def __init__(self, embedder: Embedder, *, keep: int = WORD_VECTORS) -> None:
-        self.embedder = embedder
-        self.keep = keep
-        self._known: OrderedDict[str, npt.NDArray[np.float16]] = OrderedDict()
-
-    async def matrix(self, words: Sequence[str]) -> npt.NDArray[np.float32]:
-        """One row per word, in order (unit length; a zero row for a word the embedder made
-        nothing of)."""
-        missing = list(dict.fromkeys(w for w in words if w not in self._known))
-        made: dict[str, npt.NDArray[np.float16]] = {}
-        if missing:
-            vectors = np.asarray(await self.embedder.embed(missing), dtype=np.float32)
-            norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-            unit = vectors / np.where(norms > 0.0, norms, 1.0)
-            made = {w: v.astype(np.float16) for w, v in zip(missing, unit, strict=True)}
-        rows = []
-        for word in words:
-            vector = made.get(word)
-            if vector is None:
-                vector = self._known[word]
-                self._known.move_to_end(word)
-            rows.append(vector)
-        for word, vector in made.items():
-            self._known[word] = vector
-        while len(self._known) > self.keep:
-            self._known.popitem(last=False)
-        return np.stack(rows).astype(np.float32) if rows else np.zeros((0, 0), np.float32)
 
 
 async def name_entries(
@@ -123,4 +85,4 @@ async def name_entries(
     return [ScoredChunk(records[c], best[c], ("entry",)) for c in ranked]
 
 
-__all__ = ["MAX_ENTRIES", "MAX_NAMES", "WordVectors", "name_entries"]
+__all__ = ["MAX_ENTRIES", "MAX_NAMES", "name_entries"]

@@ -32,7 +32,7 @@ from core.retrieve.context import (
     ScoredRelation,
 )
 from core.retrieve.dual_level import HOP_DECAY, high_level, low_level
-from core.retrieve.entries import WordVectors, name_entries
+from core.retrieve.entries import name_entries
 from core.retrieve.fusion import Fusion, fuse
 from core.retrieve.graph_chunks import (
     first_hop_homes,
@@ -43,6 +43,7 @@ from core.retrieve.graph_chunks import (
 )
 from core.retrieve.graph_reader import GraphReader
 from core.retrieve.keywords import MAX_KEYWORDS, extract_keywords
+from core.word_vectors import WordVectors
 
 
 @dataclass(frozen=True, slots=True)

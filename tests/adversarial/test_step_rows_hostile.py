@@ -15,7 +15,8 @@ from core.reason.executor import execute_plan
 from core.reason.plan import parse_plan
 from core.reason.rows import StepPattern, rows_first
 from core.retrieve.context import Keywords, RetrievedContext, ScoredChunk
-from core.retrieve.entries import MAX_ENTRIES, WordVectors, name_entries
+from core.retrieve.entries import MAX_ENTRIES, name_entries
+from core.word_vectors import WordVectors
 from tests.fakes.fake_llm import FakeLLM
 
 HEADER = "| Component | Owner |\n|---|---|\n"
