@@ -23,7 +23,7 @@ from core.ports import (
 )
 from core.retrieve.retriever import RetrievalOptions, Retriever
 from core.vector_cache import CacheOptions, VectorCache, documents_version
-from core.word_vectors import WORD_VECTORS
+from core.word_vectors import WORD_VECTORS, WordVectors
 
 if TYPE_CHECKING:
     from adapters.chat.common import ChatAdapter, RecordFeedback, SubmitMessage
@@ -299,6 +299,7 @@ class Services:
     llm: LLM | None
     _vector_cache: VectorCache | None = field(default=None, init=False, repr=False)
     _coverage_rule: CoverageRule | None = field(default=None, init=False, repr=False)
+    _word_vectors: WordVectors | None = field(default=None, init=False, repr=False)
 
     def indexer(self, kb: str | None = None, *, extractor: str | None = None) -> Indexer:
         """The indexer for `kb` ([index] with the KB's overrides); `extractor` overrides both."""
@@ -342,6 +343,7 @@ class Services:
             llm=self.llm,
             options=RetrievalOptions(**self.settings.retrieval.model_dump()),
             nearest=self.vector_cache() if in_memory else None,
+            words=self.word_vectors(),
         )
 
     def answerer(self, *, in_memory: bool = False) -> MultiStageAnswerer:
@@ -414,8 +416,16 @@ class Services:
                 snapshots=self.vector_cache(),
                 options=self.coverage_options(),
                 warm_words=WORD_VECTORS if warm else 0,
+                words=self.word_vectors(),
             )
         return self._coverage_rule
+
+    def word_vectors(self) -> WordVectors:
+        """The one cache of single-word vectors: the coverage rule's cross-script look-ups and
+        the retriever's row look-ups embed the same words with the same embedder."""
+        if self._word_vectors is None:
+            self._word_vectors = WordVectors(self.embedder)
+        return self._word_vectors
 
 
 @asynccontextmanager

@@ -116,3 +116,17 @@ def test_every_setting_mapped_onto_a_core_option_has_its_default(tmp_path: Path)
             if getattr(options, f.name) != getattr(default, f.name)
         }
         assert not differ, f"{type(options).__name__} (setting, core default): {differ}"
+
+
+def test_the_gate_and_the_retriever_keep_one_cache_of_word_vectors(tmp_path: Path) -> None:
+    """The coverage rule's cross-script look-ups and the retriever's row look-ups embed the
+    same words with the same embedder: one process keeps them once (core/word_vectors.py)."""
+    from bot.settings import Settings
+    from bot.wiring import Services
+
+    settings = Settings(home=tmp_path)
+    services = Services(settings, graph=None, vectors=None, embedder=None, llm=None)  # type: ignore[arg-type]
+    words = services.word_vectors()
+    assert services.retriever().words is words
+    assert services.answerer().retriever.words is words
+    assert services.coverage_rule()._words is words

@@ -332,7 +332,10 @@ class CoverageRule:
         options: CoverageOptions | None = None,
         remember: int = 256,
         warm_words: int = 0,
+        words: WordVectors | None = None,
     ) -> None:
+        """words: the word vectors to keep cross-script look-ups in, shared with the retriever's
+        row look-ups in one process (the same embedder's words)."""
         self.embedder = embedder
         self.snapshots = snapshots
         self.options = options or CoverageOptions()
@@ -345,7 +348,7 @@ class CoverageRule:
         self._building: dict[str, asyncio.Lock] = {}
         self._verdicts: OrderedDict[tuple[str, str, int], Coverage] = OrderedDict()
         self._remember = remember
-        self._words = WordVectors(embedder)  # for cross-script look-ups
+        self._words = words or WordVectors(embedder)  # for cross-script look-ups
 
     async def kb_terms(self, kb: str) -> KbTerms | None:
         """The KB's term postings, built once per snapshot of its chunks (None when the KB is

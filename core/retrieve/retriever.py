@@ -132,17 +132,20 @@ class Retriever:
         llm: LLM | None,
         options: RetrievalOptions | None = None,
         nearest: NearestSearch | None = None,
+        words: WordVectors | None = None,
     ) -> None:
         """nearest: where dense searches go when not to `vectors` — an in-memory copy of the
         vectors (core.vector_cache.VectorCache): Milvus Lite scans a collection row by
-        row per search, tens of milliseconds at 30k entities. BM25 always goes to `vectors`."""
+        row per search, tens of milliseconds at 30k entities. BM25 always goes to `vectors`.
+        words: the word vectors the row look-ups (entries) keep, shared with the gate's
+        coverage rule in one process."""
         self.embedder = embedder
         self.vectors = vectors
         self.nearest: NearestSearch = vectors if nearest is None else nearest
         self.graph = graph
         self.llm = llm
         self.options = options or RetrievalOptions()
-        self.words = WordVectors(embedder)
+        self.words = words or WordVectors(embedder)
 
     async def entries(
         self, kb: str, names: Sequence[str], about: Sequence[str], *, limit: int
