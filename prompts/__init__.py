@@ -75,5 +75,6 @@ def render(name: str, lang: str = "en", /, **variables: Any) -> Prompt:
 
 
 def available() -> list[str]:
-    """Names of the prompt templates, each with its languages (for `tacit doctor`)."""
-    return sorted(p.name for p in TEMPLATE_DIR.glob("*.j2"))
+    """Names of the prompt templates, each with its languages (for `tacit doctor`). A file
+    whose name starts with "_" holds macros the prompts import, not a prompt."""
+    return sorted(p.name for p in TEMPLATE_DIR.glob("*.j2") if not p.name.startswith("_"))

@@ -76,7 +76,7 @@ CONTEXT = "[1] (a.md)\nPort 8443."
 QUOTING: dict[str, Callable[[str], dict[str, Any]]] = {
     "gate_classify": lambda t: {"message": t, "banned_topics": ["politics"]},
     "keywords": lambda t: {"question": t, "max_keywords": 5},
-    "precheck": lambda t: {"context": CONTEXT, "question": t},
+    "precheck": lambda t: {"context": CONTEXT, "question": t, "steps": []},
     "postcheck": lambda t: {"context": CONTEXT, "question": t, "answer": t},
     "judge": lambda t: {"context": CONTEXT, "question": t, "answer": t},
     "sub_answer": lambda t: {"question": t, "context": CONTEXT, "steps": []},
@@ -275,3 +275,33 @@ def test_the_planner_prompt_says_how_to_plan_a_how_to_part(language: str, how: s
     # every model the same shape for it.
     system = render("logic_form", language, question="q", max_steps=6).messages[0].content
     assert how in system.replace("\n", " ")
+
+
+def test_every_prompt_that_shows_sub_answers_shows_them_in_one_format() -> None:
+    # The answer, the pre-check and the next sub-answer each read a plan's sub-answers; one
+    # macro (prompts/_steps.j2) writes their lines, so a model meets one format everywhere.
+    steps = [
+        {"question": "Which port does the gateway listen on?", "answer": "8443", "sources": [2]},
+        {"question": "Who owns it?", "answer": "Ana Costa", "sources": []},
+    ]
+    lines = "- Which port does the gateway listen on? → 8443 [2]\n- Who owns it? → Ana Costa\n"
+    for language in prompts.LANGUAGES:
+        shown = {
+            "answer": render(
+                "answer", language, sources=[], question="Q?", not_covered="-", steps=steps
+            ),
+            "precheck": render("precheck", language, context=CONTEXT, question="Q?", steps=steps),
+            "sub_answer": render(
+                "sub_answer", language, context=CONTEXT, question="Q?", steps=steps
+            ),
+        }
+        for name, prompt in shown.items():
+            assert lines in prompt.messages[-1].content, (name, language)
+        unshown = render("precheck", language, context=CONTEXT, question="Q?", steps=[])
+        assert "→" not in unshown.messages[-1].content
+
+
+def test_macro_files_are_not_listed_as_prompts() -> None:
+    assert "_steps.j2" not in prompts.available()
+    with pytest.raises(PromptError):
+        render("_steps", "en")

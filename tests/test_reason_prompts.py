@@ -15,7 +15,7 @@ VARIABLES: dict[str, dict[str, Any]] = {
         "context": "[1] (a.md)\nText.",
         "steps": [{"question": "q1", "answer": "a1"}],
     },
-    "precheck": {"question": "Q?", "context": "[1] (a.md)\nText."},
+    "precheck": {"question": "Q?", "context": "[1] (a.md)\nText.", "steps": []},
     "postcheck": {"question": "Q?", "context": "[1] (a.md)\nText.", "answer": "A."},
     "judge": {"question": "Q?", "context": "[1] (a.md)\nText.", "answer": "A."},
     "rewrite_followup": {

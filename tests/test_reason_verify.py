@@ -118,6 +118,14 @@ async def test_precheck_passes_on_yes_with_one_short_call() -> None:
     assert VERDICT_MAX_TOKENS >= 512
 
 
+async def test_precheck_shows_a_plans_sub_answers_after_the_context() -> None:
+    llm = FakeLLM().script("precheck", "yes")
+    steps = [{"question": "Which port?", "answer": "8443", "sources": [1]}]
+    await precheck(llm, "Which port and who owns it?", "[1] (a.md)\nPort 8443.", "en", steps=steps)
+    user = llm.calls[0].last_user
+    assert "[1] (a.md)\nPort 8443.\n\nSub-answers:\n- Which port? → 8443 [1]\n" in user
+
+
 async def test_precheck_fails_on_no_and_on_an_unclear_reply() -> None:
     llm = FakeLLM().script("precheck", "否", "Well, it depends.")
     assert not (await precheck(llm, "端口？", "ctx", "zh")).passed

@@ -58,7 +58,6 @@ from core.answer.wording import (
     MAX_QUESTION_CHARS,
     NOT_COVERED,
     STAGE_STATUS,
-    SUB_ANSWERS,
     Stage,
 )
 from core.errors import EmbedderError, InputError, LLMError, StoreError
@@ -338,8 +337,9 @@ class _Run:
                     precheck(
                         self.llm,
                         self.query,
-                        self._with_steps(checked, _sub_answers(outcome, outcome.read)),
+                        checked,
                         self.language,
+                        steps=_sub_answers(outcome, outcome.read),
                         max_tokens=self.options.short_reply_max_tokens,
                     ),
                     record,
@@ -633,16 +633,6 @@ class _Run:
         return fit(
             context, node_edge_budget=options.node_edge_budget, chunk_budget=options.chunk_budget
         )
-
-    def _with_steps(self, context_text: str, steps: list[dict[str, Any]]) -> str:
-        if not steps:
-            return context_text
-        lines = "\n".join(
-            f"- {s['question']} → {s['answer']}"
-            + (" " + "".join(f"[{n}]" for n in s["sources"]) if s["sources"] else "")
-            for s in steps
-        )
-        return f"{context_text}\n\n{SUB_ANSWERS[self.language]}\n{lines}"
 
     async def _retrieve(self, *, widen: int) -> RetrievedContext | None:
         found = await self._retrieve_for(widen=widen, lacking="")

@@ -39,9 +39,6 @@ CUT_SHORT = {
     "en": "(The answer was cut short: the language model stopped responding.)",
     "zh": "（回答不完整：语言模型中途失去响应。）",
 }
-# Labels of the sub-answers section the pre-check reads after the context.
-SUB_ANSWERS = {"en": "Sub-answers:", "zh": "子问题的答案："}
-
 Stage = Literal["checking", "planning", "answering", "widening", "fallback"]
 # What the chat shows while a stage runs ("Thinking…" with the stage's name).
 STAGE_STATUS: dict[Stage, dict[str, str]] = {

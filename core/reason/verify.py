@@ -12,7 +12,9 @@ LLM failure is raised (LLMError) for the caller's stage handling to record.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import prompts
 from core.model_output import read_verdict
@@ -43,14 +45,18 @@ async def precheck(
     context_text: str,
     language: Language,
     *,
+    steps: Sequence[Mapping[str, Any]] = (),
     max_tokens: int = VERDICT_MAX_TOKENS,
 ) -> Verdict:
-    """Does `context_text` support an answer to `question`? (before answering)"""
+    """Does `context_text` support an answer to `question`? (before answering) `steps` are a
+    plan's sub-answers (executor.history_lines), shown below the context as the answer prompt
+    shows them."""
     prompt = prompts.render(
         "precheck",
         language,
         context=context_text,
         question=question,
+        steps=list(steps),
     )
     reply = await llm.chat(prompt, max_tokens=max_tokens)
     return Verdict(parse_verdict(reply.text) is True, reply.text)
