@@ -105,14 +105,33 @@ def test_a_missing_quoted_variable_is_named() -> None:
 
 
 @pytest.mark.parametrize(
-    ("language", "private", "private_life", "work"),
+    ("language", "private", "private_life", "work", "work_contact", "private_contact"),
     [
-        ("en", "home addresses", "hobbies", "what they own"),
-        ("zh", "住址", "爱好", "负责或维护什么"),
+        (
+            "en",
+            "home addresses",
+            "hobbies",
+            "what they own",
+            "(their work phone, on-call number or work chat handle)",
+            "private phone numbers",
+        ),
+        (
+            "zh",
+            "住址",
+            "爱好",
+            "负责或维护什么",
+            "（同事的工作电话、值班电话、工作聊天账号都可以问）",
+            "私人电话",
+        ),
     ],
 )
 def test_the_safety_screen_keeps_colleagues_work_apart_from_private_data(
-    language: str, private: str, private_life: str, work: str
+    language: str,
+    private: str,
+    private_life: str,
+    work: str,
+    work_contact: str,
+    private_contact: str,
 ) -> None:
     # A model shown only "personal data of other people" judged "Who is Priya Natarajan and
     # what does she own?" unsafe (relay run): a team's questions about its own people are the
@@ -120,9 +139,15 @@ def test_the_safety_screen_keeps_colleagues_work_apart_from_private_data(
     # their life outside work too, which the list left to the model's guess: with it, a relay
     # run judged "What does Rosa Lindqvist do at weekends?" unsafe ("private life") and "Who is
     # Priya Natarajan and what does she own?" safe.
+    # "How to reach them at work" left a 7B model unsure whether "批准人的值班电话是多少？" asks
+    # for private data (relay run): a work or on-call number is named as work contact, and a
+    # private phone number as private data.
     prompt = render("gate_classify", language, message="x", banned_topics=[])
     system = prompt.messages[0].content
     assert private in system and private_life in system and work in system
+    flat = system.replace("\n", " " if language == "en" else "")
+    assert work_contact in flat and private_contact in flat
+    assert flat.index(private_contact) < flat.index(private_life)  # listed as private data
 
 
 @pytest.mark.parametrize(
@@ -305,3 +330,134 @@ def test_macro_files_are_not_listed_as_prompts() -> None:
     assert "_steps.j2" not in prompts.available()
     with pytest.raises(PromptError):
         render("_steps", "en")
+
+
+@pytest.mark.parametrize(
+    ("language", "answer", "empty", "against"),
+    [
+        (
+            "en",
+            '"answer" says in a few words what the context does say about it',
+            '"items" is []',
+            '"sources" lists the sources that show it is absent or not so ([] if none)',
+        ),
+        (
+            "zh",
+            '"answer" 用几个词说明上下文对它说了什么',
+            '"items" 为 []',
+            '"sources" 列出表明它不存在或并非如此的资料（没有则为 []）',
+        ),
+    ],
+)
+def test_a_sub_answer_prompt_says_what_a_not_found_reply_holds(
+    language: str, answer: str, empty: str, against: str
+) -> None:
+    # Told only to set "found" to false, a 7B model did not know what to write in "answer",
+    # "items" and "sources", nor whether to cite a passage saying the thing is not so (relay run).
+    system = render("sub_answer", language, question="q", context=CONTEXT, steps=[])
+    flat = system.messages[0].content.replace("\n", " " if language == "en" else "")
+    assert answer in flat and empty in flat and against in flat
+    assert flat.index(
+        '"found" 设为 false' if language == "zh" else '"found" to false'
+    ) < flat.index(empty)
+
+
+@pytest.mark.parametrize(
+    ("language", "facts", "cite"),
+    [
+        (
+            "en",
+            "The sub-answers so far are earlier findings from the same documents: "
+            "use them as facts",
+            "cite the numbers after one, which are its sources",
+        ),
+        (
+            "zh",
+            "目前的子答案是之前从同一批文档中找到的结果，可以当作事实使用",
+            "子答案后面的编号是它的资料，可以引用",
+        ),
+    ],
+)
+def test_a_sub_answer_prompt_says_how_to_use_the_sub_answers_so_far(
+    language: str, facts: str, cite: str
+) -> None:
+    # A 7B model shown "Sub-answers so far" did not know whether it could build on them or
+    # cite them (relay run). Their numbers are mentioned only when some are shown.
+    def system(steps: list[dict[str, Any]]) -> str:
+        shown = render("sub_answer", language, question="q", context=CONTEXT, steps=steps)
+        return shown.messages[0].content.replace("\n", " ")
+
+    numbered = system([{"question": "Who owns the spool?", "answer": "Ana", "sources": [2]}])
+    assert facts in numbered and cite in numbered
+    bare = system([{"question": "Who owns the spool?", "answer": "Ana", "sources": []}])
+    assert facts in bare and cite not in bare
+    alone = system([])
+    assert facts not in alone and cite not in alone
+
+
+@pytest.mark.parametrize(
+    ("language", "only_when", "gone", "local"),
+    [
+        (
+            "en",
+            "Only when they answer no part of the question, reply with exactly NOT_COVERED",
+            "contain none of the answer",
+            "say in one short sentence at the end of your answer that the sources do not cover it",
+        ),
+        (
+            "zh",
+            "只有资料对问题的任何一部分都没有回答时，才只回复 NOT_COVERED",
+            "完全没有答案",
+            "否则在回答末尾用一句话说明这部分没有涉及",
+        ),
+    ],
+)
+def test_the_answer_prompt_refuses_only_when_no_part_is_covered(
+    language: str, only_when: str, gone: str, local: str
+) -> None:
+    # "If the sources contain none of the answer, reply only NOT_COVERED" read, beside the
+    # partial-answer rule, as a licence to refuse a half-covered question; and the unanswered
+    # list pointed back to "your one short sentence" from far above (relay run).
+    prompt = render(
+        "answer",
+        language,
+        sources=[],
+        question="q",
+        not_covered="NOT_COVERED",
+        steps=[{"question": "Who approves it?", "answer": "Dr. Wei", "sources": [1]}],
+        unanswered=["What is Dr. Wei's on-call number?"],
+    )
+    system, user = (
+        m.content.replace("\n", " " if language == "en" else "") for m in prompt.messages
+    )
+    assert only_when in system and gone not in system
+    partial = "answer only part of the question" if language == "en" else "如果只能回答问题的一部分"
+    assert system.index(partial) < system.index(only_when)
+    assert local in user
+
+
+@pytest.mark.parametrize(
+    ("language", "faithful", "kept"),
+    [
+        (
+            "en",
+            "A statement that the sources do not give something is supported when the context "
+            "indeed does not give it; it lowers completeness, not faithfulness.",
+            "a part the answer says the sources do not cover is not answered",
+        ),
+        (
+            "zh",
+            "回答说资料没有给出某事时，如果上下文确实没有给出，这句话算作有支持；"
+            "它降低的是完整度，不是忠实度。",
+            "回答说资料没有涉及的部分算作没有回答",
+        ),
+    ],
+)
+def test_the_judge_counts_a_true_not_covered_statement_as_faithful(
+    language: str, faithful: str, kept: str
+) -> None:
+    # A grader could not tell whether "the sources do not give the on-call number" is a
+    # supported claim (relay run); it is, and the gap it names costs completeness instead.
+    prompt = render("judge", language, question="q", context=CONTEXT, answer="a")
+    system = prompt.messages[0].content.replace("\n", " " if language == "en" else "")
+    assert faithful in system and kept in system
