@@ -159,3 +159,12 @@ def test_compare() -> None:
 def test_is_unit_knows_the_units_quantities_are_read_in() -> None:
     assert all(is_unit(w) for w in ["minutes", "Minutes", "MB", "mb", "GiB", "小时", "分钟", "％"])
     assert not any(is_unit(w) for w in ["", " ", "GPUs", "segment", "30m", "端口", "owner", "MM"])
+
+
+def test_kubernetes_binary_sizes_compare_with_their_spelled_out_units() -> None:
+    # A relay model kept a manifest's "512Mi" as written beside a planner filter of "1 GiB":
+    # read without a unit, 512 was compared as a bare number and the filter could not decide.
+    sizes = [parse_quantity(text) for text in ("512Mi", "2Gi", "1 GiB", "64Ki")]
+    assert [q.unit for q in sizes if q] == ["MiB", "GiB", "GiB", "KiB"]
+    values, unit = in_one_unit([q for q in sizes if q])
+    assert unit == "MiB" and values == [512.0, 2048.0, 1024.0, 0.0625]

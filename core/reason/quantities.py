@@ -77,6 +77,12 @@ _ALIASES = {
     **{u.casefold(): u for u in _UNITS},
     "byte": "B",
     "bytes": "B",
+    # Kubernetes writes binary sizes without the B ("512Mi", "2Gi"), and so do teams' docs
+    # that copy its manifests; a model quoting them as written must still compare.
+    "ki": "KiB",
+    "mi": "MiB",
+    "gi": "GiB",
+    "ti": "TiB",
     "m": "m",  # not "M" (mega) — lengths are the likelier reading after casefold
     "meter": "m",
     "meters": "m",
