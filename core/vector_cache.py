@@ -34,6 +34,7 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
+from core.errors import StoreUnavailable
 from core.models import Collection, DocumentRecord, VectorHit
 from core.ports import Vectors, VectorStore
 
@@ -159,6 +160,16 @@ class DocumentListing(Protocol):
     ) -> list[DocumentRecord]: ...
 
 
+@dataclass(frozen=True, slots=True)
+class DocumentsVersion:
+    """documents_version's version of a KB: the digest, and what the graph store says the
+    vector store must hold (a copy that reads fewer is checked against it: see _load)."""
+
+    digest: str
+    documents: int
+    chunks: int
+
+
 def documents_version(graph: DocumentListing) -> VersionProbe:
     """A version probe from the graph store: a digest of the KB's documents and their content
     hashes (the indexer records a document's hash after writing its vectors)."""
@@ -168,7 +179,8 @@ def documents_version(graph: DocumentListing) -> VersionProbe:
         digest = hashlib.sha256()
         for doc in sorted(documents, key=lambda d: d.source):
             digest.update(f"{doc.source}\0{doc.content_hash}\0{doc.chunk_count}\n".encode())
-        return digest.hexdigest()
+        chunks = sum(max(doc.chunk_count, 0) for doc in documents)
+        return DocumentsVersion(digest.hexdigest(), len(documents), chunks)
 
     return probe
 
@@ -300,6 +312,8 @@ class VectorCache:
             snapshot = Snapshot(version, now, None)
         else:
             records = await self.vectors.fetch_vectors(collection, kb, limit=limit + 1)
+            if not records:
+                _check_nothing_expected(collection, kb, version)
             if len(records) > limit:  # it grew past the cap while being read
                 snapshot = Snapshot(version, now, None)
             else:
@@ -330,6 +344,24 @@ class VectorCache:
         self._snapshots[key] = snapshot
         self._checked[key] = now
         return snapshot
+
+
+def _check_nothing_expected(collection: Collection, kb: str, version: Hashable) -> None:
+    """Raise when the vector store read no chunks of a KB whose documents the graph store
+    lists with chunks: the store failed to read them (a collection it could not describe or
+    open just then, while another process opened the same embedded store), and a copy of
+    nothing would make the gate refuse every question as "not covered" instead of saying
+    that a store failed (README.md, "Milvus Lite allows one process per file": such a command
+    stops with a message). Not kept: the next search reads again."""
+    if collection != "chunks" or not isinstance(version, DocumentsVersion) or not version.chunks:
+        return
+    raise StoreUnavailable(
+        f"The vector store returned no chunks of knowledge base {kb!r}, though the graph "
+        f"store lists {version.documents} document(s) with {version.chunks} chunk(s): the "
+        "vector store could not be read.",
+        hint="Try again once no other Tacit process is opening the same store. If it "
+        "persists, the vector store lost the KB's vectors: `tacit doctor` checks the stores.",
+    )
 
 
 def _unit_rows(matrix: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:

@@ -82,6 +82,21 @@ def test_empty_question_is_a_clear_error(cli) -> None:
     assert "Traceback" not in err
 
 
+def test_asking_a_kb_with_no_documents_is_a_clear_error(cli, docs: Path) -> None:
+    """A KB name, or a home (TACIT_HOME, --home), that holds no documents: every question
+    would be declined as "not covered" with all-zero scores and exit 0, which reads like a
+    verdict about the question. It stops instead, naming the home."""
+    code, _, _ = cli("index", str(docs), "--kb", "ops")
+    assert code == 0
+    code, out, _ = cli(
+        "ask", "How long does the session cache keep entries?", "--kb", "opz", "--json"
+    )
+    assert code == 1
+    failed = last_json(out)
+    assert "knowledge base 'opz' has no documents (home " in failed["error"]
+    assert "tacit index --kb opz" in failed["hint"]
+
+
 def test_missing_path_is_a_clear_error(cli, tmp_path: Path) -> None:
     code, _, err = cli("index", str(tmp_path / "nope"))
     assert code == 1 and "no such file or folder" in err

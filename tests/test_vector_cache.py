@@ -449,3 +449,33 @@ def test_the_prefilter_threshold_is_a_gate_setting(tmp_path: Path) -> None:
     services = Services(settings, graph=None, vectors=None, embedder=None, llm=None)  # type: ignore[arg-type]
     assert services.vector_cache().options.prefilter_bytes == 12345
     assert Settings(home=tmp_path).gate.cache_prefilter_bytes == CacheOptions().prefilter_bytes
+
+
+async def test_a_kb_the_graph_lists_but_the_store_reads_empty_is_a_store_failure(
+    milvus: MilvusVectorStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two processes opening one embedded store at once: a read of the chunks can come back
+    empty (the collection looked absent, so the count was 0 and nothing was fetched). An
+    empty copy would make the gate refuse every question as "not covered"; the graph store
+    says the KB has chunks, so the cache raises instead, keeps nothing, and reads again."""
+    data = unit_vectors(5, 21)
+    await milvus.upsert("chunks", "kb", records(data))
+    graph = SQLiteGraphStore(tmp_path / "graph.sqlite")
+    try:
+        chunk = ChunkRecord(id="doc#0", source="doc", ordinal=0, text="text")
+        await graph.put_document("kb", DocumentRecord("doc", "doc", "", chunk_count=5), [chunk])
+        await graph.set_content_hash("kb", "doc", "h1")
+        inspect = milvus._inspect
+        # The store's own view of a collection it could not describe just then: absent.
+        monkeypatch.setattr(milvus, "_inspect", lambda client, name: None)
+        milvus._dims.clear()
+        cache = VectorCache(milvus, version=documents_version(graph))
+        with pytest.raises(StoreUnavailable, match="no chunks of knowledge base 'kb'"):
+            await cache.search("chunks", "kb", data[:1], limit=1)
+        monkeypatch.setattr(milvus, "_inspect", inspect)  # the store recovers
+        [hits] = await cache.search("chunks", "kb", data[:1], limit=1)
+        assert [h.id for h in hits] == ["r0"]
+        # A KB the graph does not list (or lists without chunks) is empty, not a failure.
+        assert await cache.search("chunks", "other", data[:1], limit=1) == [[]]
+    finally:
+        await graph.aclose()

@@ -39,6 +39,7 @@ async def ask(
     config = settings()
     name = kb_name(kb, config)
     async with open_services(config) as services:
+        await require_documents(services, name)
         decision = await gate_decision(services, name, question)
         if decision.refused:
             # `tacit ask` addresses Tacit directly, so a refusal is a decline, never silence.
@@ -59,6 +60,18 @@ async def ask(
         out.print("\ntrace:", markup=False)
         shown = answer.trace or {"stages": [{"name": "gate", **decision.as_dict()}]}
         out.print(json.dumps(shown, ensure_ascii=False, indent=2), markup=False)
+
+
+async def require_documents(services: Services, kb: str) -> None:
+    """Stop when the KB has no documents in the configured stores: every question would be
+    declined as "not covered" with all-zero scores, which reads like a verdict about the
+    question when the cause is a KB name or home (TACIT_HOME, --home) that holds nothing."""
+    if not await services.graph.get_documents(kb):
+        raise InputError(
+            f"knowledge base {kb!r} has no documents (home {services.settings.home})",
+            hint=f"index documents first: tacit index --kb {kb} PATH; or point --home "
+            "(TACIT_HOME) at the home that holds it",
+        )
 
 
 async def gate_decision(services: Services, kb: str, question: str) -> GateDecision:
