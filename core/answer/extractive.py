@@ -11,19 +11,31 @@ sentence did no better than reading order, since a source's earlier, weaker sent
 
 from __future__ import annotations
 
+import math
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from core.gate.terms import content_terms
+from core.gate.terms import LATIN_WORD, Term, content_terms, term_key
 from core.ports import Embedder
 from core.reason.rows import StepPattern
 from core.retrieve.context import ScoredChunk
 from core.text import CJK_RUN, cjk_pairs, split_sentences
+from core.words import fold, is_identifier
 
 _WORD = re.compile(r"[A-Za-z0-9_.:-]{3,}")
+_DIGITS = re.compile(r"[0-9]+")
+_SEPARATOR = re.compile(r"[-_.]")
+# Where a sentence's subject is written: a table row's first labelled cell ("Code: GW-101"), a
+# list item's or glossary line's head ("``RJ03`` 标本量不足", "例：``0112004521`` = …").
+_SUBJECT_CHARS = 24
+# The shares of what a question names and of what it asks of them, when it does both: the ask
+# is what tells the answering line from the other lines about the same thing.
+_PARTS = {1: (1.0,), 2: (1 / 3, 2 / 3)}
+# A Chinese character or full-width punctuation: where a wrap is joined without a space.
+CJK_TEXT = re.compile(r"[\u2e80-\u9fff\uf900-\ufaff\uff00-\uffef]")
 
 # Markdown noise that makes a poor answer sentence on its own.
 _TABLE_RULE = re.compile(r"^[\s|:\-]+$")
@@ -34,6 +46,16 @@ _MAX_SENTENCES_PER_CHUNK = 40
 # paragraphs, split into sentences.
 _WHOLE_LINE_CHARS = 200
 _LEADS_IN = (":", "：", "?", "？")
+# A line that starts a block of its own (a list item, heading, quote, table row, reST field or
+# directive, code fence) rather than continuing the paragraph or item above it.
+_BLOCK_START = re.compile(r"^(?:[-*+•]\s|\d+[.)]\s|#|>|\||:[^:\s][^:]*:(?:\s|$)|```|~~~|\.\.\s)")
+# A wrapped paragraph stops being joined here: text with no sentence end (a log pasted as
+# prose) stays in line-sized pieces instead of one line of the whole document.
+_MAX_JOINED_CHARS = 4 * _WHOLE_LINE_CHARS
+# A reST section title's underline (or a Markdown setext one): ====, ----, ~~~~.
+_ADORNMENT = re.compile(r"^([=\-~^\"'`#*+_])\1{2,}$")
+# A reST simple table's border ("=====  ======"): the lines down to the next blank are its rows.
+_SIMPLE_TABLE_BORDER = re.compile(r"^=+(?:\s+=+)+$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,17 +81,18 @@ def _sentences(text: str) -> list[str]:
     pieces: list[str] = []
     last_is_row = False  # a row is one fact: whatever its last cell ends with, it leads nothing in
     header: list[str] = []
-    lines = [line.strip() for line in text.splitlines()]
+    lines, paragraphs = _logical_lines(text)
     for i, line in enumerate(lines):
         if line.startswith("|") and i + 1 < len(lines) and _is_rule(lines[i + 1]):
             header = _cells(line)
             continue
         if not line.startswith("|"):
             header = []
-        parts = [line] if len(line) <= _WHOLE_LINE_CHARS else split_sentences(line)
+        whole = len(line) <= _WHOLE_LINE_CHARS and i not in paragraphs
+        parts = [line] if whole else _paragraph_sentences(line)
         for raw in parts:
             shown = raw.lstrip("#>-*• ").replace("**", "").strip()
-            if not shown:
+            if not shown or _ADORNMENT.match(raw) or _SIMPLE_TABLE_BORDER.match(raw):
                 continue
             row = bool(header) and shown.startswith("|") and not _is_rule(shown)
             if row:
@@ -88,6 +111,73 @@ def _sentences(text: str) -> list[str]:
                 pieces.append(shown)
                 last_is_row = row
     return pieces
+
+
+def _logical_lines(text: str) -> tuple[list[str], set[int]]:
+    """The text's lines, stripped, with a paragraph or list item that its author wrapped over
+    several lines joined into one: Markdown and reST render such a wrap as a space, but read line
+    by line a fact falls in two ("Backups: nightly at 01:30 …, WAL archived every" / "5 minutes.
+    Retention: 35 days …"), and neither half answers "when, and kept how long?"
+    (docs/BENCHMARKS.md, "Extractive answers: the answering line first"). Code (fenced, or a reST
+    literal block after "::") keeps its lines, and so do table rows, headings and titles.
+    Also the indexes of the lines that are paragraphs of several lines (not list items): a
+    paragraph is split into its sentences however short, as it was when each wrapped line was
+    read alone, since a list item holds one fact and a paragraph several."""
+    raw = text.splitlines()
+    out: list[str] = []
+    paragraphs: set[int] = set()  # lines joined from a wrapped paragraph, not a list item
+    joinable = False  # the last line is prose that a wrapped line may continue
+    fenced = False
+    table = False  # inside a reST simple table: each line is a row
+    literal: int | None = None  # the indentation of the paragraph a reST literal block follows
+    for i, whole in enumerate(raw):
+        line = whole.strip()
+        indent = len(whole) - len(whole.lstrip())
+        if line.startswith(("```", "~~~")):
+            fenced = not fenced
+        if fenced or line.startswith(("```", "~~~")):
+            out.append(line)
+            joinable = False
+            continue
+        if literal is not None and (not line or indent > literal):
+            out.append(line)
+            continue
+        literal = None
+        table = bool(line) and (table or bool(_SIMPLE_TABLE_BORDER.match(line)))
+        title = i + 1 < len(raw) and bool(_ADORNMENT.match(raw[i + 1].strip()))
+        if not line or table or title or _ADORNMENT.match(line) or _is_rule(line):
+            out.append(line)
+            joinable = False
+            continue
+        if joinable and not _BLOCK_START.match(line) and len(out[-1]) < _MAX_JOINED_CHARS:
+            out[-1] = _joined(out[-1], line)
+            if not _BLOCK_START.match(out[-1]):
+                paragraphs.add(len(out) - 1)
+        else:
+            out.append(line)
+        joinable = not line.startswith(("|", "#"))
+        if line.endswith("::"):
+            literal, joinable = indent, False
+    return out, paragraphs
+
+
+def _paragraph_sentences(paragraph: str) -> list[str]:
+    """A paragraph's sentences, one too short to stand alone ("Why?") kept with the next, as it
+    was on its line before wrapped lines were joined."""
+    found: list[str] = []
+    for sentence in split_sentences(paragraph):
+        if found and len(found[-1]) < _MIN_SENTENCE_CHARS:
+            found[-1] = f"{found[-1]} {sentence}"
+        else:
+            found.append(sentence)
+    return found
+
+
+def _joined(first: str, second: str) -> str:
+    """Two wrapped lines as the page renders them: Chinese is written without spaces."""
+    if CJK_TEXT.match(first[-1]) and CJK_TEXT.match(second[0]):
+        return first + second
+    return f"{first} {second}"
 
 
 def _is_rule(line: str) -> bool:
@@ -142,14 +232,14 @@ async def best_sentences(
     vectors = await embedder.embed([question] + [text for _, _, text in candidates])
     similarity = vectors[1:] @ vectors[0]
     chunk_scores = np.array([evidence[c[0] - 1].score for c in candidates], dtype=np.float32)
-    asked = _terms(question)
-    overlap = np.array(
-        [len(asked & _terms(text)) / len(asked) if asked else 0.0 for _, _, text in candidates],
-        dtype=np.float32,
-    )
     held = np.array(
-        [pattern is not None and bool(pattern.anchored(text)) for _, _, text in candidates]
+        [
+            pattern is not None
+            and bool(pattern.anchored(f"{evidence[n - 1].chunk.heading} {text}"))
+            for n, _, text in candidates
+        ]
     )
+    overlap = _overlap(question, evidence, candidates, held)
     overlap = np.where(held, 1.0, overlap).astype(np.float32)
     blended = 0.55 * similarity + 0.25 * chunk_scores + 0.2 * overlap
     best = np.argsort(-blended)[:count]
@@ -166,6 +256,135 @@ def _answer_order(chosen: list[EvidenceSentence]) -> list[EvidenceSentence]:
         return []
     best = max(chosen, key=lambda s: s.score)
     return [best, *sorted((s for s in chosen if s is not best), key=lambda s: s.position)]
+
+
+def _overlap(
+    question: str,
+    evidence: Sequence[ScoredChunk],
+    candidates: list[tuple[int, int, str]],
+    held: np.ndarray,
+) -> np.ndarray:
+    """Each candidate's share of the question's terms: the gate's content terms (no frame
+    words: "what", "does", 是什么), found in the sentence or in its section's heading (an owner
+    line on the service's own page, a table row under "危急值界限" do not repeat them).
+
+    What the question names counts a third and what it asks of them two thirds, when it does
+    both ("谁负责 his-bridge": the owner line holds 负责 beside the page's name, every other line
+    of the page only the name, however light 负责 weighs); when no candidate holds a word of one
+    part, the other counts whole. Within each, a term weighs its specificity and its rarity
+    among the candidates (the "3F" every floor's line writes says less than the "GW-101" one row
+    does). A name counts whole where the sentence starts with it (a glossary line, a table row,
+    a list of codes: the thing the sentence is about), half further in, where it is mentioned
+    ("reprint --barcode 0112004521" is not what 0112004521 means), a quarter in the heading. A
+    sentence that writes a sibling of an identifier the question names (RJ01 for RJ03, GW-503
+    for GW-101) and not the identifier is about the sibling: its terms count for nothing. With
+    no content term, the share of the question's words and character pairs (_terms). `held`:
+    the candidates that hold a name and every asked word however written (asked_of), which
+    hold all the terms."""
+    terms = {t.surface: t for t in content_terms(question)}
+    if not terms:
+        asked = _terms(question)
+        return np.array(
+            [len(asked & _terms(text)) / len(asked) if asked else 0.0 for _, _, text in candidates],
+            dtype=np.float32,
+        )
+    identifiers = [s for s, t in terms.items() if t.name and _lettered_identifier(s)]
+    folded = [fold(text) for _, _, text in candidates]
+    found = [
+        _held(terms.values(), fold(evidence[n - 1].chunk.heading)) | _held(terms.values(), text)
+        for (n, _, _), text in zip(candidates, folded, strict=True)
+    ]
+    found = [set(terms) if whole else f for f, whole in zip(found, held, strict=True)]
+    # Rarity as in BM25's inverse document frequency, 1 for a term one candidate holds.
+    documents = len(candidates) + 1
+    weight = {
+        s: t.weight
+        * min(
+            1.0,
+            math.log(documents / (sum(s in f for f in found) + 0.5)) / math.log(documents / 1.5),
+        )
+        for s, t in terms.items()
+    }
+    # When no candidate holds any word of what is asked (默认值 where every line says
+    # "Default"), the ask tells none of them apart: the names then count whole.
+    anywhere = set().union(*found)
+    groups = [
+        g
+        for g in (
+            {s for s, t in terms.items() if t.name},
+            {s for s, t in terms.items() if not t.name},
+        )
+        if g & anywhere
+    ]
+    if not groups:
+        return np.zeros(len(candidates), dtype=np.float32)
+    shares = []
+    for text, holds in zip(folded, found, strict=True):
+        if _sibling_only(identifiers, text):
+            shares.append(0.0)
+            continue
+        share = 0.0
+        for group, part in zip(groups, _PARTS[len(groups)], strict=True):
+            total = sum(weight[s] for s in group) or 1.0
+            share += (
+                part * sum(weight[s] * _place(s, terms[s], text) for s in holds & group) / total
+            )
+        shares.append(share)
+    return np.array(shares, dtype=np.float32)
+
+
+def _place(surface: str, term: Term, text: str) -> float:
+    """How much holding a term counts where the sentence holds it: a name the sentence starts
+    with (in its first _SUBJECT_CHARS characters) counts whole, one further in half, one only
+    in the heading a quarter; any other word counts whole."""
+    if not term.name:
+        return 1.0
+    at = text.find(surface)
+    if at < 0:
+        return 0.25
+    return 1.0 if at < _SUBJECT_CHARS else 0.5
+
+
+def _held(terms: Iterable[Term], folded: str) -> set[str]:
+    """The terms `folded` holds: a Chinese word written in it, a Latin word or identifier as
+    one of its words or a part of one (stemmed alike: "dispatcher" in lumen-dispatcher)."""
+    words = set(LATIN_WORD.findall(folded))
+    words |= {part for word in words for part in _SEPARATOR.split(word) if len(part) > 1}
+    keys = words | {term_key(w) for w in words}
+    return {
+        t.surface
+        for t in terms
+        if (
+            t.surface in folded if CJK_RUN.search(t.surface) else t.surface in keys or t.key in keys
+        )
+    }
+
+
+def _sibling_only(names: Sequence[str], folded: str) -> bool:
+    """`folded` writes a sibling of an identifier the question names and none of the names:
+    one of the same family (the same first part: loom-scheduler for loom-ingest,
+    LUMEN_BACKOFF_MAX_S for LUMEN_WEBHOOK_TIMEOUT_MS, GW-503 for GW-101) or of the same shape
+    (the same letters, other digits: RJ01 for RJ03)."""
+    if not names or any(name in folded for name in names):
+        return False
+    shapes = {_DIGITS.sub("0", name) for name in names if _DIGITS.search(name)}
+    families = {_family(name) for name in names} - {""}
+    return any(
+        _DIGITS.sub("0", word) in shapes or _family(word) in families
+        for word in LATIN_WORD.findall(folded)
+        if _lettered_identifier(word)
+    )
+
+
+def _lettered_identifier(word: str) -> bool:
+    """An identifier with letters: a number alone ("0112004521") has no siblings, only others."""
+    return is_identifier(word) and any(c.isalpha() for c in word)
+
+
+def _family(identifier: str) -> str:
+    """An identifier's first part when it has more ("loom" of loom-ingest), else ""."""
+    first, *rest = _SEPARATOR.split(identifier, maxsplit=1)
+    return first if rest and rest[0] else ""
 
 
 def _terms(text: str) -> set[str]:
