@@ -240,6 +240,31 @@ def test_nlp_chinese_terms_name_something() -> None:
     assert not {"---", "--", "90%", "80%", "50,000"} & set(terms)
 
 
+def test_nlp_table_rows_are_described_by_their_cells_and_headers_name_nothing() -> None:
+    # A relay run's graph described terms by table rows, pipes and all, and made terms of a
+    # header's column names ("Backup owner", "Action") described by the header row.
+    chunk = ChunkRecord(
+        id="t1",
+        source="architecture.md",
+        ordinal=0,
+        text=(
+            "Who owns which service.\n\n"
+            "| Service | Language / stack | Owner | Backup owner |\n"
+            "|---------|:----------------:|-------|--------------|\n"
+            "| `lis-core` | Java 17, Spring Boot 3.2 | Zhou Mingyuan | Wang Lei |\n"
+            "| `his-bridge` | Mirth Connect 4.4 \\| channels | Chen Siqi | Zhou Mingyuan |\n"
+        ),
+    )
+    result = NLPExtractor().extract_sync(chunk)
+    described = {e.name: e.description for e in result.entities}
+    row = "`lis-core`; Java 17, Spring Boot 3.2; Zhou Mingyuan; Wang Lei"
+    assert described["Spring Boot"] == row
+    assert "Mirth Connect" in described
+    descriptions = [*described.values(), *(r.description for r in result.relations)]
+    assert not [d for d in descriptions if d.startswith("|") or " | " in d]
+    assert not {"Backup owner", "Language / stack", "Service"} & set(described)
+
+
 def test_nlp_terms_leave_out_measures_and_function_words() -> None:
     # The demo KB's graph had facts named "分钟", "小时", "一次", "两周", "本文", "内未" (the
     # HMM's "内" + "未") and "minutes", "days", "MB": units and words that name nothing.

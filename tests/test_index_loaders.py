@@ -17,7 +17,9 @@ from core.index.loaders import (
     rst_to_markdown_headings,
     source_prefix,
 )
+from core.index.nlp_extract import NLPExtractor
 from core.index.split import RecursiveSplitter, split_document
+from core.models import ChunkRecord
 from tests.conftest import SHARED_DATA
 
 
@@ -69,6 +71,67 @@ def test_rst_section_titles_become_heading_paths(tmp_path: Path) -> None:
 
 def test_rst_adornment_shorter_than_its_text_is_not_a_heading() -> None:
     assert rst_to_markdown_headings("A long line of text\n---\n") == "A long line of text\n---"
+
+
+def _rst_terms(tmp_path: Path, text: str) -> tuple[str, dict[str, str]]:
+    """The text an .rst file is indexed as, and the NLP extractor's terms of it with their
+    descriptions."""
+    path = tmp_path / "page.rst"
+    path.write_text(text)
+    document = load(path, "page.rst")
+    terms: dict[str, str] = {}
+    for ordinal, piece in enumerate(
+        split_document(document.text, markdown=True, splitter=RecursiveSplitter(512, 0))
+    ):
+        chunk = ChunkRecord(f"c{ordinal}", "page.rst", ordinal, piece.text, piece.heading, 1)
+        for entity in NLPExtractor().extract_sync(chunk).entities:
+            terms.setdefault(entity.name, entity.description)
+    return document.text, terms
+
+
+def test_rst_directive_markup_is_no_term_and_its_code_stays_as_fenced_text(
+    tmp_path: Path,
+) -> None:
+    text, terms = _rst_terms(
+        tmp_path,
+        "CLI 参考\n--------\n\n.. code-block:: bash\n\n   labctl specimen show <barcode>\n\n"
+        "``labctl specimen lost`` 的结果每天早上自动发到企业微信群。\n\n"
+        ".. toctree::\n   :maxdepth: 2\n   :caption: Get Started\n\n   intro.md\n\n"
+        ".. note::\n   Keep the Sysmex analyzer online during the upgrade.\n",
+    )
+    # The code and the note are chunk text as before; only the markers are gone.
+    assert "```bash\nlabctl specimen show <barcode>\n```" in text
+    assert "Keep the Sysmex analyzer online" in text and "intro.md" in text
+    assert ".. " not in text and "::" not in text and ":maxdepth:" not in text
+    noise = {"code", "code-block", "toctree", "maxdepth", "caption", "note"}
+    assert not noise & {t.casefold() for t in terms}
+    assert not [d for d in terms.values() if "::" in d or ":maxdepth:" in d or ":caption:" in d]
+
+
+def test_rst_roles_fields_targets_and_comments_read_as_their_text(tmp_path: Path) -> None:
+    text, terms = _rst_terms(
+        tmp_path,
+        ":负责人: 王磊 (Wang Lei)\n:param timeout: Seconds before the RetryQueue gives up.\n\n"
+        ".. _retry-queue:\n\n.. this comment is not rendered\n   nor is this line\n\n"
+        "See :ref:`the retry guide <retry-queue>` and :class:`~mmcv.cnn.ConvModule`, or"
+        " `Grafana <https://grafana.example>`_ for the dashboards.\n\n"
+        "Run it like this::\n\n    retry --max 3\n\n"
+        "``pack_to_max_length`` 用于配置是否进行\\ :ref:`数据集拼接 <pack_to_max_length>` \\ 。\n",
+    )
+    assert "``pack_to_max_length`` 用于配置是否进行数据集拼接 。" in text
+    assert "负责人: 王磊 (Wang Lei)" in text
+    assert "\ntimeout: Seconds before the RetryQueue gives up." in text
+    assert "See the retry guide and ``mmcv.cnn.ConvModule``, or Grafana for the dashboards." in text
+    assert "Run it like this:\n```\nretry --max 3\n```" in text
+    assert "comment" not in text and "_retry-queue" not in text and ":ref:" not in text
+    assert "RetryQueue" in terms and any("ConvModule" in term for term in terms)
+    assert not {"ref", "class", "param"} & {t.casefold() for t in terms}
+    assert not [d for d in terms.values() if ":ref:" in d or ":class:" in d or "<https" in d]
+
+
+def test_rst_adornment_inside_code_is_no_heading() -> None:
+    text = "Title\n=====\n\n```\nresult\n------\n```\n"
+    assert rst_to_markdown_headings(text) == "# Title\n\n```\nresult\n------\n```"
 
 
 def test_html_keeps_headings_and_drops_scripts(tmp_path: Path) -> None:

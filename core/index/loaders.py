@@ -293,7 +293,7 @@ def load(path: Path, source: str) -> LoadedDocument:
         text, title = _html_text(text)
         return _document(source, title or _markdown_title(text) or stem, text, markdown=True)
     if suffix in RST_SUFFIXES:
-        text = rst_to_markdown_headings(text)
+        text = rst_to_markdown_headings(rst_markup_as_markdown(text))
     markdown = suffix in MARKDOWN_SUFFIXES or suffix in RST_SUFFIXES
     title = _markdown_title(text) if markdown else None
     return _document(source, title or stem, text, markdown=markdown)
@@ -374,9 +374,16 @@ def rst_to_markdown_headings(text: str) -> str:
     lines = text.splitlines()
     styles: list[tuple[str, bool]] = []
     out: list[str] = []
+    fenced = False
     i = 0
     while i < len(lines):
         line = lines[i]
+        if _FENCE_LINE.match(line):
+            fenced = not fenced
+        if fenced or _FENCE_LINE.match(line):
+            out.append(line)  # a code sample's "----" is no title adornment
+            i += 1
+            continue
         over = _RST_ADORNMENT.match(line)
         # Overlined title: adornment, title, the same adornment.
         if over and i + 2 < len(lines) and lines[i + 1].strip():
@@ -394,6 +401,157 @@ def rst_to_markdown_headings(text: str) -> str:
         out.append(line)
         i += 1
     return "\n".join(out)
+
+
+# rst explicit markup: ".. name:: argument" opens a directive, whose options
+# (":maxdepth: 2") and content are the lines indented under it; ".. _label:" is a link target,
+# ".. |name| replace:: text" a substitution; any other ".." line opens a comment.
+_RST_DIRECTIVE = re.compile(r"^(\s*)\.\.\s+(?:\|[^|]+\|\s+)?([\w][\w:.+-]*?)::(?:\s+(.*))?$")
+_RST_TARGET = re.compile(r"^\s*\.\.\s+(?:_[^:]*|__):")
+_RST_COMMENT = re.compile(r"^(\s*)\.\.(?:\s.*)?$")
+_RST_OPTION = re.compile(r"^\s+:[\w.-]+:(?:\s.*)?$")
+_RST_FIELD = re.compile(r"^(\s*):([^:\s`][^:`]*?):(\s+|$)")
+# A role, :name:`text` or :name:`text <target>`; Sphinx's "~" and "!" prefixes shorten or
+# silence a cross-reference and are no part of the text. A role may follow Chinese text
+# directly (joined by "\ "), so only a Latin word or a colon before it makes it no role.
+_RST_ROLE = re.compile(r"(?<![A-Za-z0-9_:]):(?:[\w.+-]{1,64}:){0,2}?([\w.+-]{1,64}):`([^`]+)`")
+_RST_LINK = re.compile(r"`([^`<]+?)\s*<[^>`]+>`__?|`([^`<]+)`__?(?![\w`])")
+_RST_TITLED_TARGET = re.compile(r"^(.*?)\s*<[^>]*>$", re.S)
+# Roles whose text is prose (a link's title, a term); the others name code objects.
+_RST_PROSE_ROLES = frozenset(
+    {"ref", "doc", "term", "numref", "abbr", "guilabel", "menuselection", "emphasis"}
+    | {"strong", "sub", "sup", "title-reference", "title", "t", "download"}
+)
+# Directives whose content is code or markup of another language: fenced, so that it stays
+# chunk text but is read as code (the NLP extractor leaves fences out).
+_RST_CODE_DIRECTIVES = frozenset({"code", "code-block", "sourcecode", "raw", "math"})
+# Directives whose argument is a setting or a file, not text of the page.
+_RST_SETTING_DIRECTIVES = frozenset(
+    {"role", "default-role", "highlight", "include", "literalinclude", "image", "figure", "raw"}
+)
+_FENCE_LINE = re.compile(r"^\s*(```|~~~)")
+# Sphinx info fields, ":param timeout:", ":type timeout:", ":raises ValueError:".
+_SPHINX_FIELD_KINDS = frozenset(
+    {"param", "parameter", "arg", "argument", "key", "keyword", "type", "raises", "raise"}
+    | {"except", "exception", "var", "ivar", "cvar", "vartype", "kwarg", "kwparam"}
+)
+
+
+def rst_markup_as_markdown(text: str) -> str:
+    """reStructuredText with its markup tokens taken out, its text and code kept.
+
+    Directive markers, their options, link targets and comments are dropped; a directive's
+    argument and content stay as text. Code directives and "::" literal blocks become fenced
+    code, roles and hyperlink references their text, and a field list's ":name:" marker
+    "name:". The rst markup is otherwise read as text by the NLP extractor, which made terms
+    of "code-block:: bash" and ":maxdepth: 2".
+    """
+    lines = text.splitlines()
+    out: list[str] = []
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        indent = len(line) - len(line.lstrip())
+        directive = _RST_DIRECTIVE.match(line)
+        if directive:
+            name = directive.group(2).casefold()
+            name = name.rsplit(":", 1)[-1]  # a domain's directive: "py:function"
+            argument = (directive.group(3) or "").strip()
+            start = i + 1
+            while start < len(lines) and _RST_OPTION.match(lines[start]):
+                start += 1
+            if name in _RST_CODE_DIRECTIVES:
+                language = argument.split()[0] if argument else ""
+                end = _rst_block_end(lines, start, indent)
+                out.extend(_fenced(lines[start:end], language, directive.group(1)))
+                i = end
+                continue
+            if argument and name not in _RST_SETTING_DIRECTIVES:
+                out.append(directive.group(1) + _rst_inline(argument))
+            i = start  # the content is read on, as text (a note may hold a code block)
+            continue
+        if _RST_TARGET.match(line):
+            i += 1
+            continue
+        if _RST_COMMENT.match(line):
+            i = _rst_block_end(lines, i + 1, indent)
+            continue
+        if line.rstrip().endswith("::") and _rst_literal_block_follows(lines, i, indent):
+            # "Example::" reads "Example:", and a lone "::" nothing; the indented block under
+            # it is a literal block: code.
+            head = line.rstrip()[:-2]
+            head = head.rstrip() if head.endswith((" ", "\t")) or not head.strip() else head + ":"
+            if head.strip():
+                out.append(_rst_inline(head))
+            end = _rst_block_end(lines, i + 1, indent)
+            out.extend(_fenced(lines[i + 1 : end], "", line[:indent]))
+            i = end
+            continue
+        out.append(_rst_inline(_RST_FIELD.sub(_rst_field, line)))
+        i += 1
+    return "\n".join(out)
+
+
+def _rst_block_end(lines: list[str], start: int, indent: int) -> int:
+    """Where the block indented deeper than `indent` from `start` ends (trailing blanks out)."""
+    end = start
+    last = start
+    while end < len(lines):
+        line = lines[end]
+        if line.strip():
+            if len(line) - len(line.lstrip()) <= indent:
+                break
+            last = end + 1
+        end += 1
+    return last
+
+
+def _rst_literal_block_follows(lines: list[str], i: int, indent: int) -> bool:
+    """Whether a blank line and then a line indented deeper than `indent` follow line `i`."""
+    j = i + 1
+    if j >= len(lines) or lines[j].strip():
+        return False
+    while j < len(lines) and not lines[j].strip():
+        j += 1
+    return j < len(lines) and len(lines[j]) - len(lines[j].lstrip()) > indent
+
+
+def _fenced(body: list[str], language: str, indent: str) -> list[str]:
+    content = list(body)
+    while content and not content[0].strip():
+        content.pop(0)
+    if not content:
+        return []
+    depth = min(len(x) - len(x.lstrip()) for x in content if x.strip())
+    return [
+        f"{indent}```{language}",
+        *(indent + x[depth:] if x.strip() else "" for x in content),
+        f"{indent}```",
+    ]
+
+
+def _rst_field(match: re.Match[str]) -> str:
+    """A field marker as text: ":Owner: Wang" is "Owner: Wang", and Sphinx's ":param timeout:"
+    is "timeout:" (the kind of field is markup; its name is what the text is about)."""
+    words = match.group(2).split()
+    if len(words) > 1 and words[0].casefold() in _SPHINX_FIELD_KINDS:
+        words = words[1:]
+    return f"{match.group(1)}{' '.join(words)}:{match.group(3)}"
+
+
+def _rst_inline(line: str) -> str:
+    # "\ " joins a role to the text around it without a space; it renders as nothing.
+    line = _RST_ROLE.sub(_rst_role_text, line.replace("\\ ", ""))
+    return _RST_LINK.sub(lambda m: m.group(1) or m.group(2), line)
+
+
+def _rst_role_text(match: re.Match[str]) -> str:
+    role, text = match.group(1).casefold(), match.group(2)
+    titled = _RST_TITLED_TARGET.match(text)
+    if titled and titled.group(1):
+        text = titled.group(1)
+    text = text.lstrip("~!")
+    return text if role in _RST_PROSE_ROLES else f"``{text}``"
 
 
 def _rst_heading(title: str, style: tuple[str, bool], styles: list[tuple[str, bool]]) -> str:

@@ -63,6 +63,10 @@ IMPERATIVES = frozenset(
 )
 
 _CODE_FENCE = re.compile(r"^\s*(```|~~~).*?^\s*\1[^\n]*$", re.M | re.S)
+# A Markdown table: a header row, its delimiter row ("|---|:--:|"), then body rows.
+_TABLE_ROW = re.compile(r"^[ \t]*\|(.*)\|[ \t]*$")
+_CELL_BORDER = re.compile(r"(?<!\\)\|")  # "\|" is a pipe inside a cell
+_TABLE_DELIMITER = re.compile(r"^[ \t]*\|?(?:[ \t]*:?-+:?[ \t]*\|)+(?:[ \t]*:?-+:?[ \t]*)?$")
 _INLINE_URL = re.compile(r"https?://\S+|www\.\S+")
 # Words of technical English: letters first, then letters/digits joined by _ . - + /.
 _TOKEN = re.compile(r"[A-Za-z][A-Za-z0-9]*(?:[_.\-+/][A-Za-z0-9]+)*\+*|[^\sA-Za-z]+")
@@ -102,7 +106,7 @@ class NLPExtractor:
         return self.extract_sync(chunk)
 
     def extract_sync(self, chunk: ChunkRecord) -> Extraction:
-        text = _INLINE_URL.sub(" ", _CODE_FENCE.sub("\n", chunk.text))
+        text = _INLINE_URL.sub(" ", table_rows_as_text(_CODE_FENCE.sub("\n", chunk.text)))
         sentences = split_sentences(text)
         if not sentences:
             return Extraction()
@@ -135,6 +139,30 @@ class NLPExtractor:
                 seen_pairs.add(pair)
                 result.relations.append(RelationMention(a, b, "", description, chunk_id))
         return result
+
+
+def table_rows_as_text(text: str) -> str:
+    """Markdown tables read as their cells: a body row is its cells joined by "; ", and the
+    header and delimiter rows are left out. The pipes are markup, not part of a description,
+    and a header row names columns, not a thing ("| Rule | Meaning | Action |" made the terms
+    "Rule" and "Action", each described by the header)."""
+    lines = text.split("\n")
+    out: list[str] = []
+    for i, line in enumerate(lines):
+        header = i > 0 and _TABLE_ROW.match(lines[i - 1])
+        if (
+            header
+            and _TABLE_DELIMITER.match(line)
+            and not (i > 1 and _TABLE_ROW.match(lines[i - 2]))
+        ):
+            out.pop()  # the header row above it; a row of dashes further down is a body row
+            continue
+        row = _TABLE_ROW.match(line)
+        if row:
+            cells = (cell.strip() for cell in _CELL_BORDER.split(row.group(1)))
+            line = "; ".join(cell for cell in cells if cell)
+        out.append(line)
+    return "\n".join(out)
 
 
 def english_terms(sentences: list[str], limit: int) -> list[str]:

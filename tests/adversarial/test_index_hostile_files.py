@@ -355,3 +355,20 @@ def test_tacit_index_prints_hostile_names_safely(
     assert f"failed: docs/passwd.md: {OUTSIDE_TREE}" in out
     assert "failed: docs/bad\\x1b[31m.md: binary content" in out
     assert "\x1b" not in out
+
+
+def test_broken_rst_markup_loads_and_keeps_its_text(tmp_path: Path) -> None:
+    # Markup cut off or piled up: a directive that ends the file with options only, a code
+    # block with no code, a role chain with no text, an unclosed backtick, notes nested deep.
+    nested = "".join(f"{'   ' * depth}.. note::\n\n" for depth in range(300))
+    path = tmp_path / "broken.rst"
+    path.write_text(
+        ":a" * 20_000 + ":`\n\n"
+        "Text with `an unclosed <reference and :ref:`no target <>`.\n\n"
+        + nested
+        + "   " * 300
+        + "Deep text.\n\n.. code-block:: bash\n\n.. toctree::\n   :maxdepth: 2\n"
+    )
+    text = loaders.load(path, "broken.rst").text
+    assert "Deep text." in text and "Text with `an unclosed <reference and no target" in text
+    assert ".. " not in text and ":maxdepth:" not in text and "```" not in text
