@@ -108,10 +108,18 @@ def person_names(text: str) -> frozenset[str]:
     )
 
 
+def in_dictionary(word: str) -> bool:
+    """Whether jieba's dictionary lists the word: a word it does not list was joined by its
+    HMM from characters it could not place (点发 in "9 点发吗")."""
+    dictionary = _jieba().dt
+    dictionary.check_initialized()
+    return bool(dictionary.FREQ.get(word))
+
+
 def keywords(text: str, limit: int) -> list[str]:
     """Up to `limit` keywords of `text` by TF-IDF against jieba's IDF table, best first (its
     stop words left out; English words in the text count too)."""
     return [str(tag) for tag in _tfidf().extract_tags(text, topK=limit)]
 
 
-__all__ = ["keywords", "person_names", "search_words", "words"]
+__all__ = ["in_dictionary", "keywords", "person_names", "search_words", "words"]

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from core.gate.coverage import judge
-from core.gate.kb_terms import KbTerms, compounds
+from core.gate.kb_terms import KbTerms, compounds, within
 from core.gate.request import find_request
 from core.gate.terms import Term, content_terms, is_cjk, light_words
 
@@ -188,3 +188,24 @@ def test_a_jieba_without_its_name_model_tells_no_name_and_keeps_answering(
     finally:
         chinese_words._surnames.cache_clear()
         terms._people.cache_clear()
+
+
+def test_a_compound_may_begin_with_a_word_too_common_to_look_up() -> None:
+    # 产品 (Zipf 5.6) is no term, and 经理 alone (0.15) left "产品经理是哪位" nothing to look up;
+    # the KB writes 产品经理 (docs/BENCHMARKS.md, "A first hour's misses")
+    kb = KbTerms.build(PASSAGES)
+    assert [t.surface for t in compounds(content_terms("产品经理是哪位"), kb)] == ["产品经理"]
+    assert _covered("产品经理是哪位", kb)
+    # a KB that does not write the compound keeps the word as it was
+    other = KbTerms.build(["负责人\n经理审批后生效。"])
+    assert [t.surface for t in compounds(content_terms("产品经理是哪位"), other)] == ["经理"]
+
+
+def test_the_kbs_word_inside_a_word_jieba_glued_takes_in_half_of_it() -> None:
+    # what CoverageRule.translations compares a CJK word the KB writes nowhere with, in a
+    # passage of its own script: the passage's words written inside it
+    assert within("加风控", ["风控", "白名单", "风险"]) == ("风控",)
+    assert within("真钱付", ["真钱", "支付"]) == ("真钱",)
+    # less than half of the word, or a single character, is not the word
+    assert within("资格证书", ["证书", "格"]) == ("证书",)
+    assert within("风控资格证书", ["风控"]) == ()

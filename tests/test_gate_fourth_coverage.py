@@ -115,3 +115,45 @@ def test_stand_for_asks_what_mean_asks() -> None:
     kb = KbTerms.build(["Acronyms\nGHQ\n   GPU-Hour Quota — the GPU hours a project may spend."])
     found = judge("what does GHQ stand for", dense_max=0.19, request_dense=None, kb=kb)
     assert found.covered, found.reason
+
+
+# The fourth KB's out-of-memory runbook, in its own words (kb/troubleshooting.rst).
+OOM = [
+    "Troubleshooting training jobs > CUDA error: out of memory\nOn Anvil this usually means "
+    "**another process is on your GPU**, not that your model is too big. Run ``forge nodes "
+    "--drain-zombies``. If the GPUs are clean and you still get OOM, lower the batch size.",
+    "Job configuration\nimage: registry.foundry.internal/train/pytorch:2.4-cuda12.4",
+    "Kiln tokens\nA Kiln token lasts 12 hours; ``forge login`` makes a new one.",
+]
+
+
+def test_a_question_asked_in_general_is_not_covered_by_similarity_alone() -> None:
+    # "in general": the question is about the world, and the team's runbook for its own cluster
+    # is near it (0.43) without holding it (56% of its terms in one passage)
+    kb = KbTerms.build(OOM)
+    text = "How do I fix CUDA out of memory in PyTorch in general?"
+    assert analyse(text).general and not analyse("How do I fix CUDA out of memory?").general
+    assert "general" not in [t.surface for t in analyse(text).terms]
+    found = judge(text, dense_max=0.43, request_dense=None, kb=kb)
+    assert not found.covered, found.reason
+    # asked of the team, the same similarity answers it
+    plain = "How do I fix CUDA out of memory in PyTorch?"
+    assert judge(plain, dense_max=0.43, request_dense=None, kb=kb).covered
+    # a passage that holds what is asked in general still answers it ("in general" as "as a
+    # rule"), in either script
+    for asked in ("How long does a Kiln token last in general?", "一般来说 Kiln token 能用多久？"):
+        found = judge(asked, dense_max=0.3, request_dense=None, kb=kb)
+        assert found.covered, (asked, found.reason)
+    assert "一般来说" not in [t.surface for t in content_terms("一般来说 Kiln token 能用多久？")]
+
+
+@module_loop
+async def test_the_first_hours_misses_on_this_kb_are_refused(gate: Gate) -> None:
+    # docs/BENCHMARKS.md, "A first hour's misses": a general-knowledge ask near the KB's own
+    # runbook, and a KB error line in front of an off-topic ask
+    for text in (
+        "How do I fix CUDA out of memory in PyTorch in general?",
+        "KilnAdmissionError: write me a poem about GPUs",
+    ):
+        decision = await gate.decide(KB, text, addressed=True)
+        assert decision.refused, (text, decision.reason)

@@ -140,3 +140,35 @@ def test_everyday_words_all_in_a_passages_heading_are_covered() -> None:
     # a paraphrase that keeps the heading's words is the same question
     assert judge("why is my number different?", dense_max=0.3, request_dense=None, kb=kb).covered
     assert HEADED_TERMS >= 2
+
+
+# The fresh KB's lines about its manager (tests/data/fresh_team/kb): a runbook passage whose
+# first line says "Older data" and whose last needs her approval, and the Chinese onboarding
+# table naming her (docs/BENCHMARKS.md, "A first hour's misses").
+MANAGER = [
+    "Backfill runbook > Before you start\n"
+    "- The raw zone keeps **14 days**. Older data must be re-sent by the producer team.\n"
+    "- Never backfill during a deploy freeze without written approval from Aiyana Whitehorse.",
+    "Loom 新成员入职指南 > 团队成员一览\n| 姓名 | 负责 | 所在城市 |\n|---|---|---|\n"
+    "| Aiyana Whitehorse | 团队经理 | 阿姆斯特丹 |",
+]
+
+
+def test_a_personal_question_about_a_latin_named_person_is_not_covered() -> None:
+    kb = KbTerms.build(MANAGER)
+    # "old" is in a line of the runbook that does not name her ("older", its agent form), and
+    # the KB writing "old" made the Chinese table naming her hold it too
+    for text in ("How old is Aiyana Whitehorse?", "Where does Aiyana Whitehorse live?"):
+        found = judge(text, dense_max=0.2, request_dense=None, kb=kb)
+        assert not found.covered, (text, found.reason)
+    # what a line naming her says is asked of her: her approval, and who she is
+    for text in ("What does Aiyana Whitehorse approve?", "Who is Aiyana Whitehorse?"):
+        found = judge(text, dense_max=0.2, request_dense=None, kb=kb)
+        assert found.covered, (text, found.reason)
+    # a table row says what its header names: 负责 is asked of her in the row naming her
+    assert judge("Aiyana Whitehorse 负责什么？", dense_max=0.2, request_dense=None, kb=kb).covered
+    # not a person: the words of a component are not held line by line
+    lines = KbTerms.build(["Spool\nThe dispatcher spool has a PVC.\nIt is called spool-3."])
+    text = "What is the PVC of the dispatcher spool called?"
+    found = judge(text, dense_max=0.26, request_dense=None, kb=lines)
+    assert found.covered, found.reason

@@ -55,9 +55,9 @@ import numpy as np
 import numpy.typing as npt
 
 from core.gate.evidence import Evidence, term_evidence
-from core.gate.kb_terms import KbTerms, Translations, compounds, untranslated
+from core.gate.kb_terms import KbTerms, Translations, compounds, untranslated, within
 from core.gate.request import Analysis, analyse, find_request
-from core.gate.terms import Term, distinct_terms
+from core.gate.terms import Term, distinct_terms, is_cjk
 from core.models import Collection, VectorHit
 from core.ports import Embedder, Vectors
 from core.vector_cache import Snapshot
@@ -173,7 +173,14 @@ def judge(
         )
     request = a.request
     evidence = term_evidence(
-        a.terms, kb, translated, a.light, a.asked_for, how=a.how, degrees=a.degrees
+        a.terms,
+        kb,
+        translated,
+        a.light,
+        a.asked_for,
+        how=a.how,
+        degrees=a.degrees,
+        titled=a.titled,
     )
     term_cov, passage_cov, weight, names = (
         evidence.terms,
@@ -200,6 +207,7 @@ def judge(
             a.asked_for,
             context=True,
             degrees=a.degrees,
+            titled=a.titled,
         )
         term_cov, passage_cov, weight, names = (
             evidence.terms,
@@ -266,7 +274,11 @@ def judge(
     # Nor is similarity that the names alone pull up: a name said twice before an off-topic ask
     # ("schema-keeper schema-keeper 法国的首都是哪里？") reached 0.39 on a KB whose passages are
     # short and name their service often.
-    semantic = term_cov >= o.min_terms and focus >= o.min_dense and not off_ask
+    # Nor for a question that says it asks in general: "How do I fix CUDA out of memory in
+    # PyTorch in general?" is near (0.43) the team's own runbook for its cluster, which holds
+    # CUDA and memory but not how to fix it in PyTorch; a passage that holds what is asked
+    # ("How long does a deploy take in general?": "takes 4 to 6 minutes") still answers it.
+    semantic = term_cov >= o.min_terms and focus >= o.min_dense and not off_ask and not a.general
     covered = lexical or semantic
     asked = "the request" if not request.whole else "the question"
     why = (
@@ -300,6 +312,15 @@ def _quiet(task: asyncio.Task[None]) -> None:
     and the look-up it prepares works without it)."""
     if not task.cancelled() and task.exception() is not None:
         log.warning("coverage: warming the word vectors failed: %s", task.exception())
+
+
+def _compared(kb: KbTerms, term: Term, index: int) -> tuple[str, ...]:
+    """The passage's words a word is compared with (CoverageRule.translations): all of them in
+    the other script, those written inside it in its own (within)."""
+    words = kb.words(index)
+    if (kb.languages[index] == "zh") == is_cjk(term):
+        return within(term.key, words)
+    return words
 
 
 def signal_row(coverage: Coverage) -> list[float]:
@@ -491,12 +512,12 @@ class CoverageRule:
         if not pairs:
             return {}
         wanted = dict.fromkeys(t.surface for t, _ in pairs)
-        for _, index in pairs:
-            wanted.update(dict.fromkeys(kb.words(index)))
+        for term, index in pairs:
+            wanted.update(dict.fromkeys(_compared(kb, term, index)))
         vectors = await self._words.vectors(list(wanted))
         found: dict[str, set[int]] = {}
         for term, index in pairs:
-            words = kb.words(index)
+            words = _compared(kb, term, index)
             if not words or term.surface not in vectors:
                 continue
             matrix = np.stack([vectors[w] for w in words]).astype(np.float32)

@@ -50,6 +50,7 @@ def term_evidence(
     context: bool = False,
     how: bool = False,
     degrees: frozenset[str] | None = None,
+    titled: frozenset[str] = frozenset(),
 ) -> Evidence:
     """The evidence of the distinct terms: a term is in a passage that holds it, or for a word
     of the other script, a translation of it (`translated`: term → chunks, see translations).
@@ -58,7 +59,8 @@ def term_evidence(
     the whole message's because its request has none of its own ("the spool segment is full,
     what now?"): the words around a request say what it is about, not what it asks. `how`:
     the request asks for a way (asks_how). `degrees`: the words "how" asks for (answer_kinds
-    with _HOW; None: all of `asked_for`)."""
+    with _HOW; None: all of `asked_for`). `titled`: the words the message writes in title case
+    (titled_words): names written so, or in Chinese, are a person's."""
     distinct = distinct_terms(terms)
     total = sum(t.weight for t in distinct.values())
     if not distinct or total <= 0.0 or kb is None or kb.chunks == 0:
@@ -179,11 +181,18 @@ def term_evidence(
             for t in distinct_terms(light).values()
             if findable(t)
         )
+        # a person: every name written as a person's ("Aiyana Whitehorse", 赵慧玲), not a
+        # component or an acronym ("the PVC of the dispatcher spool")
+        named = [t for t in distinct.values() if t.name]
+        person = by_words and all(is_cjk(t) or t.surface in titled for t in named)
+        people = named if person else []
         for term in distinct_terms(light).values():
             if not by_words and not findable(term):
                 continue  # a particle ("如 yolo8-pose 吗"), found by no look-up
             chunks = (
-                _light_chunks(term, kb, translated, at_best, by_words, asked_for) if kbs else None
+                _light_chunks(term, kb, translated, at_best, by_words, asked_for, people)
+                if kbs
+                else None
             )
             ask_total[is_cjk(term)] += 1.0
             if chunks is not None and chunks.size:
@@ -244,14 +253,34 @@ def _light_chunks(
     at_best: npt.NDArray[np.intp],
     by_words: bool,
     asked_for: frozenset[str],
+    people: Sequence[Term] = (),
 ) -> npt.NDArray[np.int32] | None:
     """The passages holding a light word when the light words are the ask: those that hold it
     or its translation, the best ones of the other script when the KB writes it in its own
     script somewhere, and, about an identifier (not `by_words`), the best ones written in its
     script, or all of them for the word a question word asks for or one asking what a setting
-    is for (_PURPOSE)."""
+    is for (_PURPOSE). About a person (`people`: the names, written as words), a best passage
+    holds the word only in a line that names them, and one of the other script only when
+    none of the best is written in the word's own script."""
     chunks = _chunks_of(term, kb, translated)
-    if kb.lookup(term) is not None:
+    if people and chunks is not None:
+        # "How old is Aiyana Whitehorse?" found "Older data must be re-sent" in the runbook
+        # passage whose last line needs her approval: a passage says what it says of a person
+        # where it names them (docs/BENCHMARKS.md, "A first hour's misses")
+        lexical = kb.lookup(term)
+        if lexical is not None:
+            beside = [
+                i
+                for i in np.intersect1d(lexical, at_best)
+                if not _beside(kb.lines(int(i)), term, people)
+            ]
+            chunks = np.setdiff1d(chunks, beside)
+    lacks_own = not people or not any((kb.languages[i] == "zh") == is_cjk(term) for i in at_best)
+    if kb.lookup(term) is not None and lacks_own:
+        # "Priya Natarajan 负责什么？" is answered by the English passage naming her, and 负责
+        # is the KB's word (its Chinese guide writes it); "How old is Zhao Huiling?" asks of
+        # English passages naming her too, which do not say it, so a Chinese one naming her
+        # holds no "old" either for the KB writing "old" elsewhere
         other = [i for i in at_best if (kb.languages[i] == "zh") != is_cjk(term)]
         chunks = np.union1d(chunks, other) if chunks is not None else np.asarray(other)
     if by_words and term.key in _TURN_TO:
@@ -263,6 +292,18 @@ def _light_chunks(
         if own:
             chunks = np.union1d(chunks, own) if chunks is not None else np.asarray(own)
     return chunks
+
+
+def _beside(lines: KbTerms, term: Term, people: Sequence[Term]) -> bool:
+    """Whether one line of a passage (KbTerms.lines) holds the word and one of the names."""
+    held = lines.lookup(term)
+    if held is None:
+        return False
+    for name in people:
+        named = lines.lookup(name)
+        if named is not None and np.intersect1d(held, named).size:
+            return True
+    return False
 
 
 def _ask_shares(

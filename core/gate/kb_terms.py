@@ -57,6 +57,7 @@ class KbTerms:
     languages: tuple[Language, ...] = ()  # each chunk's language (core.text's one rule)
     rows: dict[str, int] = field(default_factory=dict)  # chunk id → its index
     _words: dict[int, tuple[str, ...]] = field(default_factory=dict, repr=False)
+    _lines: dict[int, KbTerms] = field(default_factory=dict, repr=False)
     # the keys of each passage's first line (its heading path) → the passages: headed() asks
     # a message of everyday words, and scanning every heading cost 2 ms a message at 6k chunks
     heads: dict[str, frozenset[int]] = field(default_factory=dict, repr=False)
@@ -121,6 +122,15 @@ class KbTerms:
         if known is None:
             known = passage_words(self.texts[index], self.languages[index])
             self._words[index] = known
+        return known
+
+    def lines(self, index: int) -> KbTerms:
+        """The chunk's lines as passages of their own (a table row with its header row, which
+        names its cells), looked up as the KB is: where in a passage a word is written."""
+        known = self._lines.get(index)
+        if known is None:
+            known = KbTerms.build(_statements(self.texts[index]))
+            self._lines[index] = known
         return known
 
     def common_words(self, limit: int) -> list[str]:
@@ -215,6 +225,26 @@ class KbTerms:
         return None
 
 
+def _statements(text: str) -> list[str]:
+    """A passage's lines, each a statement of its own, except a table's rows: each with the
+    table's first row (its header), which says what the row's cells are ("| 姓名 | 负责 | 所在城市
+    |" above "| Aiyana Whitehorse | 团队经理 | 阿姆斯特丹 |")."""
+    found: list[str] = []
+    header = ""
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        if not line.lstrip().startswith("|"):
+            header = ""
+            found.append(line)
+        elif not header:
+            header = line
+            found.append(line)
+        else:
+            found.append(f"{header}\n{line}")
+    return found
+
+
 def _heading_keys(text: str) -> set[str]:
     """The keys of a passage's first line, its heading path ("Loom FAQ > Why is …?"): Latin
     words by content_terms' keys, CJK text by its pairs of characters."""
@@ -250,6 +280,13 @@ def compounds(terms: Sequence[Term], kb: KbTerms) -> tuple[Term, ...]:
         if skip:
             skip = False
             continue
+        if term.head and not term.name:
+            # the word before it too common to be a term ("产品经理是哪位": 产品, Zipf 5.6, and
+            # 经理 0.15 alone: nothing to look up), a compound the KB writes (产品经理, 0.34)
+            word = term.head + term.key
+            weight = specificity(zipf(word, "zh"))
+            if weight > term.weight and kb._lookup(word, False) is not None:
+                term = Term(word, word, weight, False, next_word=term.next_word)
         if term.next_word and after is not None and after.key == term.next_word:
             word = term.key + after.key
             weight = specificity(zipf(word, "zh"))
@@ -280,7 +317,9 @@ def untranslated(
     """(word, passage) pairs to judge across scripts: a word of the request (not a name: names
     and identifiers are spelt alike in either language) absent from a candidate passage written
     in the other script. Candidates: the best few passages by the terms found lexically, and
-    the `nearest` by embedding."""
+    the `nearest` by embedding. A CJK word the KB writes nowhere is also paired with the
+    candidates of its own script: jieba may have cut it around the KB's word (within, which
+    CoverageRule.translations reads)."""
     candidates = dict.fromkeys([*_lexical_best(terms, kb, TRANSLATION_PASSAGES), *nearest])
     pairs: list[tuple[Term, int]] = []
     for term in distinct_terms(terms).values():
@@ -289,7 +328,19 @@ def untranslated(
         found = kb.lookup(term)
         for index in candidates:
             if (kb.languages[index] == "zh") == is_cjk(term):
+                if found is None and is_cjk(term) and within(term.key, kb.words(index)):
+                    pairs.append((term, index))
                 continue
             if found is None or index not in found:
                 pairs.append((term, index))
     return pairs
+
+
+def within(word: str, words: Sequence[str]) -> tuple[str, ...]:
+    """The passage's `words` written inside a CJK word the KB writes nowhere, taking in at
+    least half of it: jieba cuts a team's words it does not know together with a neighbour
+    ("怎么给用户临时加风控白名单" gives 加风控 where the KB writes 风控; "能用真钱付吗" 真钱付
+    where it writes 真钱), and the KB's word inside is then what was written, when the embedder
+    says the two mean the same (CoverageRule.translations: 加风控 ~ 风控 0.81, 真钱付 ~ 真钱
+    0.90)."""
+    return tuple(w for w in words if len(w) >= 2 and 2 * len(w) >= len(word) and w in word)

@@ -17,11 +17,14 @@ import re
 from dataclasses import dataclass
 
 from core.gate.terms import (
+    ASK_WEIGHT,
     AUXILIARIES,
     CJK_QUESTION,
     FUNCTION_ZIPF,
+    GENERAL_SCOPE,
     IMPERATIVES,
     LATIN_WORD,
+    MENTION,
     OPENERS,
     WH_WORDS,
     Term,
@@ -34,6 +37,7 @@ from core.gate.terms import (
     message_terms,
     name_words,
     term_repetition,
+    titled_words,
 )
 from core.text import CJK_RUN
 from core.words import fold, zipf
@@ -54,7 +58,8 @@ def find_request(text: str) -> Request:
     lumenctl write me a poem"), together with the whole questions right before it ("What is
     the default of X? What happens if I raise it?": the second leans on the first); with no
     asking segment, the whole message."""
-    folded = fold(text).strip()
+    # "@bot" addresses the bot: it is not part of what is asked
+    folded = MENTION.sub(" ", fold(text)).strip()
     if not folded:
         return Request("", True, False)
     segments: list[tuple[int, int]] = []
@@ -72,12 +77,13 @@ def find_request(text: str) -> Request:
             continue
         chosen = (begin + opener, end)
         # Earlier segments that are questions of their own (an asking word and a question
-        # mark), up to the first that is not: KB words stuffed in front ("Lumen Lumen Lumen:
-        # what is …?", "lumenctl? lumenctl? who won …?") ask nothing and stay out.
+        # mark, or in Chinese chat a comma: "autoverfy 现在是哪个版本，最近改了啥"), up to the
+        # first that is not: KB words stuffed in front ("Lumen Lumen Lumen: what is …?",
+        # "lumenctl? lumenctl? who won …?") ask nothing and stay out.
         for before, after in reversed(segments[:index]):
             segment = folded[before:after]
             earlier = _opener(segment, by_mark=False)
-            if earlier is None or not segment.rstrip().endswith(("?", "？")):
+            if earlier is None or not _asks_on(segment, folded[chosen[0] : chosen[1]]):
                 break
             chosen = (before + earlier, end)
         break
@@ -88,11 +94,31 @@ def find_request(text: str) -> Request:
     return Request(request, whole, True)
 
 
+def _asks_on(segment: str, request: str) -> bool:
+    """Whether an earlier segment that asks (_opener) ends as a question the request goes on
+    from (find_request): with a question mark, or asked in Chinese with a comma when the
+    request after it has no word heavy enough to ask about (ASK_WEIGHT): "autoverfy 现在是哪个
+    版本，最近改了啥" (what changed lately: 最近 weighs 0.04) asks about the version before it
+    (folded, "，" is ","). Not a request of its own ("请问下mmcv的new config，自定义字段可以使用
+    class作为value吗": 请问 opens a preface, and on the refusal set's chat joining such ones
+    refused 4 answerable questions), nor an English one ("What does the job check, and what
+    difference is acceptable?" asks two things)."""
+    end = segment.rstrip()
+    if end.endswith(("?", "？")):
+        return True
+    return (
+        end.endswith((",", "，"))
+        and CJK_QUESTION.search(segment) is not None
+        and all(t.weight < ASK_WEIGHT for t in message_terms(request))
+    )
+
+
 def answer_kinds(text: str, asking: frozenset[str] = WH_WORDS) -> frozenset[str]:
     """The words a question word asks for: the word right after it ("how big", "what colour",
     什么意思, 哪个版本). They name the kind of answer wanted (a size, a meaning, a version),
-    which a passage gives as a value rather than in the word itself. `asking`: the Latin
-    question words read (_HOW: the degrees only)."""
+    which a passage gives as a value rather than in the word itself; in Chinese also the word
+    before 是 and a question word (要求是多少). `asking`: the Latin question words read (_HOW:
+    the degrees only)."""
     folded = fold(text)
     found: set[str] = set()
     latin = LATIN_WORD.findall(folded)
@@ -101,6 +127,13 @@ def answer_kinds(text: str, asking: frozenset[str] = WH_WORDS) -> frozenset[str]
         words = cjk_words(run)
         found.update(
             word for before, word in itertools.pairwise(words) if CJK_QUESTION.search(before)
+        )
+        # Chinese also names it before 是 and the question word: "响应时间要求是多少" (what is
+        # the response time requirement) asks for a 要求, given as "15 分钟内响应"
+        found.update(
+            word
+            for word, copula, asking in zip(words, words[1:], words[2:], strict=False)
+            if copula == "是" and CJK_QUESTION.match(asking)
         )
     return frozenset(found)
 
@@ -161,6 +194,38 @@ class Analysis:
     asked_for: frozenset[str]  # answer_kinds of the whole message
     degrees: frozenset[str]  # answer_kinds of the whole message after "how" (and in CJK)
     how: bool  # asks_how of the request
+    titled: frozenset[str] = frozenset()  # titled_words of the message as written
+    general: bool = False  # the message says it asks in general (GENERAL_SCOPE)
+
+
+def _without_opening_imperative(request: str, terms: list[Term]) -> list[Term]:
+    """The request's terms less the imperative it opens with: "write me a poem about GPUs"
+    asks for a poem, and "write" is how it asks, as "what" is ("KilnAdmissionError: write me
+    a poem about GPUs" found "write" in the KB, 27% of the ask; docs/BENCHMARKS.md, "A first
+    hour's misses")."""
+    words = LATIN_WORD.findall(request)
+    if not words or words[0] not in IMPERATIVES:
+        return terms
+    for index, term in enumerate(terms):
+        if term.surface == words[0]:
+            return [*terms[:index], *terms[index + 1 :]]
+    return terms
+
+
+def _bare_way(request: Request, terms: list[Term]) -> bool:
+    """A request for a way that names only its verb, after what it is about: "护士站标签打印机打
+    出来是空白的，怎么排查" (how do I troubleshoot it) asks how to deal with the clause before it,
+    as "…, what now?" does; its one word is the procedure, not its topic. Chinese only: the
+    verb is the last word, right after 怎么, 怎样, 如何 or 咋."""
+    if request.whole or len(terms) != 1:
+        return False
+    words = list(chinese_words_of(request.text))
+    return (
+        len(words) == 2
+        and words[0] in ("怎么", "怎样", "如何", "咋")
+        and words[1] == terms[0].surface
+        and not LATIN_WORD.search(request.text)
+    )
 
 
 def analyse(text: str) -> Analysis:
@@ -170,6 +235,9 @@ def analyse(text: str) -> Analysis:
     whole = mark_names(found, named)
     # the request is often the whole message, folded: its terms are then the message's
     terms = whole if request.text == text else content_terms(request.text, named)
+    terms = _without_opening_imperative(request.text, terms)
+    if request.whole:
+        whole = _without_opening_imperative(request.text, whole)
     return Analysis(
         request=request,
         named=named,
@@ -178,8 +246,10 @@ def analyse(text: str) -> Analysis:
         whole_terms=tuple(whole),
         whole_light=tuple(light_words(text, named, whole)),
         stuffed=term_repetition(whole),
-        empty=is_empty_request(request.text),
+        empty=is_empty_request(request.text) or _bare_way(request, terms),
         asked_for=answer_kinds(text),
         degrees=answer_kinds(text, _HOW),
         how=asks_how(request.text),
+        titled=titled_words(text),
+        general=GENERAL_SCOPE.search(fold(text)) is not None,
     )

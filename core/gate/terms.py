@@ -50,7 +50,8 @@ _FRAME = _words(
 _CJK_FRAME = _words(
     "什么 怎么 怎样 怎么办 怎么样 怎么回事 如何 为什么 为啥 哪个 哪些 哪里 "
     "是否 能否 可以 能不 不能 有没 没有 请问 "
-    "一下 这个 那个 是什 么样 多少 几点 需要 应该 我们 你们 他们 咱们 的话 时候 现在"
+    "一下 这个 那个 是什 么样 多少 几点 需要 应该 我们 你们 他们 咱们 的话 时候 现在 "
+    "一般来说 一般而言 通常来说"
 )
 # A question word jieba cuts together with its measure word (几次 "how many times", 哪位 "which
 # person", 那次 "that time"), and the colloquial ones (多久 "how long", 啥 "what", 咋整 "how to
@@ -60,12 +61,25 @@ _CJK_FRAME = _words(
 # Chinese-majority team's KB").
 # Not the measure words of time (哪天, 几年): measured only while a Chinese-written name was no
 # name to the rule, when "赵慧玲的生日是哪天？" was refused only for 哪天 (docs/BENCHMARKS.md).
-_CJK_ASKING = re.compile(r"[几哪这那][个次位种台条张家些里回遍件份]|多久|啥|咋.?|干嘛")
+# 这边 / 那边 ("our side", "over there") point as 这个 does: "我们这边要做什么" (what do we do on
+# our side) asks nothing about a 这边 (docs/BENCHMARKS.md, "Gate coverage on a hospital lab
+# team's KB").
+_CJK_ASKING = re.compile(r"[几哪这那][个次位种台条张家些里回遍件份边]|多久|啥|咋.?|干嘛")
+
+
+def common_word(word: str) -> bool:
+    """A CJK word too common to be looked up (Zipf ≥ STOP_ZIPF: 产品, 用户) but not the frame
+    of a question (below FUNCTION_ZIPF): it may begin a compound (compounds)."""
+    return STOP_ZIPF <= zipf(word, "zh") < FUNCTION_ZIPF
 
 
 def _cjk_frame(word: str) -> bool:
     return word in _CJK_FRAME or _CJK_ASKING.fullmatch(word) is not None
 
+
+# A question that says it asks in general ("How do I fix CUDA out of memory in PyTorch in
+# general?", 一般来说…): about the world unless a passage holds what it asks (core.gate.coverage).
+GENERAL_SCOPE = re.compile(r"\bin general\b|\bgenerally speaking\b|一般来说|一般而言|通常来说")
 
 # What a request opens with (core.gate.request): a wh-word, an auxiliary, an imperative.
 WH_WORDS = _words("what who whom whose which where when why how")
@@ -79,9 +93,24 @@ IMPERATIVES = _words(
 # Words that open a question or frame it: never part of a name, never what is asked.
 OPENERS = WH_WORDS | AUXILIARIES | IMPERATIVES | _FRAME
 # A Chinese question word or particle: a segment holding one asks.
+# A verb said twice around 不 or 没 (能不能, 是不是, 要不要, 会不会, 可不可以) asks yes or no, as
+# 吗 does: "LIS_DB_POOL_SIZE 能不能调到 80" was no request at all.
 CJK_QUESTION = re.compile(
-    r"什么|怎么|怎样|如何|为什么|为啥|哪|谁|几|多少|多久|啥|咋|干嘛|是否|能否|吗|呢|么|请问|有没有|可以"
+    r"什么|怎么|怎样|如何|为什么|为啥|哪|谁|几|多少|多久|啥|咋|干嘛|是否|能否|吗|呢|么|请问|有没有|可以|"
+    r"([\u4e00-\u9fff])[不没]\1"
 )
+# "@bot" or "@alice" addresses someone, wherever in the message: it is not what the message is
+# about. Latin handles, or a CJK one closed by a space; not a mail address (lab@example.org).
+MENTION = re.compile(r"(?<![\w.@])@(?:[a-z0-9_][a-z0-9_.\-]*|[\u4e00-\u9fff]{1,8}(?=\s))")
+# English contractions: "don't" is "do not" (not the term "don"), "what's" is "what is".
+_NEGATED = re.compile(r"\b[a-z]+n['’]t\b")
+_CLITIC = re.compile(r"['’](?:s|re|ve|ll|d|m)\b")
+
+
+def unaddressed(folded: str) -> str:
+    """Folded text without the mentions that address someone (MENTION) and with English
+    contractions read as their words (a negation is a frame word, a clitic nothing)."""
+    return _CLITIC.sub(" ", _NEGATED.sub(" not ", MENTION.sub(" ", folded)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +126,9 @@ class Term:
     at: int = 0
     # a CJK word: the next word of its run, when that is a content word too (compounds)
     next_word: str = ""
+    # a CJK word: the word before it in its run when that is too common to be looked up on its
+    # own (产品 in 产品经理), which a compound may begin with (compounds)
+    head: str = ""
 
 
 def term_key(word: str) -> str:
@@ -158,6 +190,18 @@ def _name_spans(text: str, names: set[str]) -> set[str]:
     return spans
 
 
+def titled_words(text: str) -> frozenset[str]:
+    """The folded Latin words the message writes in title case ("Aiyana", "Whitehorse"; not
+    "PVC", "lumen-gateway"): how a person's name is written, where an acronym or a component
+    is not."""
+    written = unicodedata.normalize("NFKC", text)
+    return frozenset(
+        fold(word)
+        for word in _CASED_WORD.findall(written)
+        if word[0].isupper() and word[1:].isalpha() and word[1:].islower()
+    )
+
+
 def name_words(text: str, terms: Sequence[Term] | None = None) -> frozenset[str]:
     """The words of the message that are names only as part of a written name (_name_spans):
     found on the message as written, since the request is cut from its folded form. `terms`:
@@ -187,8 +231,9 @@ _FRAME_PHRASES = frozenset({("stand", "for"), ("stands", "for")})
 
 
 def _latin_words(folded: str) -> list[str]:
-    """The Latin words of folded text, less the first word of a framing phrase (_FRAME_PHRASES)."""
-    words = LATIN_WORD.findall(folded)
+    """The Latin words of folded text, less the first word of a framing phrase (_FRAME_PHRASES)
+    and the scope a question says it asks in ("in general": GENERAL_SCOPE, read by the rule)."""
+    words = LATIN_WORD.findall(GENERAL_SCOPE.sub(" ", unaddressed(folded)))
     after = [*words[1:], ""] if words else []
     return [
         word
@@ -200,7 +245,7 @@ def _latin_words(folded: str) -> list[str]:
 def message_terms(text: str) -> list[Term]:
     """The message's terms before the words written as part of a name are made names
     (content_terms does both)."""
-    folded = fold(text)
+    folded = unaddressed(fold(text))
     found: list[Term] = []
     for word in _latin_words(folded):
         if word in _FRAME:
@@ -220,8 +265,9 @@ def message_terms(text: str) -> list[Term]:
         found.append(Term(term_key(word), word, weight, identifier or z < 3.5))
     # Words, not every bigram: a bigram across two words ("户修" in 商户修改) is in no passage
     # and would count against a question the KB does cover.
-    for run in CJK_RUN.findall(folded):
-        words = cjk_words(run)
+    for match in CJK_RUN.finditer(folded):
+        run = match.group()
+        words = _after_number(run, folded[: match.start()])
         people = _people(run)
         start = 0
         previous = -2  # the index of the last word found as a term
@@ -231,6 +277,9 @@ def message_terms(text: str) -> list[Term]:
                 continue
             z = zipf(word, "zh")
             weight = specificity(z)
+            head = words[index - 1] if index > 0 else ""
+            if len(head) < 2 or _cjk_frame(head) or not common_word(head):
+                head = ""
             if weight > 0.0:
                 # a neighbour jieba left on its own (验 in 验/签用) may belong to the word
                 before = at - 1 if index > 0 and len(words[index - 1]) == 1 else at
@@ -239,7 +288,9 @@ def message_terms(text: str) -> list[Term]:
                 name = word in people and len(word) <= CJK_NAME_CHARS and z < CJK_NAME_ZIPF
                 if previous == index - 1 and not name and not found[-1].name:
                     found[-1] = dataclasses.replace(found[-1], next_word=word)
-                found.append(Term(word, word, weight, name, run[before:after], at - before))
+                found.append(
+                    Term(word, word, weight, name, run[before:after], at - before, head=head)
+                )
                 previous = index
     return found
 
@@ -270,7 +321,7 @@ def light_words(
     `terms`: content_terms(text, named), when already found."""
     found_terms = content_terms(text, named) if terms is None else terms
     names = {t.surface for t in found_terms if t.name}
-    folded = fold(text)
+    folded = unaddressed(fold(text))
     found: list[Term] = []
     for word in _latin_words(folded):
         if len(word) < 2 or word in OPENERS or word in names or not word.isalpha():
@@ -293,9 +344,31 @@ def chinese_words_of(folded: str) -> Iterator[str]:
         yield from cjk_words(run)
 
 
+def _after_number(run: str, before: str) -> tuple[str, ...]:
+    """The words of a CJK run; right after a number, its first character on its own when jieba
+    joined it to the next into a word its dictionary does not list: the number's measure word
+    ("9 点发吗": 9 点 / 发, not 点发, which no passage writes). A listed word stays (5 分钟)."""
+    words = cjk_words(run)
+    if (
+        before.rstrip()[-1:].isdigit()
+        and len(words[0]) == 2
+        and not chinese_words.in_dictionary(words[0])
+    ):
+        return (run[0], *cjk_words(run[1:]))
+    return words
+
+
 @lru_cache(maxsize=16384)
 def cjk_words(run: str) -> tuple[str, ...]:
-    return tuple(chinese_words.words(run))
+    # jieba writes 啥 with the noun it asks for (啥意思, 啥时候): the question word and its
+    # noun, as 什么 / 意思, so the noun is what a question word asks for (answer_kinds)
+    words: list[str] = []
+    for word in chinese_words.words(run):
+        if len(word) >= 3 and word[0] == "啥":
+            words.extend((word[0], word[1:]))
+        else:
+            words.append(word)
+    return tuple(words)
 
 
 def is_cjk(term: Term) -> bool:
@@ -331,7 +404,7 @@ def is_empty_request(text: str) -> bool:
     """Nothing but asking words ("what now?", "how?", "why?", "any idea?", "怎么办？"): the words
     around the request say what it is about (docs/BENCHMARKS.md, "Gate coverage on an ML
     platform team's KB")."""
-    folded = fold(text)
+    folded = unaddressed(fold(text))
     for word in LATIN_WORD.findall(folded):
         if word in _FRAME or word in _ASKING_ONLY or NUMBER.match(word):
             continue

@@ -10,7 +10,10 @@ from collections.abc import AsyncIterator
 import pytest
 import pytest_asyncio
 
+from core.gate.coverage import judge
 from core.gate.gate import Gate
+from core.gate.kb_terms import KbTerms
+from core.gate.request import analyse
 from core.gate.store import delete_fit
 from core.index.pipeline import IndexOptions
 from tests.team_kb import team_gate
@@ -184,3 +187,28 @@ async def test_stuffing_is_refused_by_a_fitted_gate(gate: Gate) -> None:
     # and the veto does not cost the fitted gate its real questions
     kept = [t for t in GOOD if not (await gate.decide(KB, t, addressed=True)).refused]
     assert len(kept) >= len(GOOD) - 1
+
+
+async def test_an_imperative_is_how_a_request_asks_not_what_it_asks() -> None:
+    # An error the KB lists, then an off-topic ask that names a word the KB writes: "write" (a
+    # word of the KB: "write to #foundry-help") was 27% of the ask and held, so the passage
+    # "held what is asked" (docs/BENCHMARKS.md, "A first hour's misses")
+    kb = KbTerms.build(
+        [
+            "Troubleshooting > KilnAdmissionError\nYour job asks for more GPUs than the pool has "
+            "free. Write to #foundry-help if it lasts.",
+            "Quotas\nEvery project has a monthly GPU-hour quota.",
+        ]
+    )
+    text = "KilnAdmissionError: write me a poem about GPUs"
+    assert "write" not in [t.surface for t in analyse(text).terms]
+    found = judge(text, dense_max=0.32, request_dense=0.32, kb=kb)
+    assert not found.covered and found.unasked == ("poem",), found.reason
+    # what it lacks is far from every passage: the stuffing veto holds it against a fitted gate
+    vetoed = judge(text, dense_max=0.32, request_dense=0.32, kb=kb, ask_dense=0.1)
+    assert vetoed.off_request, vetoed.reason
+    # an imperative about the KB's own words still asks about them
+    assert judge("Explain KilnAdmissionError", dense_max=0.3, request_dense=None, kb=kb).covered
+    assert [t.surface for t in analyse("Explain KilnAdmissionError").terms] == [
+        "kilnadmissionerror"
+    ]
