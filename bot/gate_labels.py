@@ -26,6 +26,7 @@ from core.ports import StateStore
 
 if TYPE_CHECKING:
     from core.gate.gate import Gate
+    from core.gate.model import GateFit
 
 _log = logging.getLogger(__name__)
 Label = Literal["answer", "silent"]
@@ -175,7 +176,7 @@ async def refit(
     # Held back: chat examples the stored fit has not seen — labelled after it was fitted (an
     # example it was fitted on is its own nearest neighbour: the comparison would always keep
     # the old fit).
-    stored_fit = await gate.current_fit(kb)
+    stored_fit = await _comparable_fit(gate, kb)
     chat_texts = {
         e.text.strip() for e in labelled if stored_fit is None or e.at > stored_fit.fitted_at
     }
@@ -232,6 +233,17 @@ async def refit(
     )
 
 
+async def _comparable_fit(gate: Gate, kb: str) -> GateFit | None:
+    """The stored fit to compare a new one with; None when there is none, or when it is of an
+    older format (it cannot score anything: any new fit is better)."""
+    from core.gate.store import StaleFit
+
+    try:
+        return await gate.current_fit(kb)
+    except StaleFit:
+        return None
+
+
 async def label_decision(
     labels: GateLabels,
     decision: dict[str, Any],
@@ -286,6 +298,75 @@ async def file_examples(store: StateStore, kb: str) -> tuple[list[str], list[str
     return [str(t) for t in data.get("good", [])], [str(t) for t in data.get("bad", [])]
 
 
+# How long one bot's claim to refit a stale fit holds (core.gate.store.claim_refit): longer than
+# a fit takes (about a minute for a thousand examples), short enough that a bot killed
+# mid-fit does not leave the KB on the unfitted rule for long.
+REFIT_CLAIM_SECONDS = 600.0
+
+
+async def migrate_stale_fit(*, gate: Gate, labels: GateLabels, kb: str, folds: int = 5) -> str:
+    """Fit the KB's gate again when its stored fit is of an older format and the examples it
+    was made from are remembered (the last `tacit gate fit --good --bad` files and the chat's
+    labels). Until the new fit is stored the unfitted rule decides, and each decision's reason
+    says the fit is being refitted. Returns what was done ("" when the fit is current or
+    absent); without remembered examples, says that a person has to fit it."""
+    from core.gate.model import FIT_VERSION
+    from core.gate.store import (
+        StaleFit,
+        claim_refit,
+        fit_command,
+        fit_stamp,
+        load_fit,
+        release_refit,
+    )
+
+    stamp = await fit_stamp(gate.state, kb)
+    if stamp is None or stamp.startswith(f"{FIT_VERSION}:"):
+        return ""  # no fit, or a current one (the stamp starts with its version)
+    try:
+        await load_fit(gate.state, kb)
+        return ""
+    except StaleFit as exc:
+        stale = exc
+    if stale.version > FIT_VERSION:  # a newer Tacit shares the store: its fit is not ours to undo
+        return f"the gate fit of {kb} is of a newer format ({stale.version}): left as it is"
+    from core.gate.fitting import MIN_PER_CLASS
+
+    good, bad = await file_examples(labels.store, kb)
+    merged_good, merged_bad = merge_examples(good, bad, await labels.examples(kb))
+    if min(len(merged_good), len(merged_bad)) < MIN_PER_CLASS:
+        return (
+            f"the gate fit of {kb} is of format version {stale.version} and too few of the "
+            f"examples it was made from are remembered to fit it again: {fit_command(kb)}"
+        )
+    if not await claim_refit(gate.state, kb, ttl=REFIT_CLAIM_SECONDS):
+        return f"the gate fit of {kb} (version {stale.version}) is being fitted again elsewhere"
+    try:
+        await gate.fit(kb, merged_good, merged_bad, precision=stale.target_precision, folds=folds)
+    finally:
+        await release_refit(gate.state, kb)
+    return (
+        f"fitted the gate of {kb} again (format version {stale.version} → {FIT_VERSION}) on "
+        f"{len(merged_good)} answerable and {len(merged_bad)} other remembered messages"
+    )
+
+
+async def migrate_stale_fits(
+    *, gate: Gate, labels: GateLabels, kbs: Iterable[str], folds: int = 5
+) -> None:
+    """migrate_stale_fit for each KB, each failure logged (one KB must not stop the others)."""
+    for kb in sorted(set(kbs)):
+        try:
+            done = await migrate_stale_fit(gate=gate, labels=labels, kb=kb, folds=folds)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            _log.warning("fitting the stale gate fit of %s again failed: %s", kb, exc)
+            continue
+        if done:
+            _log.info("%s", done)
+
+
 async def refit_on_schedule(
     *,
     gate: Gate,
@@ -296,11 +377,13 @@ async def refit_on_schedule(
 ) -> None:
     """`tacit serve` with `[gate] refit_every`: every `every` seconds, refit each KB whose chat
     labels changed since the last look (refit() keeps the stored fit when the new one scores
-    worse on held-back examples). Runs until cancelled; a failed refit is logged and retried
-    at the next tick."""
+    worse on held-back examples), and fit again a fit of an older format (one an older Tacit
+    sharing the store wrote). Runs until cancelled; a failed refit is logged and retried at
+    the next tick."""
     seen: dict[str, int] = {}
     while True:
         await asyncio.sleep(every)
+        await migrate_stale_fits(gate=gate, labels=labels, kbs=kbs(), folds=folds)
         for kb in sorted(set(kbs())):
             try:
                 count = len(await labels.examples(kb))

@@ -22,9 +22,11 @@ from core.answer.wording import DECLINE_NOT_A_QUESTION, DECLINE_UNSAFE, NOT_COVE
 from core.conversation import Message
 from core.errors import InputError, LLMBadResponse, LLMTimeout, StoreError
 from core.gate.coverage import SIGNALS
+from core.gate.features import CUE_NAMES
 from core.gate.gate import Gate, GateOptions
+from core.gate.model import FIT_VERSION
 from core.gate.signals import kb_features
-from core.gate.store import delete_fit, fit_key, load_fit
+from core.gate.store import StaleFit, claim_refit, delete_fit, fit_key, load_fit, release_refit
 from core.index.pipeline import Indexer, IndexOptions
 from core.models import Collection, VectorHit
 from core.ports import Vectors
@@ -453,6 +455,99 @@ async def test_a_fit_this_tacit_cannot_use_falls_back_to_the_unfitted_rule(
     # Reading the fit on purpose (the CLI's score_stored, gate eval) still reports the problem.
     with pytest.raises(StoreError, match="unreadable"):
         await load_fit(state, KB)
+
+
+async def test_a_fit_of_an_older_format_being_refitted_says_so(stores, embedder, fitted) -> None:
+    """While a bot fits a stale fit again from remembered examples (bot.gate_labels), the
+    unfitted rule decides and the reason says the fit is being refitted, not "fit it again"."""
+    _, state = stores
+    stored = await load_fit(state, KB)
+    assert stored is not None
+    data = stored.to_json()
+    data["version"] = FIT_VERSION - 1
+    await state.set(fit_key(KB), json.dumps(data))
+    await state.set("gate:{ops}:stamp", f"{FIT_VERSION - 1}:1.0")
+    decision = await fitted.decide(KB, "How do I roll back a bad deploy?")
+    assert "probability" not in decision.scores
+    assert "tacit gate fit" in decision.reason and "fitted again" not in decision.reason
+    assert await claim_refit(state, KB, ttl=60)
+    assert not await claim_refit(state, KB, ttl=60)  # one bot refits at a time
+    try:
+        decision = await fitted.decide(KB, "How do I roll back a bad deploy?")
+        assert not decision.refused and "probability" not in decision.scores
+        assert f"being fitted again to version {FIT_VERSION}" in decision.reason
+        assert "tacit gate fit" not in decision.reason
+        with pytest.raises(StaleFit) as raised:
+            await load_fit(state, KB)
+        assert raised.value.version == FIT_VERSION - 1
+    finally:
+        await release_refit(state, KB)
+
+
+# --- the message's content: stickers and export placeholders left out -----------------------------
+
+
+@pytest.mark.parametrize("text", ["[捂脸][旺柴]", "[图片]。emoji", "sys msg"])
+async def test_only_stickers_or_placeholders_is_chatter(stores, embedder, fitted, text) -> None:
+    for gate in (fitted, make_gate(stores, embedder)):
+        overheard = await gate.decide(KB, chat(text))
+        assert (overheard.action, overheard.stage, overheard.intent) == (
+            "silent",
+            "filter",
+            "chitchat",
+        )
+        assert "only chat stickers or export placeholders" in overheard.reason
+        addressed = await gate.decide(KB, chat(text, addressed=True))
+        assert addressed.action == "decline"
+        assert addressed.reply in DECLINE_NOT_A_QUESTION.values()
+
+
+async def test_a_fitted_gate_scores_a_messages_content(stores, embedder, fitted) -> None:
+    """A sticker changes nothing the fitted gate embeds, searches or compares by n-grams: only
+    the cues (which read the text as written) see it. The content is embedded in the same
+    call as the message."""
+    vectors, state = stores
+    calls: list[list[str]] = []
+
+    class Recording(EmbedderThatSignals):
+        async def embed(self, texts: Sequence[str]) -> Vectors:
+            calls.append(list(texts))
+            return await self.inner.embed(texts)
+
+    gate = Gate(embedder=Recording(embedder), vectors=vectors, state=state)
+    plain = await gate.decide(KB, "how long does a rollback take")
+    calls.clear()
+    with_sticker = await gate.decide(KB, "how long does a rollback take [捂脸]")
+    assert calls[0] == ["how long does a rollback take [捂脸]", "how long does a rollback take"]
+    cues = set(CUE_NAMES)
+    assert with_sticker.scores["sticker_or_emoji"] == 1.0 != plain.scores["sticker_or_emoji"]
+    for name, value in plain.scores.items():
+        if name not in cues and name not in ("probability", "threshold"):
+            assert with_sticker.scores[name] == pytest.approx(value, abs=1e-5), name
+
+
+async def test_fitting_embeds_the_content_of_its_examples(stores, embedder) -> None:
+    gate = make_gate(stores, embedder)
+    texts, _, embeddings, _, _ = await gate.labelled(KB, GOOD, BAD)
+    assert "[旺柴] 大佬太强了" in texts  # kept as written: the cues read it so
+    row = texts.index("[旺柴] 大佬太强了")
+    content = await embedder.embed(["大佬太强了"])
+    assert float(embeddings[row] @ content[0]) == pytest.approx(1.0, abs=1e-4)
+    # and the stored fit is of this format
+    fit = await gate.fit(KB, GOOD, BAD, folds=3)
+    assert fit.version == FIT_VERSION == 4
+
+
+async def test_an_unfitted_gate_reads_the_message_as_written(stores, embedder) -> None:
+    """Without a fit the coverage rule decides on the text as written, as before the content
+    step: its verdicts on the coverage sets stay what they were."""
+    text = "怎么回滚到上一个版本？[捂脸]"
+    decision = await make_gate(stores, embedder).decide(KB, text)
+    written = await make_gate(stores, embedder).coverage.check(KB, text)
+    content = await make_gate(stores, embedder).coverage.check(KB, "怎么回滚到上一个版本？")
+    assert written.signals != content.signals  # the sticker is a term the KB lacks
+    for name, value in written.signals.items():
+        assert decision.scores[name] == pytest.approx(value, abs=1e-6), name
 
 
 # --- bad input ------------------------------------------------------------------------------------

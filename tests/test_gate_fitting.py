@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from core.errors import InputError
-from core.gate.features import char_ngrams
+from core.gate.features import char_ngrams, content_to_score
 from core.gate.fitting import choose_threshold, lexical_self_similarities
 from core.gate.model import (
     GateFit,
@@ -77,7 +77,10 @@ def test_lexical_index_is_tfidf_cosine_and_scores_as_it_was_fitted() -> None:
     from sklearn.feature_extraction.text import TfidfVectorizer
 
     index = LexicalIndex.build(MESSAGES)
-    vectoriser = TfidfVectorizer(analyzer=char_ngrams, sublinear_tf=True).fit(MESSAGES)
+    # the n-grams of each message's content: "哈哈哈 [旺柴]" is compared as "哈哈哈"
+    vectoriser = TfidfVectorizer(
+        analyzer=lambda text: char_ngrams(content_to_score(text)), sublinear_tf=True
+    ).fit(MESSAGES)
     queries = ["mmdeploy 安装失败怎么办", "吃了吗", "完全无关 xyz"]
     expected = (vectoriser.transform(queries) @ vectoriser.transform(MESSAGES).T).toarray()
     assert np.allclose(index.similarities(queries), expected, atol=1e-5)
@@ -86,6 +89,8 @@ def test_lexical_index_is_tfidf_cosine_and_scores_as_it_was_fitted() -> None:
     np.fill_diagonal(scored, -1.0)
     assert np.allclose(lexical_self_similarities(index), scored, atol=1e-5)
     assert index.similarities(["mmdeploy 怎么安装？"])[0, 0] == pytest.approx(1.0, abs=1e-5)
+    assert index.similarities(["哈哈哈"])[0, 2] == pytest.approx(1.0, abs=1e-5)
+    assert index.similarities(["mmdeploy 怎么安装？[捂脸]"])[0, 0] == pytest.approx(1.0, abs=1e-5)
 
 
 def test_lexical_features_compare_against_each_class() -> None:

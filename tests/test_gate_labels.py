@@ -6,7 +6,9 @@ refit runs on a real KB (USE embedder, Milvus Lite)."""
 
 from __future__ import annotations
 
+import asyncio
 import itertools
+import json
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -187,3 +189,111 @@ async def test_serve_refits_on_a_schedule_when_labels_change(world) -> None:
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
+
+
+# --- a fit of an older format after an upgrade ------------------------------------------------
+
+
+async def make_stale(store: Any, kb: str, fit: Any, *, older_by: int = 1) -> None:
+    """Store `fit` as an older Tacit would have: the previous format version, its stamp."""
+    from core.gate.model import FIT_VERSION
+    from core.gate.store import fit_key, stamp_key
+
+    data = fit.to_json()
+    data["version"] = FIT_VERSION - older_by
+    data["target_precision"] = 0.9
+    await store.set(fit_key(kb), json.dumps(data))
+    await store.set(stamp_key(kb), f"{FIT_VERSION - older_by}:{fit.fitted_at!r}")
+
+
+def runtime_of(assistant: TacitAssistant, *, refit_every: float = 0.0) -> Any:
+    """What bot.commands.serve.start_refits reads of the runtime."""
+    from types import SimpleNamespace
+
+    return SimpleNamespace(
+        assistant=assistant,
+        settings=SimpleNamespace(
+            kb=KB,
+            gate=SimpleNamespace(refit_every=refit_every),
+            conversation=SimpleNamespace(kb_sources=[], channels={}),
+        ),
+    )
+
+
+async def test_serve_fits_a_stale_fit_again_from_the_remembered_examples(world) -> None:
+    """An upgrade to a new fit format needs no person: `tacit serve` fits again each stale fit
+    whose examples it remembers (`tacit gate fit` files, chat labels), even with scheduled
+    refits off; until then the unfitted rule decides."""
+    from bot.commands.serve import start_refits
+    from bot.gate_labels import save_file_examples
+    from core.gate.model import FIT_VERSION
+    from core.gate.store import load_fit
+
+    assistant, gate = world
+    store = assistant.state.store
+    old = await gate.fit(KB, GOOD, BAD, folds=3)
+    await save_file_examples(store, KB, GOOD, BAD)
+    await make_stale(store, KB, old)
+    before = await gate.decide(KB, GOOD[0], addressed=True)
+    assert "probability" not in before.scores and "format version" in before.reason
+    task = start_refits(runtime_of(assistant))
+    assert task is not None
+    await asyncio.wait_for(task, timeout=600)
+    fit = await load_fit(store, KB)
+    assert fit is not None and fit.version == FIT_VERSION and fit.fitted_at > old.fitted_at
+    assert fit.target_precision == 0.9  # fitted as the stale one was
+    good, bad = merge_examples(GOOD, BAD, await assistant.labels.examples(KB))
+    assert len(fit.labels) == len(good) + len(bad)
+    after = await gate.decide(KB, GOOD[0], addressed=True)
+    assert "probability" in after.scores, after.reason
+
+
+async def test_a_stale_fit_without_remembered_examples_says_how_to_fit_it(world) -> None:
+    from bot.gate_labels import migrate_stale_fit
+    from core.gate.store import StaleFit, load_fit
+
+    assistant, gate = world
+    store = assistant.state.store
+    fit = await gate.current_fit(KB)
+    assert fit is not None
+    await make_stale(store, "forgotten", fit)
+    said = await migrate_stale_fit(gate=gate, labels=assistant.labels, kb="forgotten")
+    assert "tacit gate fit --kb forgotten" in said
+    with pytest.raises(StaleFit, match="format version") as raised:
+        await load_fit(store, "forgotten")
+    assert "tacit gate fit --kb forgotten" in (raised.value.hint or "")
+    # a current fit, or none, is left alone
+    assert await migrate_stale_fit(gate=gate, labels=assistant.labels, kb=KB) == ""
+    assert await migrate_stale_fit(gate=gate, labels=assistant.labels, kb="nothing") == ""
+
+
+async def test_a_fit_of_a_newer_format_is_not_fitted_back(world) -> None:
+    """Two Tacits on one store during an upgrade: the older must not undo the newer's fit."""
+    from bot.gate_labels import migrate_stale_fit, save_file_examples
+    from core.gate.store import StaleFit, load_fit
+
+    assistant, gate = world
+    store = assistant.state.store
+    fit = await gate.current_fit(KB)
+    assert fit is not None
+    await save_file_examples(store, "newer", GOOD, BAD)
+    await make_stale(store, "newer", fit, older_by=-1)
+    said = await migrate_stale_fit(gate=gate, labels=assistant.labels, kb="newer")
+    assert "newer format" in said
+    with pytest.raises(StaleFit):
+        await load_fit(store, "newer")
+
+
+async def test_refit_from_feedback_replaces_a_stale_fit(world) -> None:
+    """`tacit gate fit --from-feedback` over a stale fit: nothing to compare the new fit with
+    (the stale one scores nothing), so the new one is stored."""
+    from core.gate.model import FIT_VERSION
+
+    assistant, gate = world
+    old = await gate.current_fit(KB)
+    assert old is not None
+    await make_stale(assistant.state.store, KB, old)
+    report = await refit(gate=gate, labels=assistant.labels, kb=KB, good=GOOD, bad=BAD, folds=3)
+    assert report.stored and report.old_f1 is None, report.reason
+    fit = await gate.current_fit(KB)
+    assert fit is not None and fit.version == FIT_VERSION

@@ -176,6 +176,7 @@ async def evaluate(
     as_json: JsonOption = False,
 ) -> None:
     """Score labelled messages: precision, recall and F1 (answerable = positive)."""
+    from core.gate.features import content_to_score
     from core.gate.fitting import confusion, cross_validate
 
     good_messages, bad_messages = read_messages(good), read_messages(bad)
@@ -188,7 +189,9 @@ async def evaluate(
             fit_, probabilities = await gate.score_stored(name, texts)
             predicted = probabilities >= fit_.threshold
             metrics = confusion(labels, predicted)
-            embeddings = np.asarray(await gate.embedder.embed(texts), dtype=np.float32)
+            # the fit holds its examples' content vectors (core.gate.features)
+            contents = [content_to_score(t) for t in texts]
+            embeddings = np.asarray(await gate.embedder.embed(contents), dtype=np.float32)
             seen = int(np.sum((embeddings @ fit_.examples.T).max(axis=1) >= _SAME_MESSAGE))
             report.update(
                 mode="stored fit",

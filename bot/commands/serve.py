@@ -141,25 +141,30 @@ class Service:
 
 
 def start_refits(runtime: Any) -> asyncio.Task[None] | None:
-    """The scheduled gate refit of `[gate] refit_every`, or None when it is off."""
-    from bot.gate_labels import refit_on_schedule
+    """The gate's upkeep beside serving: at start, fit again each stored fit of an older
+    format whose examples are remembered (an upgrade needs no `tacit gate fit`); then the
+    scheduled refit of `[gate] refit_every` when it is on. None without a fitted-gate Gate."""
+    from bot.gate_labels import migrate_stale_fits, refit_on_schedule
     from core.gate.gate import Gate
 
     every = runtime.settings.gate.refit_every
     gate = runtime.assistant.gate
-    if every <= 0 or not isinstance(gate, Gate):
+    if not isinstance(gate, Gate):
         return None
     conversation = runtime.settings.conversation
+    labels = runtime.assistant.labels
 
     def kbs() -> list[str]:
         named = [runtime.settings.kb, *conversation.kb_sources]
         named += [c.kb for c in conversation.channels.values() if c.kb]
         return [kb for kb in named if kb]
 
-    return asyncio.create_task(
-        refit_on_schedule(gate=gate, labels=runtime.assistant.labels, kbs=kbs, every=every),
-        name="tacit-gate-refit",
-    )
+    async def upkeep() -> None:
+        await migrate_stale_fits(gate=gate, labels=labels, kbs=kbs())
+        if every > 0:
+            await refit_on_schedule(gate=gate, labels=labels, kbs=kbs, every=every)
+
+    return asyncio.create_task(upkeep(), name="tacit-gate-refit")
 
 
 def _server(config: Any) -> Any:

@@ -37,6 +37,7 @@ from core.conversation import Message
 from core.errors import InputError, LLMBadResponse, LLMError, StoreError, StoreUnavailable
 from core.gate.coverage import CoverageOptions, CoverageRule
 from core.gate.decision import INTENTS, GateDecision, Intent, Stage
+from core.gate.features import content_to_score, message_content
 from core.gate.model import DEFAULT_FOLDS, GateFit, Matrix, cue_matrix, feature_matrix
 from core.gate.prior import PriorScore, RequestPrior, shipped_prior
 from core.gate.signals import CHUNKS_PER_MESSAGE, has_graph_vectors, kb_features
@@ -286,6 +287,15 @@ class Gate:
             return _refuse(
                 "filter", why, language, addressed, DECLINE_NOT_A_QUESTION, intent="other"
             )
+        if not message_content(stripped):  # "[捂脸][旺柴]", "[图片]。emoji"
+            return _refuse(
+                "filter",
+                "only chat stickers or export placeholders: nothing is asked",
+                language,
+                addressed,
+                DECLINE_NOT_A_QUESTION,
+                intent="chitchat",
+            )
         return None
 
     def _scored_part(self, text: str) -> str:
@@ -355,20 +365,28 @@ class Gate:
     async def _refusal(self, kb: str, text: str) -> _Coverage:
         # The fit's stamp is a state-store round trip and the embedding a model call: neither
         # needs the other, so the read waits beside the embedding, not before it. The message
-        # and its request (when that is not the whole message) are embedded in one call.
+        # and its request (when that is not the whole message) are embedded in one call, and
+        # so is its content when stickers or placeholders make that differ: the fitted scorer
+        # reads the content (as its examples were read), the unfitted rule the text as written.
+        content = content_to_score(text)
+        written = self.coverage.texts_to_embed(text)
+        read = written if content == text else [*written, *self.coverage.texts_to_embed(content)]
         (fit, missing), embedded = await asyncio.gather(
-            self._usable_fit(kb), self.embedder.embed(self.coverage.texts_to_embed(text))
+            self._usable_fit(kb), self.embedder.embed(read)
         )
-        embedding = embedded[:1]
         if fit is not None and (incompatible := self._incompatibility(kb, fit)):
             fit, missing = None, incompatible
+        subject, vectors = text, embedded[: len(written)]
+        if fit is not None and content != text:
+            subject, vectors = content, embedded[len(written) :]
+        embedding = vectors[:1]
         # With a fit, the rule's search of the chunks also brings the nearest few that the
         # fitted features need: one search of the KB per message, not two.
         coverage, nearest = await self.coverage.check_with_nearest(
             kb,
-            text,
+            subject,
             embedding=embedding[0],
-            request_embedding=embedded[1] if len(embedded) > 1 else None,
+            request_embedding=vectors[1] if len(vectors) > 1 else None,
             limit=1 if fit is None else CHUNKS_PER_MESSAGE,
         )
         if fit is None:
@@ -417,8 +435,15 @@ class Gate:
         *,
         chunk_hits: Sequence[Sequence[VectorHit]] | None = None,
     ) -> Matrix:
+        """The fitted features of messages as written: `embeddings` (and `chunk_hits`) are
+        of their content (content_to_score), the KB features read the content, the cues the
+        text as written, and the n-gram index takes the content itself."""
         kb_rows = await self._kb_rows(
-            kb, texts, embeddings, use_graph=fit.use_graph, chunk_hits=chunk_hits
+            kb,
+            [content_to_score(t) for t in texts],
+            embeddings,
+            use_graph=fit.use_graph,
+            chunk_hits=chunk_hits,
         )
         examples, lexical = fit.example_features(embeddings), fit.lexical_features(texts)
         return feature_matrix(kb_rows, examples, lexical, cue_matrix(texts))
@@ -487,7 +512,9 @@ class Gate:
     async def labelled(
         self, kb: str, good: Sequence[str], bad: Sequence[str]
     ) -> tuple[list[str], npt.NDArray[np.int8], npt.NDArray[np.float32], Matrix, bool]:
-        """Texts, labels, embeddings and KB features of labelled messages (one batch each)."""
+        """Texts (as written), labels, embeddings and KB features of labelled messages (one
+        batch each). What is embedded and searched is each message's content, as when a
+        message is scored (see _features)."""
         if await self.vectors.count("chunks", kb) == 0:
             raise InputError(
                 f"knowledge base {kb!r} is empty: the gate scores messages against its documents",
@@ -500,8 +527,9 @@ class Gate:
             dtype=np.int8,
         )
         use_graph = await has_graph_vectors(self.vectors, kb)
-        embeddings = np.asarray(await self.embedder.embed(texts), dtype=np.float32)
-        kb_rows = await self._kb_rows(kb, texts, embeddings, use_graph=use_graph)
+        contents = [content_to_score(t) for t in texts]
+        embeddings = np.asarray(await self.embedder.embed(contents), dtype=np.float32)
+        kb_rows = await self._kb_rows(kb, contents, embeddings, use_graph=use_graph)
         return texts, labels, embeddings, kb_rows, use_graph
 
     async def fit(
@@ -561,7 +589,8 @@ class Gate:
     ) -> npt.NDArray[np.float64]:
         """P(answerable) of each message under `fit` (stored or not)."""
         self._check_compatible(kb, fit)
-        embeddings = np.asarray(await self.embedder.embed(list(texts)), dtype=np.float32)
+        contents = [content_to_score(t) for t in texts]
+        embeddings = np.asarray(await self.embedder.embed(contents), dtype=np.float32)
         features = await self._features(kb, texts, embeddings, fit)
         return fit.probabilities(features)
 

@@ -18,9 +18,12 @@ import numpy as np
 import numpy.typing as npt
 
 from core.gate.coverage import SIGNALS
-from core.gate.features import CUE_NAMES, char_ngrams, text_cues
+from core.gate.features import CUE_NAMES, char_ngrams, content_to_score, text_cues
 
-FIT_VERSION = 3  # 2: lexical (character n-gram) neighbour features; 3: coverage signals
+# 2: lexical (character n-gram) neighbour features; 3: coverage signals; 4: a message's content
+# (stickers and export placeholders left out, core.gate.features.message_content) is embedded,
+# searched and compared by n-grams
+FIT_VERSION = 4
 DEFAULT_FOLDS = 5  # cross-validation folds of a fit (its threshold comes from held-out scores)
 KNN_K = 10  # neighbours averaged per class; 10 beat 1, 3 and 5 in cross-validation
 # Temperature of the soft nearest-neighbour score: at 0.05 the few closest examples dominate
@@ -145,7 +148,8 @@ def logistic_probabilities(
 class LexicalIndex:
     """TF-IDF vectors (sublinear tf, smoothed idf, unit length: scikit-learn's defaults) of the
     labelled messages' character n-grams, kept as postings: term → (example, weight). A query
-    touches only its own few dozen terms, so scoring stays a handful of numpy slices."""
+    touches only its own few dozen terms, so scoring stays a handful of numpy slices. The
+    n-grams are of each message's content (content_to_score), examples and queries alike."""
 
     vocabulary: dict[str, int]
     idf: npt.NDArray[np.float64]
@@ -156,7 +160,7 @@ class LexicalIndex:
 
     @classmethod
     def build(cls, texts: Sequence[str]) -> LexicalIndex:
-        counts = [Counter(char_ngrams(t)) for t in texts]
+        counts = [Counter(char_ngrams(content_to_score(t))) for t in texts]
         vocabulary: dict[str, int] = {}
         for c in counts:
             for term in c:
@@ -196,7 +200,7 @@ class LexicalIndex:
         """Cosine of each text (row) with each example (column)."""
         out = np.zeros((len(texts), self.examples))
         for i, text in enumerate(texts):
-            terms, weights = self._weights(Counter(char_ngrams(text)))
+            terms, weights = self._weights(Counter(char_ngrams(content_to_score(text))))
             if not terms:
                 continue
             # All the query's postings at once: one gather and one bincount, no Python loop.
