@@ -372,6 +372,18 @@ class EmbedderThatSignals:
         return await self.inner.embed(texts)
 
 
+class RecordingEmbedder(EmbedderThatSignals):
+    """The test embedder, keeping the texts of every call."""
+
+    def __init__(self, inner: Any) -> None:
+        super().__init__(inner)
+        self.calls: list[list[str]] = []
+
+    async def embed(self, texts: Sequence[str]) -> Vectors:
+        self.calls.append(list(texts))
+        return await self.inner.embed(texts)
+
+
 async def test_the_fit_is_read_beside_the_embedding_not_before_it(stores, embedder, fitted) -> None:
     """The fit's stamp is a round trip to the state store on every message: it must not add to
     the embedding's time. The store's read here waits until the embedding has started, which
@@ -395,14 +407,9 @@ async def test_a_message_and_its_request_are_embedded_in_one_call(stores, embedd
     the chunks. The gate embeds them together, beside its read of the fit: one model call for
     both, not one each."""
     vectors, state = stores
-    calls: list[list[str]] = []
-
-    class Recording(EmbedderThatSignals):
-        async def embed(self, texts: Sequence[str]) -> Vectors:
-            calls.append(list(texts))
-            return await self.inner.embed(texts)
-
-    gate = Gate(embedder=Recording(embedder), vectors=vectors, state=state)
+    recording = RecordingEmbedder(embedder)
+    calls = recording.calls
+    gate = Gate(embedder=recording, vectors=vectors, state=state)
     text = "I read the deploy runbook twice. How do I roll back a bad release with deployctl?"
     decision = await gate.decide(KB, text)
     assert "probability" in decision.scores, decision.reason
@@ -507,14 +514,9 @@ async def test_a_fitted_gate_scores_a_messages_content(stores, embedder, fitted)
     the cues (which read the text as written) see it. The content is embedded in the same
     call as the message."""
     vectors, state = stores
-    calls: list[list[str]] = []
-
-    class Recording(EmbedderThatSignals):
-        async def embed(self, texts: Sequence[str]) -> Vectors:
-            calls.append(list(texts))
-            return await self.inner.embed(texts)
-
-    gate = Gate(embedder=Recording(embedder), vectors=vectors, state=state)
+    recording = RecordingEmbedder(embedder)
+    calls = recording.calls
+    gate = Gate(embedder=recording, vectors=vectors, state=state)
     plain = await gate.decide(KB, "how long does a rollback take")
     calls.clear()
     with_sticker = await gate.decide(KB, "how long does a rollback take [捂脸]")
