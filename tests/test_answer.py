@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -313,15 +314,21 @@ OWNERS_DOCS = {
 }
 
 
-async def test_the_extractive_answer_reads_the_row_of_the_thing_asked_about(
-    stores, embedder, tmp_path: Path
-) -> None:
+async def index_owners(stores: Any, embedder: Any, tmp_path: Path) -> None:
+    """OWNERS_DOCS indexed as KB "loom" in small chunks (the owners table apart from the
+    passages that repeat a component's name)."""
     root = tmp_path / "owners"
     root.mkdir()
     for name, text in OWNERS_DOCS.items():
         (root / name).write_text(text, encoding="utf-8")
     graph, vectors = stores
     await Indexer(graph, vectors, embedder, IndexOptions(chunk_size=64)).index("loom", [root])
+
+
+async def test_the_extractive_answer_reads_the_row_of_the_thing_asked_about(
+    stores, embedder, tmp_path: Path
+) -> None:
+    await index_owners(stores, embedder, tmp_path)
     # One chunk read: the passages that repeat the name rank first, not the owners table.
     _, answer = await collect(
         answerer(stores, embedder, extractive_chunks=1).ask("loom", "Who owns loom-ingest?")
@@ -340,12 +347,7 @@ async def test_a_failing_rows_lookup_leaves_the_extractive_answer_as_it_was(
     # store that fails on it costs those rows, not the answer, and the trace says so.
     from core.errors import StoreUnavailable
 
-    root = tmp_path / "owners"
-    root.mkdir()
-    for name, text in OWNERS_DOCS.items():
-        (root / name).write_text(text, encoding="utf-8")
-    graph, vectors = stores
-    await Indexer(graph, vectors, embedder, IndexOptions(chunk_size=64)).index("loom", [root])
+    await index_owners(stores, embedder, tmp_path)
 
     async def unavailable(*args: object, **kwargs: object) -> None:
         raise StoreUnavailable("graph store went away")

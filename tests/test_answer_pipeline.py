@@ -821,10 +821,10 @@ async def test_a_sub_answer_that_names_no_source_is_shown_with_the_passage_holdi
     assert "→ on a port the sources do not name\n" in answer_prompt
 
 
-async def test_sub_answers_handed_to_dual_level_carry_each_rounds_numbers(stores, embedder) -> None:
-    # A plan that gives way hands its sub-answers on; every round numbers its context anew
-    # (a widened round re-cuts it), and each shows the sub-answer with that round's number.
-    llm = (
+def metrics_port_uncovered_in_two_rounds() -> FakeLLM:
+    """A plan of two lookups that gives way: the gateway's port is found, the metrics port is
+    not; the answer covers part of the question and the judge asks for one wider round."""
+    return (
         FakeLLM()
         .script("logic_form", PLAN_TWO_LOOKUPS)
         .script("keywords", KEYWORDS)
@@ -845,6 +845,12 @@ async def test_sub_answers_handed_to_dual_level_carry_each_rounds_numbers(stores
             {"faithfulness": 1, "completeness": 0.6},
         )
     )
+
+
+async def test_sub_answers_handed_to_dual_level_carry_each_rounds_numbers(stores, embedder) -> None:
+    # A plan that gives way hands its sub-answers on; every round numbers its context anew
+    # (a widened round re-cuts it), and each shows the sub-answer with that round's number.
+    llm = metrics_port_uncovered_in_two_rounds()
     await collect(make(stores, embedder, llm, feedback_rounds=2).ask("ops", PORT_QUESTION))
     answers = [c.last_user for c in llm.calls if c.template == "answer"]
     assert len(answers) == 2
@@ -872,27 +878,7 @@ async def test_a_plan_that_gives_way_lists_the_sub_question_it_found_no_answer_f
     # run): the sub-question whose step read its context and found no answer is listed apart,
     # in every round, so the answer's "which part is not covered" sentence names it. The judge
     # is not shown it: it judges the answer against what it cites.
-    llm = (
-        FakeLLM()
-        .script("logic_form", PLAN_TWO_LOOKUPS)
-        .script("keywords", KEYWORDS)
-        .script(
-            "sub_answer",
-            *[
-                by_step(
-                    listen=citing("port 8443", "listens on port 8443"),
-                    metrics={"found": False, "answer": "not in the context", "items": []},
-                )
-            ]
-            * 2,
-        )
-        .script("answer", "Port 8443 [1]; the metrics port is not covered.", "Port 8443 [1].")
-        .script(
-            "judge",
-            {"faithfulness": 1, "completeness": 0.5},
-            {"faithfulness": 1, "completeness": 0.6},
-        )
-    )
+    llm = metrics_port_uncovered_in_two_rounds()
     _, answer = await collect(
         make(stores, embedder, llm, feedback_rounds=2).ask("ops", PORT_QUESTION)
     )
