@@ -135,9 +135,31 @@ async def _graph(settings: Settings) -> str:
         return (
             f"sqlite {settings.graph_path}: kb '{settings.kb}' has {stats.documents} document(s), "
             f"{stats.chunks} chunk(s), {stats.entities} entities, {stats.relations} relations"
+            + await _empty_kbs(graph, settings)
         )
 
     return await _with(wiring.build_graph(settings), use)
+
+
+def _configured_kbs(settings: Settings) -> list[str]:
+    """The KBs the bot answers from: the default and every channel's, and those with sources."""
+    conversation = settings.conversation
+    named = [settings.kb, *(c.kb for c in conversation.channels.values() if c.kb)]
+    return list(dict.fromkeys([*named, *conversation.kb_sources]))
+
+
+async def _empty_kbs(graph: Any, settings: Settings) -> str:
+    """Which configured KBs hold no documents: the gate tells whoever asks there that nothing
+    is indexed (reason kb_empty), and the admin reads here how to index them. Not a failure:
+    a new install has indexed nothing yet."""
+    empty = [kb for kb in _configured_kbs(settings) if not await graph.get_documents(kb)]
+    if not empty:
+        return ""
+    names = ", ".join(f"'{kb}'" for kb in empty)
+    return (
+        f"; no documents in kb {names}: questions there are told so "
+        f"(index them: tacit index PATH --kb {empty[0]})"
+    )
 
 
 async def _nebula(graph: Any, settings: Settings) -> str:
@@ -176,7 +198,7 @@ async def _nebula(graph: Any, settings: Settings) -> str:
     return (
         f"nebula {', '.join(hosts)}: space {space} has its schema; {stats.documents} "
         f"document(s), {stats.chunks} chunk(s), {stats.entities} entities, "
-        f"{stats.relations} relations"
+        f"{stats.relations} relations" + await _empty_kbs(graph, settings)
     )
 
 

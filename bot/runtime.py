@@ -55,7 +55,13 @@ class KnowledgeBaseReindexer:
         if lock.locked():
             raise InputError(f"knowledge base {kb} is being re-indexed already")
         async with lock:
-            report = await self.services.indexer(kb).index(kb, sources)
+            try:
+                report = await self.services.indexer(kb).index(kb, sources)
+            finally:
+                # The gate and the retriever read the KB from the in-memory copy: the next
+                # message checks it now, not within [gate] cache_check_seconds (a KB indexed
+                # for the first time answers at once instead of saying it has no documents).
+                self.services.vector_cache().recheck(kb)
         summary = (
             f"Re-indexed {kb}: {report.documents_indexed} document(s) indexed, "
             f"{report.documents_skipped} unchanged, {report.documents_failed} failed, "

@@ -226,8 +226,16 @@ class VectorCache:
         # free, and a retrieval's entity, relation and chunk searches overlap on two cores.
         return await asyncio.to_thread(_nearest, snapshot, _unit_rows(matrix), limit)
 
-    async def snapshot(self, collection: Collection, kb: str) -> Snapshot:
-        """The current copy: read on first use, then revalidated in the background."""
+    async def snapshot(
+        self, collection: Collection, kb: str, *, wait_if_empty: bool = False
+    ) -> Snapshot:
+        """The current copy: read on first use, then revalidated in the background.
+
+        wait_if_empty: a copy holding no rows waits for its check when one is due (or
+        running) and returns what it found. The gate asks so of a KB it would refuse as
+        empty: the first message after the KB's first indexing run (by another process)
+        is answered, not refused once more; a check is due once per check_seconds, so an
+        empty KB costs one version read per check_seconds, not one per message."""
         key = (collection, kb)
         snapshot = self._snapshots.get(key)
         if snapshot is None:
@@ -243,7 +251,21 @@ class VectorCache:
                 task = asyncio.create_task(self._revalidate(key, snapshot))
                 self._background[key] = task
                 task.add_done_callback(self._forget_task(key))
+        running = self._background.get(key)
+        empty = snapshot.matrix is not None and snapshot.rows == 0
+        if wait_if_empty and empty and running is not None:
+            # shielded: a message given up on does not cancel the check others share
+            await asyncio.shield(running)
+            return self._snapshots.get(key, snapshot)
         return snapshot
+
+    def recheck(self, kb: str) -> None:
+        """Make the next search of `kb` check its version (an indexing run in this process
+        just ended): a changed copy is read again in the background as usual, while an empty
+        one is read before that search answers (see snapshot's wait_if_empty)."""
+        for key in list(self._checked):
+            if key[1] == kb:
+                self._checked[key] = float("-inf")
 
     def invalidate(self, kb: str | None = None) -> None:
         """Forget the copies of `kb` (of every KB when None): the next search reads afresh."""

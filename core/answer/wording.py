@@ -15,6 +15,15 @@ NOT_COVERED = {
     "doesn't seem to be among them.",
     "zh": "抱歉，我只能回答知识库覆盖的问题，这个问题似乎不在其中。",
 }
+# What an addressed message is told when its knowledge base has no documents at all (none
+# indexed yet, or a channel bound to a KB nobody indexed): "not covered" would blame the
+# question. {kb} is the KB's name, or NAME when it is not a valid one.
+KB_EMPTY = {
+    "en": "My knowledge base {kb} has no documents yet, so I have nothing to answer from. "
+    "An admin can add them: `tacit index PATH --kb {kb}`",
+    "zh": "知识库 {kb} 还没有文档，我暂时无法回答。"
+    "管理员可以这样添加：`tacit index PATH --kb {kb}`",
+}
 # The polite decline a refused message gets when the bot was addressed (overheard messages
 # that are refused get silence instead): not a question, or a topic it does not answer.
 DECLINE_NOT_A_QUESTION = {

@@ -8,7 +8,8 @@ from typing import Any, Literal
 from core.text import Language
 
 Action = Literal["answer", "silent", "decline"]
-Stage = Literal["filter", "intent", "refusal", "safety"]
+# "kb": the KB has nothing to judge a message against (reason "kb_empty: …", see Gate.decide)
+Stage = Literal["filter", "kb", "intent", "refusal", "safety"]
 Intent = Literal["question", "chitchat", "greeting", "feeling", "command", "other"]
 INTENTS: tuple[Intent, ...] = ("question", "chitchat", "greeting", "feeling", "command", "other")
 

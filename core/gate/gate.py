@@ -1,13 +1,14 @@
 """The intent-and-refusal gate: for each message, answer, stay silent, or politely decline.
 
 Stages run cheapest first and each may decide: filters (empty, too short, bots, commands), the
-banned-topic list, then — concurrently — the refusal score (coverage, the fitted scorer) and the
-LLM's screening (intent slot and safety in ONE call, prompt "gate_classify", when an LLM is
-configured). Without an LLM's intent slot and without a fit, whether a message asks anything at
-all comes from the request prior Tacit ships (core.gate.prior), combined with coverage: a
-message is answered when it is a question or a request AND the KB covers it. A refused message
-gets a short decline when the bot was addressed (a mention, a DM, a reply to it, `tacit ask`)
-and silence when it was only overheard.
+banned-topic list, a KB with no documents (its own reason, `kb_empty`, and a reply saying how
+an admin indexes it: "not covered" would blame the question), then — concurrently — the
+refusal score (coverage, the fitted scorer) and the LLM's screening (intent slot and safety in
+ONE call, prompt "gate_classify", when an LLM is configured). Without an LLM's intent slot and
+without a fit, whether a message asks anything at all comes from the request prior Tacit ships
+(core.gate.prior), combined with coverage: a message is answered when it is a question or a
+request AND the KB covers it. A refused message gets a short decline when the bot was addressed
+(a mention, a DM, a reply to it, `tacit ask`) and silence when it was only overheard.
 
 screen() and classify() split the same decision for a caller that starts answering while the
 LLM screens (bot.assistant): screen() runs every stage but the LLM's, classify() confirms or
@@ -32,7 +33,7 @@ import numpy.typing as npt
 from pydantic import BaseModel
 
 import prompts
-from core.answer.wording import DECLINE_NOT_A_QUESTION, DECLINE_UNSAFE, NOT_COVERED
+from core.answer.wording import DECLINE_NOT_A_QUESTION, DECLINE_UNSAFE, KB_EMPTY, NOT_COVERED
 from core.conversation import Message
 from core.errors import InputError, LLMBadResponse, LLMError, StoreError, StoreUnavailable
 from core.gate.coverage import CoverageOptions, CoverageRule
@@ -42,6 +43,7 @@ from core.gate.model import DEFAULT_FOLDS, GateFit, Matrix, cue_matrix, feature_
 from core.gate.prior import PriorScore, RequestPrior, shipped_prior
 from core.gate.signals import CHUNKS_PER_MESSAGE, has_graph_vectors, kb_features
 from core.gate.store import fit_command, fit_stamp, load_fit, save_fit
+from core.kb import validate_kb_name
 from core.models import VectorHit
 from core.ports import LLM, Embedder, StateStore, VectorStore
 from core.text import Language, detect_language
@@ -140,6 +142,9 @@ class Gate:
         if isinstance(prepared, GateDecision):
             return prepared
         text, language, addressed = prepared
+        empty = await self._kb_empty(kb, language, addressed)
+        if empty is not None:
+            return empty
         coverage, screening = await asyncio.gather(
             self._refusal(kb, text), self._screening(text, language)
         )
@@ -154,6 +159,9 @@ class Gate:
         if isinstance(prepared, GateDecision):
             return prepared
         text, language, addressed = prepared
+        empty = await self._kb_empty(kb, language, addressed)
+        if empty is not None:
+            return empty
         pending = _Screening(llm_intent=self._llm_intent_enabled)  # classify() asks the LLM
         return self._verdict(language, addressed, await self._refusal(kb, text), pending)
 
@@ -199,6 +207,25 @@ class Gate:
                 DECLINE_UNSAFE,
             )
         return text, language, addressed
+
+    async def _kb_empty(self, kb: str, language: Language, addressed: bool) -> GateDecision | None:
+        """The decision for a message to a KB with no chunks (nothing indexed yet, or a
+        channel bound to a KB nobody indexed), else None. Read from the in-memory copy the
+        coverage rule searches anyway (core.vector_cache): no store round trip per message,
+        and the KB's first indexing run is seen at the next check (an empty copy waits for
+        it; /tacit reindex and remember drop the copy at once)."""
+        snapshot = await self.cache.snapshot("chunks", kb, wait_if_empty=True)
+        if snapshot.matrix is None or snapshot.rows:  # too large to copy, or has chunks
+            return None
+        shown = _shown_kb(kb)
+        return _refuse(
+            "kb",
+            f"kb_empty: knowledge base {kb[:60]!r} has no indexed documents (an admin "
+            f"indexes them: tacit index PATH --kb {shown})",
+            language,
+            addressed,
+            {lang: reply.format(kb=shown) for lang, reply in KB_EMPTY.items()},
+        )
 
     def _verdict(
         self, language: Language, addressed: bool, coverage: _Coverage, screening: _Screening
@@ -604,6 +631,14 @@ def _request_prior() -> RequestPrior | str:
         return shipped_prior()
     except (OSError, ValueError, KeyError) as exc:
         return f"request prior unreadable ({exc}): reinstall Tacit"
+
+
+def _shown_kb(kb: str) -> str:
+    """The KB's name as a reply shows it: only a valid name (core.kb) is echoed into a chat."""
+    try:
+        return validate_kb_name(kb)
+    except ValueError:
+        return "NAME"
 
 
 def _refuse(
