@@ -4,6 +4,7 @@ line first")."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from adapters.embedders.use import USEEmbedder
@@ -130,3 +131,124 @@ async def test_an_ask_no_line_holds_leaves_the_name_to_decide(embedder: USEEmbed
     )
     # 默认值 is in no line (they write "default"): the identifier alone tells them apart.
     assert chosen[0].text.startswith("`LUMEN_DISPATCH_CONCURRENCY`")
+
+
+def test_a_name_written_in_another_form_counts_where_the_line_writes_it() -> None:
+    from core.answer.extractive import _overlap
+
+    evidence = _evidence(("his-bridge", "x"))
+    candidates = [
+        (1, 0, "ORU_OUT retrying stops after a day."),
+        (1, 1, "ORU_OUT retries stop after a day."),
+    ]
+    overlap = _overlap("ORU_OUT retrying?", evidence, candidates, np.zeros(2, dtype=bool))
+    # "retries" is where the second line holds "retrying", not only in its heading.
+    assert overlap[1] == pytest.approx(overlap[0])
+
+
+async def test_an_ask_no_line_about_the_name_holds_leaves_the_name_to_decide(
+    embedder: USEEmbedder,
+) -> None:
+    evidence = _evidence(
+        (
+            "Runbook: analyzer-gw > 1. Configuration",
+            "CLI flags for `analyzer-gw` itself:\n\n"
+            "- `--floor 3F|4F|5F` — which floor config to load\n"
+            "- `--dry-run` — parse and log, do not post to lis-core\n",
+        ),
+        (
+            "Runbook: analyzer-gw",
+            "analyzer-gw 负责和检验仪器通讯：接收结果、回答 host query、发 ACK。每个楼层一个实例\n"
+            "(3F / 4F / 5F)，部署在 `lis-prod` namespace，deployment 名 `analyzer-gw-3f` 等。\n",
+        ),
+        (
+            "Runbook: analyzer-gw > 4. 错误码 Error codes",
+            "| Code | 含义 | 处理 |\n|---|---|---|\n"
+            "| GW-101 | ASTM checksum mismatch（帧校验和不对） | 通常是串口线干扰或 Moxa 波特率设错"
+            "（应为 9600 8N1）。偶尔几个不用管，仪器会重发；每分钟超过 20 个要查线 |\n"
+            "| GW-503 | lis-core unavailable | 结果会存在 gateway 本地队列（最多 20000 条），"
+            "lis-core 恢复后自动补发 |\n",
+        ),
+        ("Monitoring", "If you are seeing errors, see the Grafana board first."),
+    )
+    chosen = await best_sentences(
+        "what does GW-101 mean? seeing a bunch on 3F", evidence, embedder, count=3
+    )
+    # "seeing" is held only by a line about no name of the question: GW-101 decides.
+    assert chosen[0].text.startswith("Code: GW-101")
+
+
+async def test_an_acronym_is_held_where_a_line_spells_it_out(embedder: USEEmbedder) -> None:
+    evidence = _evidence(
+        (
+            "Runbook: Disk Full on a Dispatcher Worker > Things not to do",
+            '- Do not delete the pod to "clear the disk". The PVC is retained and the new pod '
+            "mounts the same full volume.\n"
+            "- Do not delete the PVC. That destroys the undelivered notifications in the spool.\n",
+        ),
+        (
+            "Runbook: Disk Full on a Dispatcher Worker",
+            "Use this runbook when `LumenSpoolDiskHigh` fires, or when dispatcher logs show "
+            "`consumer paused: spool high water` or `no space left on device`. Each "
+            "lumen-dispatcher pod has its own 50 GiB spool volume mounted at "
+            "`/var/lib/lumen/spool`, backed by the PersistentVolumeClaim "
+            "`spool-lumen-dispatcher-N`.\n",
+        ),
+        (
+            "Lumen 故障处理总览 > 处理原则",
+            "- **不丢通知。** 任何操作前先确认不会删除尚未投递的通知：不要删除 spool 中的 "
+            "`.seg` 文件，不要用 Kafka 原生工具重置消费组偏移量，不要删除 dispatcher 的 PVC。\n",
+        ),
+    )
+    chosen = await best_sentences(
+        "What is the PVC of the dispatcher spool called?", evidence, embedder, count=2
+    )
+    # The line that names the claim writes "PersistentVolumeClaim", never "PVC".
+    assert any("spool-lumen-dispatcher-N" in s.text for s in chosen)
+
+
+async def test_how_long_asks_for_a_duration(embedder: USEEmbedder) -> None:
+    evidence = _evidence(
+        (
+            "his-bridge > 2. Configuration",
+            "| Key | Value (prod) | Meaning |\n|---|---|---|\n"
+            "| `his.ack.timeout_s` | `30` | Wait for HIS ACK before retry |\n"
+            "| `his.retry.interval_s` | `60` | Retry interval for `ORU_OUT` |\n"
+            "| `his.retry.max` | `1440` | = 24 hours of retries, then the message goes to the "
+            "error queue |\n",
+        ),
+        (
+            "his-bridge > 1. Channels",
+            "| Channel | Direction | Port / target |\n|---|---|---|\n"
+            "| `ORU_OUT` | LIS → HIS | HIS 10.20.8.15:7001 |\n",
+        ),
+    )
+    chosen = await best_sentences(
+        "how long does ORU_OUT keep retrying if HIS is down?", evidence, embedder, count=3
+    )
+    # "how long" asks for a duration: the retry interval's row names ORU_OUT, not how long.
+    assert "24 hours" in chosen[0].text
+
+
+async def test_who_asks_for_a_person(embedder: USEEmbedder) -> None:
+    evidence = _evidence(
+        (
+            "Loom platform overview > Data flow in one paragraph",
+            "`loom-scheduler` decides when a partition is complete and triggers "
+            "`batch-compactor`, which merges\nthe small files of a partition into Parquet files "
+            "of roughly 512 MB.\n",
+        ),
+        (
+            "Backfill runbook > Before you start",
+            "- Backfills longer than 7 days of data need approval from the `batch-compactor` "
+            "owner, Mateus Carvalho,\n  because they can cost more than 2 000 EUR in EMR time.\n",
+        ),
+        (
+            "Loom configuration reference > Compactor (`batch-compactor`)",
+            "| Key | Default | Meaning |\n|---|---|---|\n"
+            "| `LOOM_COMPRESSION` | `zstd` | Parquet compression codec |\n",
+        ),
+    )
+    chosen = await best_sentences("batch-compactor 归谁管？", evidence, embedder, count=3)
+    # 归谁管 asks for a person: the line naming one, not the one only mentioning the service.
+    assert "Mateus Carvalho" in chosen[0].text

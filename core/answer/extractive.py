@@ -11,6 +11,8 @@ sentence did no better than reading order, since a source's earlier, weaker sent
 
 from __future__ import annotations
 
+import functools
+import itertools
 import math
 import re
 from collections.abc import Iterable, Sequence
@@ -18,12 +20,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from core.chinese_words import person_names
 from core.gate.terms import LATIN_WORD, Term, content_terms, term_key
 from core.ports import Embedder
 from core.reason.rows import StepPattern
 from core.retrieve.context import ScoredChunk
 from core.text import CJK_RUN, cjk_pairs, split_sentences
-from core.words import fold, is_identifier
+from core.words import fold, is_identifier, zipf
 
 _WORD = re.compile(r"[A-Za-z0-9_.:-]{3,}")
 _DIGITS = re.compile(r"[0-9]+")
@@ -34,6 +37,25 @@ _SUBJECT_CHARS = 24
 # The shares of what a question names and of what it asks of them, when it does both: the ask
 # is what tells the answering line from the other lines about the same thing.
 _PARTS = {1: (1.0,), 2: (1 / 3, 2 / 3)}
+# An acronym's letters, and the capitalized words that may spell one out: one word of parts
+# ("PersistentVolumeClaim") or words in a row ("Persistent Volume Claim", "Write-Ahead Log").
+_ACRONYM_LETTERS = (2, 6)
+_CAPITALIZED = re.compile(r"[A-Z][a-z]+")
+_SPELLED = re.compile(r"(?<![A-Za-z])(?:[A-Z][a-z]+[\s-]?){2,}(?![A-Za-z])")
+# A question asking how long, and a duration a line writes: a number and a unit of time.
+_ASKS_HOW_LONG = re.compile(r"\bhow long\b|多久|多长时间|多少(?:秒|分钟|小时|天|周|个月)", re.I)
+_DURATION = re.compile(
+    r"(?<![\w.])(?:\d+(?:[.,]\d+)?|[一二两三四五六七八九十百半]+)\s?(?:"
+    r"(?:(?:milli)?seconds?|minutes?|hours?|days?|weeks?|months?|years?|ms|secs?|mins?|hrs?|"
+    r"[smhd])(?![A-Za-z])|个?(?:秒钟?|分钟|小时|钟头|天|周|星期|月))",
+    re.I,
+)
+# A question asking who, and a person's name a line writes: in English two capitalized words in
+# a row, neither of them a common word ("Mateus Carvalho", not "Payments Platform"; wordfreq's
+# Zipf scale), in Chinese a name jieba tags and a surname opens (chinese_words.person_names).
+_ASKS_WHO = re.compile(r"\bwho(?:m|se|'s)?\b|谁", re.I)
+_CAPITALIZED_WORDS = re.compile(r"(?<![\w`])[A-Z][a-zà-ÿ]+(?:\s+[A-Z][a-zà-ÿ]+)+(?![\w`])")
+_NAME_WORD_ZIPF = 4.0
 # A Chinese character or full-width punctuation: where a wrap is joined without a space.
 CJK_TEXT = re.compile(r"[\u2e80-\u9fff\uf900-\ufaff\uff00-\uffef]")
 
@@ -277,7 +299,10 @@ def _overlap(
     a list of codes: the thing the sentence is about), half further in, where it is mentioned
     ("reprint --barcode 0112004521" is not what 0112004521 means), a quarter in the heading. A
     sentence that writes a sibling of an identifier the question names (RJ01 for RJ03, GW-503
-    for GW-101) and not the identifier is about the sibling: its terms count for nothing. With
+    for GW-101) and not the identifier is about the sibling: its terms count for nothing. An
+    acronym the question writes is held where a line spells it out (_spelled_out); what a
+    question word asks for (a duration for "how long", a person for "who": _ASKED_VALUES) is
+    one more asked term, held by a line about what is named that writes one. With
     no content term, the share of the question's words and character pairs (_terms). `held`:
     the candidates that hold a name and every asked word however written (asked_of), which
     hold all the terms."""
@@ -289,12 +314,24 @@ def _overlap(
             dtype=np.float32,
         )
     identifiers = [s for s, t in terms.items() if t.name and _lettered_identifier(s)]
-    folded = [fold(text) for _, _, text in candidates]
+    short = _acronyms(question, terms.values())
+    folded = [fold(_spelled_out(short, text)) for _, _, text in candidates]
     found = [
-        _held(terms.values(), fold(evidence[n - 1].chunk.heading)) | _held(terms.values(), text)
+        _held(terms.values(), fold(_spelled_out(short, evidence[n - 1].chunk.heading)))
+        | _held(terms.values(), text)
         for (n, _, _), text in zip(candidates, folded, strict=True)
     ]
     found = [set(terms) if whole else f for f, whole in zip(found, held, strict=True)]
+    named = {s for s, t in terms.items() if t.name}
+    for kind, asks, writes in _ASKED_VALUES:
+        if asks.search(question):
+            # "How long …?" asks for a duration, "who …?" for a person: a line about what is
+            # named that writes one holds what is asked ("his.retry.max: 1440 = 24 hours of
+            # retries" for how long ORU_OUT keeps retrying), a word of full weight.
+            terms[kind] = Term(kind, kind, 1.0, False)
+            for f, (_, _, text) in zip(found, candidates, strict=True):
+                if (f & named or not named) and writes(text):
+                    f.add(kind)
     # Rarity as in BM25's inverse document frequency, 1 for a term one candidate holds.
     documents = len(candidates) + 1
     weight = {
@@ -306,16 +343,14 @@ def _overlap(
         for s, t in terms.items()
     }
     # When no candidate holds any word of what is asked (默认值 where every line says
-    # "Default"), the ask tells none of them apart: the names then count whole.
+    # "Default"), the ask tells none of them apart: the names then count whole. So too when
+    # the ask is held only by lines that hold no name ("seeing a bunch on 3F" beside GW-101):
+    # it tells apart no line about what is named.
+    asked = set(terms) - named
     anywhere = set().union(*found)
-    groups = [
-        g
-        for g in (
-            {s for s, t in terms.items() if t.name},
-            {s for s, t in terms.items() if not t.name},
-        )
-        if g & anywhere
-    ]
+    if named & anywhere and not any(f & named and f & asked for f in found):
+        asked = set()
+    groups = [g for g in (named, asked) if g & anywhere]
     if not groups:
         return np.zeros(len(candidates), dtype=np.float32)
     shares = []
@@ -326,36 +361,111 @@ def _overlap(
         share = 0.0
         for group, part in zip(groups, _PARTS[len(groups)], strict=True):
             total = sum(weight[s] for s in group) or 1.0
-            share += (
-                part * sum(weight[s] * _place(s, terms[s], text) for s in holds & group) / total
-            )
+            share += part * sum(weight[s] * _place(terms[s], text) for s in holds & group) / total
         shares.append(share)
     return np.array(shares, dtype=np.float32)
 
 
-def _place(surface: str, term: Term, text: str) -> float:
+def _acronyms(question: str, terms: Iterable[Term]) -> list[str]:
+    """The names the question writes as an acronym, in capitals ("PVC"), folded."""
+    return [
+        t.surface
+        for t in terms
+        if t.name
+        and t.surface.isascii()
+        and t.surface.isalpha()
+        and _ACRONYM_LETTERS[0] <= len(t.surface) <= _ACRONYM_LETTERS[1]
+        and re.search(rf"(?<![A-Za-z]){t.surface.upper()}(?![A-Za-z])", question)
+    ]
+
+
+def _spelled_out(acronyms: Sequence[str], text: str) -> str:
+    """`text` with each acronym written before the words it abbreviates, where it writes them
+    in full: one word of capitalized parts ("PersistentVolumeClaim") or capitalized words in a
+    row ("Persistent Volume Claim"), among them the acronym's letters as their initials. A page
+    spells out what a question abbreviates ("What is the PVC of the dispatcher spool called?":
+    "backed by the PersistentVolumeClaim `spool-lumen-dispatcher-N`")."""
+    if not acronyms:
+        return text
+    wanted = {a.upper(): a for a in acronyms}
+
+    def abbreviated(match: re.Match[str]) -> str:
+        words = match.group()
+        initials = "".join(part[0] for part in _CAPITALIZED.findall(words))
+        held = [acronym for letters, acronym in wanted.items() if letters in initials]
+        return " ".join([*held, words])
+
+    return _SPELLED.sub(abbreviated, text)
+
+
+def _writes_duration(text: str) -> bool:
+    return bool(_DURATION.search(text))
+
+
+def _writes_person(text: str) -> bool:
+    for match in _CAPITALIZED_WORDS.finditer(text):
+        rare = [zipf(word.casefold(), "en") < _NAME_WORD_ZIPF for word in match.group().split()]
+        if any(first and second for first, second in itertools.pairwise(rare)):
+            return True
+    return any(person_names(run) for run in CJK_RUN.findall(text))
+
+
+# What a question asks for by its question word, and whether a line writes one: a term of its
+# own, held beside the question's (_overlap).
+_ASKED_VALUES = (
+    ("\x00duration", _ASKS_HOW_LONG, _writes_duration),
+    ("\x00person", _ASKS_WHO, _writes_person),
+)
+
+
+def _place(term: Term, text: str) -> float:
     """How much holding a term counts where the sentence holds it: a name the sentence starts
     with (in its first _SUBJECT_CHARS characters) counts whole, one further in half, one only
     in the heading a quarter; any other word counts whole."""
     if not term.name:
         return 1.0
-    at = text.find(surface)
+    at = _written_at(term, text)
     if at < 0:
         return 0.25
     return 1.0 if at < _SUBJECT_CHARS else 0.5
+
+
+def _written_at(term: Term, folded: str) -> int:
+    """Where `folded` first writes the term as _held finds it, or -1: a Latin term may be
+    written in another form ("retries" in his.retry.max for "retrying"), which is where the
+    sentence holds it, not only its heading."""
+    if CJK_RUN.search(term.surface):
+        return folded.find(term.surface)
+    for match in LATIN_WORD.finditer(folded):
+        if _word_holds(term, match.group()):
+            return match.start()
+    return -1
+
+
+def _word_holds(term: Term, word: str) -> bool:
+    """One Latin word or identifier holds the term: as itself or a part, stemmed alike."""
+    forms = _forms(word)
+    return term.surface in forms or term.key in forms
+
+
+@functools.lru_cache(maxsize=4096)
+def _forms(word: str) -> frozenset[str]:
+    """A Latin word, its parts ("dispatcher" of lumen-dispatcher) and their stems."""
+    forms = {word} | {part for part in _SEPARATOR.split(word) if len(part) > 1}
+    return frozenset(forms | {term_key(w) for w in forms})
 
 
 def _held(terms: Iterable[Term], folded: str) -> set[str]:
     """The terms `folded` holds: a Chinese word written in it, a Latin word or identifier as
     one of its words or a part of one (stemmed alike: "dispatcher" in lumen-dispatcher)."""
     words = set(LATIN_WORD.findall(folded))
-    words |= {part for word in words for part in _SEPARATOR.split(word) if len(part) > 1}
-    keys = words | {term_key(w) for w in words}
     return {
         t.surface
         for t in terms
         if (
-            t.surface in folded if CJK_RUN.search(t.surface) else t.surface in keys or t.key in keys
+            t.surface in folded
+            if CJK_RUN.search(t.surface)
+            else any(_word_holds(t, word) for word in words)
         )
     }
 

@@ -58,3 +58,28 @@ def test_a_row_with_empty_cells_is_one_line_and_leads_nothing_in() -> None:
         "Component: warehouse-loader; Owner: Kaito Nakamura; Backup: who?",
         "Component: schema-keeper; Owner: Priya Raghunathan; Backup: Sven Lindqvist",
     ]
+
+
+def test_hostile_lines_for_what_a_question_asks_for_score_in_bounds() -> None:
+    import numpy as np
+
+    from core.answer.extractive import _overlap, _spelled_out
+    from core.models import ChunkRecord
+    from core.retrieve.context import ScoredChunk
+
+    run = "Persistent Volume " * 5000  # capitalized words with no end, initials never "PVC"
+    assert _spelled_out(["pvc"], run) == run
+    assert _spelled_out(["pvc"], "`PersistentVolumeClaim`") == "`pvc PersistentVolumeClaim`"
+    lines = [
+        run,
+        "9" * 5000 + " s",  # a duration of a number with no end
+        "Zq Xv " * 2000,  # rare capitalized pairs without end, as many "people"
+        "谁谁谁" * 1000,
+        "",
+    ]
+    evidence = [ScoredChunk(ChunkRecord("c", "d.md", 0, "\n".join(lines), heading="PVC"), 0.5)]
+    candidates = [(1, i, line) for i, line in enumerate(lines)]
+    question = "How long does the PVC last, and who owns the PVC?"
+    shares = _overlap(question, evidence, candidates, np.zeros(len(lines), dtype=bool))
+    assert shares.shape == (len(lines),)
+    assert np.all(np.isfinite(shares)) and np.all((shares >= 0) & (shares <= 1))
