@@ -18,8 +18,11 @@ from core.gate.terms import (
     is_empty_request,
     light_words,
     name_words,
+    passage_words,
     repetition,
 )
+from core.models import VectorHit
+from core.text import Language
 from core.vector_cache import Snapshot
 from core.words import fold
 
@@ -506,6 +509,104 @@ async def test_warming_embeds_the_passage_words_before_the_first_look_up() -> No
     expected = await cold.translations(cold_kb, terms, nearest=[])
     assert {k: v.tolist() for k, v in found.items()} == {k: v.tolist() for k, v in expected.items()}
     await warm.aclose()
+
+
+@pytest.fixture
+def cut(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The texts KbTerms cuts into passage words, in order."""
+    texts: list[str] = []
+
+    def recording(text: str, language: Language) -> tuple[str, ...]:
+        texts.append(text)
+        return passage_words(text, language)
+
+    monkeypatch.setattr("core.gate.kb_terms.passage_words", recording)
+    return texts
+
+
+async def test_a_new_version_of_the_kb_cuts_only_the_passages_it_changed_into_words(
+    cut: list[str],
+) -> None:
+    """A passage's words are cut once per text: a new version of the KB keeps the words of
+    the passages it holds as they were, and a changed passage is read afresh."""
+    snapshots = _Snapshots(PASSAGES)
+    embedder = _Dictionary()
+    rule = CoverageRule(embedder=embedder, snapshots=snapshots)  # type: ignore[arg-type]
+    terms = content_terms("LUMEN_DISPATCH_CONCURRENCY 的默认值是多少？")
+    first = await rule.kb_terms("demo")
+    assert first is not None
+    assert (await rule.translations(first, terms, nearest=[]))["默认值"].tolist() == [2]
+    assert cut == [PASSAGES[2]] and len(embedder.calls) == 1
+    # another passage changed: the setting's passage is neither cut nor embedded again
+    grafana = "Grafana dashboards show consumer lag and spool depth."
+    snapshots.current = _Snapshots([*PASSAGES[:5], grafana]).current
+    second = await rule.kb_terms("demo")
+    assert second is not None and second is not first
+    assert (await rule.translations(second, terms, nearest=[]))["默认值"].tolist() == [2]
+    assert cut == [PASSAGES[2]] and len(embedder.calls) == 1
+    # the setting's passage changed: read afresh, and it no longer holds a default
+    bounded = PASSAGES[2].replace("Default `32`.", "Bounded by the broker.")
+    snapshots.current = _Snapshots([*PASSAGES[:2], bounded, *PASSAGES[3:5], grafana]).current
+    third = await rule.kb_terms("demo")
+    assert third is not None
+    assert await rule.translations(third, terms, nearest=[]) == {}
+    assert cut == [PASSAGES[2], bounded]
+    assert embedder.calls[1:] == [["bounded", "broker"]]  # only its new words
+
+
+def test_a_text_the_kb_holds_twice_is_cut_into_words_once(cut: list[str]) -> None:
+    twice = KbTerms.build([PASSAGES[2], PASSAGES[3], PASSAGES[2]])
+    assert twice.words(2) == twice.words(0) and "default" in twice.words(0)
+    assert cut == [PASSAGES[2]]
+
+
+class _Searched(_Snapshots):
+    """…and every message nearest one passage (the gate's in-memory search)."""
+
+    def __init__(self, texts: Sequence[str], nearest: int, score: float) -> None:
+        super().__init__(texts)
+        self.nearest, self.score = nearest, score
+
+    async def search(
+        self, collection: str, kb: str, vectors: np.ndarray, *, limit: int = 10
+    ) -> list[list[VectorHit]]:
+        hit = VectorHit(f"c{self.nearest}", self.score, self.current.texts[self.nearest])
+        return [[hit] for _ in range(len(np.atleast_2d(vectors)))]
+
+
+async def test_the_ask_is_looked_up_only_when_the_passage_holds_none_of_it() -> None:
+    """The similarity of the ask the passage lacks decides only about a passage that holds
+    none of it (judge's off_ask): with some of it there, the rule neither embeds nor searches
+    it, and the verdict is the one any similarity would give."""
+    embedder = _Dictionary()
+    rule = CoverageRule(embedder=embedder, snapshots=_Searched(PASSAGES, 3, 0.3))  # type: ignore[arg-type]
+    some = "Does Tomas Ferreira own the Kafka consumer or the sourdough bakery and the vineyard?"
+    found = await rule.check("demo", some)
+    assert 0.0 < found.signals["ask_coverage"] < MIN_ASK and not found.light
+    assert found.unasked == ("bakery", "vineyard")
+    assert ["bakery vineyard"] not in embedder.calls
+    kb = await rule.kb_terms("demo")
+    analysis = analyse(some)
+    translated = await rule.translations(
+        kb,  # type: ignore[arg-type]
+        [*analysis.whole_terms, *analysis.whole_light],
+        [3],
+    )
+    for ask_dense in (0.0, 0.9):
+        looked_up = judge(
+            some,
+            dense_max=0.3,
+            request_dense=None,
+            kb=kb,
+            translated=translated,
+            ask_dense=ask_dense,
+        )
+        assert looked_up == found
+    # none of the ask in the passage: its similarity decides whether to veto, so it is looked up
+    none = "Does Tomas Ferreira own the vineyard or the sourdough bakery?"
+    found = await rule.check("demo", none)
+    assert found.signals["ask_coverage"] == 0.0 and found.unasked == ("vineyard", "bakery")
+    assert embedder.calls[-1] == ["vineyard bakery"]
 
 
 def test_a_follow_up_with_an_empty_request_is_judged_on_the_whole_message(kb: KbTerms) -> None:

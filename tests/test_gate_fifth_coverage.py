@@ -19,19 +19,23 @@ extractor, the shipped request prior, no LLM."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
+from typing import ClassVar
 
+import numpy as np
 import pytest
 import pytest_asyncio
 
-from core.gate.coverage import Coverage, judge
+from core.gate.coverage import Coverage, CoverageRule, judge
 from core.gate.gate import Gate
 from core.gate.kb_terms import KbTerms
 from core.gate.prior import asks
 from core.gate.request import analyse, answer_kinds, find_request
 from core.gate.terms import content_terms
+from core.models import VectorHit
 from core.text import CJK_RUN
+from core.vector_cache import Snapshot
 from tests.team_kb import assert_first_hour_target, read_set, team_gate
 
 KB = "fifth"
@@ -157,3 +161,82 @@ def test_a_bare_how_to_asks_about_the_clause_before_it() -> None:
     # the clause before it still has to be the KB's, and the verb counts: an off-topic "how"
     assert analyse("his-bridge 挂了，怎么做饭").empty
     assert not _judged("his-bridge 挂了，怎么做饭", dense=0.3).covered
+
+
+class _Bilingual:
+    """An embedder that knows the release page's translations (a word and its translation share
+    a vector, every other text gets one of its own)."""
+
+    name = "bilingual"
+    dim = 64
+    SAME: ClassVar[dict[str, str]] = {
+        "周四": "thursday",
+        "变更": "change",
+        "最晚": "late",
+        "发布": "release",
+        "超高速": "高速",
+    }
+
+    async def embed(self, texts: Sequence[str]) -> np.ndarray:
+        rows = [
+            np.random.default_rng(sum(map(ord, self.SAME.get(t, t)))).normal(size=self.dim)
+            for t in texts
+        ]
+        return np.asarray(rows, dtype=np.float32)
+
+
+class _Ranked:
+    """The KB's chunks, every message nearest them in the order given (the gate's in-memory
+    copy, as the rule reads it)."""
+
+    def __init__(self, texts: Sequence[str], scores: Sequence[float]) -> None:
+        self.current = Snapshot(
+            version=1,
+            loaded_at=0.0,
+            matrix=np.zeros((len(texts), _Bilingual.dim), dtype=np.float32),
+            ids=tuple(f"c{i}" for i in range(len(texts))),
+            texts=tuple(texts),
+        )
+        self.scores = scores
+
+    async def snapshot(self, collection: str, kb: str) -> Snapshot:
+        return self.current
+
+    async def search(
+        self, collection: str, kb: str, vectors: np.ndarray, *, limit: int = 10
+    ) -> list[list[VectorHit]]:
+        order = sorted(range(len(self.scores)), key=lambda i: -self.scores[i])[:limit]
+        ranked = [VectorHit(f"c{i}", self.scores[i], self.current.texts[i]) for i in order]
+        return [ranked for _ in range(len(np.atleast_2d(vectors)))]
+
+
+async def test_a_word_is_looked_for_across_scripts_in_the_few_nearest_passages() -> None:
+    # The nearest passage is a Chinese one and the one saying it is English, nearest but two:
+    # 周四 and 最晚 are compared with its "Thursday" and "late" (docs/BENCHMARKS.md, "The
+    # nearest passages across scripts")
+    pages = [
+        "值班制度 > 值班补贴和调休\n值班那周如果夜里被叫起来处理，第二天可以上午调休。",
+        "值班制度 > 交接清单\n3. 正在进行的变更 / 下一个发布窗口",
+        "Release process > Approvals (CAB)\nOpen the change ticket by Tuesday 17:00 before the "
+        "Thursday release. Late tickets move to the next window.",
+        "术语表 > 发布\n发布窗口每两周一次。",
+    ]
+    rule = CoverageRule(embedder=_Bilingual(), snapshots=_Ranked(pages, [0.31, 0.2, 0.24, 0.1]))
+    found = await rule.check("fifth", "周四发布的话变更单最晚什么时候提")
+    assert found.covered, found.reason
+    # an off-topic question near the same pages still finds nothing there
+    assert not (await rule.check("fifth", "周四晚上吃什么火锅比较好")).covered
+
+
+async def test_a_word_the_kb_does_not_write_is_not_read_inside_a_farther_passage() -> None:
+    # Only across scripts: within its own script, a compound the KB writes nowhere is read as
+    # the KB's word inside it (超高速 as 高速) in the nearest passage only, as before
+    pages = [
+        "值班制度 > 值班补贴和调休\n值班那周如果夜里被叫起来处理，第二天可以上午调休。",
+        "analyzer-gw > 网络\n楼层之间用高速交换机连接。",
+    ]
+    text = "这些都是超高速的设备吧"
+    rule = CoverageRule(embedder=_Bilingual(), snapshots=_Ranked(pages, [0.3, 0.25]))
+    assert not (await rule.check("fifth", text)).covered
+    nearest = CoverageRule(embedder=_Bilingual(), snapshots=_Ranked(pages, [0.25, 0.3]))
+    assert (await nearest.check("fifth", text)).covered

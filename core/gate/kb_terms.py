@@ -42,7 +42,7 @@ SUBJECT_MIN_CHUNKS = 20
 # they are at least this many (KbTerms.headed): one word in a heading ("Steps") says nothing.
 HEADED_TERMS = 2
 # Passages a word is looked for in across scripts: the best few by the request's terms found
-# lexically, and the nearest by embedding.
+# lexically, and as many nearest by embedding (CoverageRule.check_with_nearest).
 TRANSLATION_PASSAGES = 3
 
 
@@ -56,7 +56,9 @@ class KbTerms:
     texts: tuple[str, ...] = ()
     languages: tuple[Language, ...] = ()  # each chunk's language (core.text's one rule)
     rows: dict[str, int] = field(default_factory=dict)  # chunk id → its index
-    _words: dict[int, tuple[str, ...]] = field(default_factory=dict, repr=False)
+    # each passage's words (words()) by its text: a text the KB holds twice, or that an earlier
+    # version of the KB held (carry_words), is cut into words once
+    _words: dict[str, tuple[str, ...]] = field(default_factory=dict, repr=False)
     _lines: dict[int, KbTerms] = field(default_factory=dict, repr=False)
     # the keys of each passage's first line (its heading path) → the passages: headed() asks
     # a message of everyday words, and scanning every heading cost 2 ms a message at 6k chunks
@@ -118,11 +120,24 @@ class KbTerms:
         """The chunk's own words in its own script (Latin words and identifiers' parts of an
         English chunk, jieba's words of a Chinese one), by the rule content_terms applies to a
         message: a word of the other script is looked for among these."""
-        known = self._words.get(index)
+        text = self.texts[index]
+        known = self._words.get(text)
         if known is None:
-            known = passage_words(self.texts[index], self.languages[index])
-            self._words[index] = known
+            # the language is detect_language(text): the text alone decides the words
+            known = passage_words(text, self.languages[index])
+            self._words[text] = known
         return known
+
+    def carry_words(self, earlier: KbTerms) -> None:
+        """Take the words an earlier version of the KB cut its passages into, for the passages
+        this version still holds as they were: a KB's new version (one file indexed again, or
+        the same chunks read afresh) re-reads every chunk, and cutting the passages into words
+        again (jieba, wordfreq) took half of the cross-script look-up's time at 10k chunks
+        (docs/BENCHMARKS.md, "The cross-script look-up without its repeats")."""
+        held = set(self.texts)
+        for text, words in list(earlier._words.items()):
+            if text in held:
+                self._words.setdefault(text, words)
 
     def lines(self, index: int) -> KbTerms:
         """The chunk's lines as passages of their own (a table row with its header row, which
@@ -307,27 +322,37 @@ def _lexical_best(terms: Sequence[Term], kb: KbTerms, limit: int) -> list[int]:
         chunks = kb.lookup(term)
         if chunks is not None:
             per_chunk[chunks] += term.weight
-    order = np.argsort(-per_chunk, kind="stable")[:limit]
-    return [int(i) for i in order if per_chunk[i] > 0.0]
+    # the best of the chunks holding a term, ties in index order: sorting every chunk of a
+    # large KB for a few cost more than the rest of the look-up
+    held = np.flatnonzero(per_chunk > 0.0)
+    order = held[np.argsort(-per_chunk[held], kind="stable")[:limit]]
+    return [int(i) for i in order]
 
 
 def untranslated(
-    terms: Sequence[Term], kb: KbTerms, nearest: Sequence[int]
+    terms: Sequence[Term], kb: KbTerms, nearest: Sequence[int], across: Sequence[int] = ()
 ) -> list[tuple[Term, int]]:
     """(word, passage) pairs to judge across scripts: a word of the request (not a name: names
     and identifiers are spelt alike in either language) absent from a candidate passage written
-    in the other script. Candidates: the best few passages by the terms found lexically, and
-    the `nearest` by embedding. A CJK word the KB writes nowhere is also paired with the
-    candidates of its own script: jieba may have cut it around the KB's word (within, which
+    in the other script. Candidates: the best few passages by the terms found lexically, the
+    `nearest` by embedding, and `across`, the next nearest, for the other script's words only.
+    A CJK word the KB writes nowhere is also paired with the candidates of its own script
+    (not `across`): jieba may have cut it around the KB's word (within, which
     CoverageRule.translations reads)."""
     candidates = dict.fromkeys([*_lexical_best(terms, kb, TRANSLATION_PASSAGES), *nearest])
+    # Farther passages of the word's own script stay out: on the refusal set's chat, reading
+    # 超高速 as 高速 or 聊天记录 as 记录 there brought 3 more unanswerable messages in and no
+    # answerable one (docs/BENCHMARKS.md, "The nearest passages across scripts").
+    farther = dict.fromkeys(index for index in across if index not in candidates)
     pairs: list[tuple[Term, int]] = []
     for term in distinct_terms(terms).values():
         if term.name:
             continue
         found = kb.lookup(term)
-        for index in candidates:
+        for index in [*candidates, *farther]:
             if (kb.languages[index] == "zh") == is_cjk(term):
+                if index in farther:
+                    continue
                 if found is None and is_cjk(term) and within(term.key, kb.words(index)):
                     pairs.append((term, index))
                 continue

@@ -375,6 +375,38 @@ def is_cjk(term: Term) -> bool:
     return CJK_RUN.fullmatch(term.key) is not None
 
 
+# English month names and their abbreviations → the month's number, which a Chinese passage
+# writes instead (12月, 十二月): "who's primary on call the week of Dec 14?" found no "dec" in
+# the on-call table headed "2026 年 11–12 月排班表", and the embedder puts "dec" 0.59 from 12月,
+# under the rule's TRANSLATION_MIN (docs/BENCHMARKS.md, "Across languages: a bilingual
+# dictionary"). Not "may", far more often the verb.
+_MONTH_NAMES = (
+    "january february march april may june july august september october november december"
+)
+MONTHS: dict[str, int] = {
+    form: number
+    for number, name in enumerate(_MONTH_NAMES.split(" "), 1)
+    if name != "may"
+    for form in (name, name[:3])
+} | {"sept": 9}
+_CHINESE_DIGITS = "一二三四五六七八九十"
+
+
+@lru_cache(maxsize=12)
+def _month_written(number: int) -> re.Pattern[str]:
+    """The month as Chinese text writes it (12月, 12 月, 十二月), not inside another month
+    (1月 in 11月, 一月 in 十一月)."""
+    chinese = _CHINESE_DIGITS[number - 1] if number <= 10 else "十" + _CHINESE_DIGITS[number - 11]
+    return re.compile(rf"(?<![0-9])0?{number}\s?月|(?<![{_CHINESE_DIGITS}]){chinese}月")
+
+
+def month_in(word: str, text: str) -> bool:
+    """Whether an English month name (folded, as written: "dec", "december") is written in
+    Chinese text as its number (MONTHS)."""
+    number = MONTHS.get(word)
+    return number is not None and _month_written(number).search(fold(text)) is not None
+
+
 def passage_words(text: str, language: Language) -> tuple[str, ...]:
     """A passage's distinct words in the script of its language, as written (folded), the
     parts of identifiers included and the most frequent words left out (STOP_ZIPF): what a
