@@ -29,6 +29,12 @@ own indexes built by REV's indexer. Both sides read the current tree's sets and 
 the code differs. The tables are printed side by side, then every verdict that moved (set, text,
 before -> after). --current REV measures a revision instead of the working tree on the "current"
 side (for a tree that other edits are changing under the run).
+
+--llm-question gives the gate a scripted LLM whose screening calls every message a safe
+question: the gate of a team that configured a model. A question the coverage rule refuses is
+then deferred to the answerer's model ([gate] model_judges_uncovered), counted as let through in
+the table, and a second table says how many of each set were deferred (at the gate: the model's
+own answer or "not covered" comes after, and is not measured here).
 """
 
 from __future__ import annotations
@@ -72,6 +78,17 @@ class Verdict:
     answered: bool
     stage: str
     reason: str
+    deferred: bool = False  # let through for the model to judge (--llm-question)
+
+
+class QuestionScreen:
+    """A scripted LLM whose gate screening says every message is a safe question (the only call
+    the gate makes: Gate._screening)."""
+
+    name = "scripted-question"
+
+    async def chat_json(self, prompt: Any, model: type[Any], **_: Any) -> Any:
+        return model.model_validate({"intent": "question", "safe": True})
 
 
 # --- reading the sets -------------------------------------------------------------------------
@@ -236,6 +253,23 @@ def moved(
     return lines
 
 
+def deferrals(sides: dict[str, dict[tuple[str, str], Verdict]], rows: list[Row]) -> str:
+    """A Markdown table: per set, the covered and the uncovered messages the gate deferred to
+    the model, per side."""
+    header = ["set"]
+    for side in sides:
+        header += [f"{side}: covered deferred", "uncovered deferred"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for name in dict.fromkeys(row.set for row in rows):
+        cells = [name]
+        for verdicts in sides.values():
+            for covered in (True, False):
+                mine = [r for r in rows if r.set == name and r.covered == covered]
+                cells.append(_fraction(sum(verdicts[key(r)].deferred for r in mine), len(mine)))
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def misses(rows: list[Row], verdicts: dict[tuple[str, str], Verdict]) -> list[str]:
     lines = []
     for row in rows:
@@ -279,9 +313,10 @@ def log(side: str, message: str) -> None:
 
 
 async def decide_all(
-    side: str, work: Path, questions: dict[str, list[str]], reuse: bool
+    side: str, work: Path, questions: dict[str, list[str]], reuse: bool, llm_question: bool = False
 ) -> dict[str, dict[str, dict[str, Any]]]:
-    """kb -> text -> verdict, for the questions given per KB; indexes under `work`/<kb>."""
+    """kb -> text -> verdict, for the questions given per KB; indexes under `work`/<kb>.
+    `llm_question`: the gate has a scripted LLM that screens every message as a safe question."""
     from adapters.embedders.use import USEEmbedder
     from adapters.graph.sqlite_store import SQLiteGraphStore
     from adapters.state import RedisStateStore
@@ -320,13 +355,16 @@ async def decide_all(
                 )
             else:
                 log(side, f"reusing the index of {kb}")
-            gate = Gate(embedder=embedder, vectors=vectors, state=state)
+            llm: Any = QuestionScreen() if llm_question else None
+            gate = Gate(embedder=embedder, vectors=vectors, state=state, llm=llm)
             verdicts = out.setdefault(kb, {})
             try:
                 for text in texts:
                     decision = await gate.decide(kb, text, addressed=True)
+                    # read from the scores: a revision from before deferral has no such property
+                    deferred = decision.scores.get("deferred_to_model", 0.0) > 0.0
                     verdicts[text] = asdict(
-                        Verdict(not decision.refused, decision.stage, decision.reason)
+                        Verdict(not decision.refused, decision.stage, decision.reason, deferred)
                     )
             finally:
                 await gate.cache.aclose()
@@ -373,7 +411,7 @@ def unpack(rev: str, work: Path) -> tuple[str, Path]:
 
 
 def run_revision(
-    rev: str, work: Path, rows: list[Row], reuse: bool
+    rev: str, work: Path, rows: list[Row], reuse: bool, llm_question: bool = False
 ) -> tuple[str, dict[tuple[str, str], Verdict]]:
     """This script, run in a subprocess with REV's code first on the path (before the editable
     install of the working tree), answering the current tree's questions."""
@@ -387,17 +425,20 @@ def run_revision(
     command += ["--work", str(side_dir / "index"), "--side", sha[:7]]
     if reuse:
         command.append("--reuse")
+    if llm_question:
+        command.append("--llm-question")
     # the subprocess must not import the working tree's copy: run it from the unpacked tree
     subprocess.run(command, cwd=tree, env=env, check=True)
     return sha[:7], as_verdicts(json.loads(answer.read_text("utf-8")))
 
 
 def run_side(
-    rev: str | None, work: Path, rows: list[Row], reuse: bool
+    rev: str | None, work: Path, rows: list[Row], reuse: bool, llm_question: bool = False
 ) -> tuple[str, dict[tuple[str, str], Verdict]]:
     if rev is not None:
-        return run_revision(rev, work, rows, reuse)
-    raw = asyncio.run(decide_all("tree", work / "tree" / "index", questions_of(rows), reuse))
+        return run_revision(rev, work, rows, reuse, llm_question)
+    questions = questions_of(rows)
+    raw = asyncio.run(decide_all("tree", work / "tree" / "index", questions, reuse, llm_question))
     return "tree", as_verdicts(raw)
 
 
@@ -414,6 +455,11 @@ def main() -> None:
     parser.add_argument("--current", metavar="REV", help="measure REV instead of the tree")
     parser.add_argument("--details", action="store_true", help="list each miss and its reason")
     parser.add_argument("--json-out", type=Path, help="write the verdicts and tallies here")
+    parser.add_argument(
+        "--llm-question",
+        action="store_true",
+        help="a scripted LLM screens every message as a safe question; count the deferrals",
+    )
     # internal: one side's decisions, for a subprocess that runs a revision's code
     parser.add_argument("--decide", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--out", type=Path, help=argparse.SUPPRESS)
@@ -422,7 +468,9 @@ def main() -> None:
 
     if args.decide is not None:
         questions = json.loads(args.decide.read_text("utf-8"))
-        raw = asyncio.run(decide_all(args.side, args.work, questions, args.reuse))
+        raw = asyncio.run(
+            decide_all(args.side, args.work, questions, args.reuse, args.llm_question)
+        )
         args.out.write_text(json.dumps(raw, ensure_ascii=False))
         return
 
@@ -430,13 +478,16 @@ def main() -> None:
     args.work.mkdir(parents=True, exist_ok=True)
     sides: dict[str, dict[tuple[str, str], Verdict]] = {}
     if args.baseline:
-        name, verdicts = run_revision(args.baseline, args.work, rows, args.reuse)
+        name, verdicts = run_revision(args.baseline, args.work, rows, args.reuse, args.llm_question)
         sides[f"baseline {name}"] = verdicts
-    name, verdicts = run_side(args.current, args.work, rows, args.reuse)
+    name, verdicts = run_side(args.current, args.work, rows, args.reuse, args.llm_question)
     sides[name if args.current else "current tree"] = verdicts
 
     tallies = {side: tally(rows, verdicts) for side, verdicts in sides.items()}
     print(table(tallies))
+    if args.llm_question:
+        print("\nDeferred to the model (a scripted LLM screens every message as a question):")
+        print(deferrals(sides, rows))
     current = list(sides)[-1]
     if args.baseline:
         changes = moved(rows, sides[next(iter(sides))], sides[current])

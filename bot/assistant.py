@@ -33,6 +33,7 @@ from core.conversation import (
     Thinking,
 )
 from core.errors import InputError, TacitError
+from core.gate.decision import DEFERRED_SCORE
 from core.models import ChatMessage
 from core.text import detect_language
 
@@ -58,10 +59,16 @@ class AnswerSource(Protocol):
     """What answers a question from a KB (core.answer.pipeline.MultiStageAnswerer, or a fake).
 
     `history`: the thread's earlier turns, oldest first, against which a follow-up question is
-    read; a source that has no use for them still takes them."""
+    read; a source that has no use for them still takes them. `deferred`: the gate's coverage
+    rule did not cover the question and left it to the model (GateDecision.deferred)."""
 
     def ask(
-        self, kb: str, question: str, *, history: Sequence[ChatMessage] = ()
+        self,
+        kb: str,
+        question: str,
+        *,
+        history: Sequence[ChatMessage] = (),
+        deferred: bool = False,
     ) -> AsyncIterator[AnswerEvent]: ...
 
 
@@ -282,8 +289,11 @@ class TacitAssistant:
                     yield await refused_by_gate(verdict)
                     return
                 gate_scores = _rounded(verdict.scores)
+                # the gate left it to the model: recorded as a score of the decision, told to
+                # the answerer (which then answers it with the model or declines it)
+                deferred = verdict.scores.get(DEFERRED_SCORE, 0.0) > 0.0
             else:
-                gate_scores = {}
+                gate_scores, deferred = {}, False
             # Limits count answers (the costly part), not the chatter the gate turned away.
             limited = await self.state.rate_limited(message)
             if limited is not None:
@@ -294,7 +304,9 @@ class TacitAssistant:
                 return
             if addressed:
                 yield Thinking()
-            answering = self._answer(message, config, trace_id, decision, silent_or, gate_scores)
+            answering = self._answer(
+                message, config, trace_id, decision, silent_or, gate_scores, deferred
+            )
             if confirm is None:
                 async for event in answering:
                     yield event
@@ -336,13 +348,15 @@ class TacitAssistant:
         decision: Callable[..., Decision],
         silent_or: Callable[[dict[str, str], str], Refusal],
         gate_scores: dict[str, float],
+        deferred: bool = False,
     ) -> AsyncIterator[ReplyEvent]:
         addressed = message.addressed or message.direct
         history = await self.state.history(message)
         held: Delta | None = None  # the first delta waits until we know it is no refusal
         released = False
         restart = False  # a Retract came: the next text shown replaces what was streamed
-        async for event in self.answerer.ask(config.kb, message.text, history=history):
+        asked = self.answerer.ask(config.kb, message.text, history=history, deferred=deferred)
+        async for event in asked:
             if isinstance(event, Status):
                 if addressed:
                     yield Thinking(event.text)

@@ -496,6 +496,13 @@ class GateSettings(Section):
     llm_safety: bool = Field(
         True, description="with an LLM, ask it whether a message is unsafe to answer"
     )
+    model_judges_uncovered: bool = Field(
+        True,
+        description="with an LLM and no fit, a question addressed to the bot that the coverage "
+        "rule finds not covered (not KB-word stuffing) goes to the answerer, whose model "
+        "answers from the retrieved passages or says they do not hold the answer (its "
+        "answer calls are spent only on such messages); overheard ones stay silent",
+    )
     # One coverage rule (core.gate.coverage) for the gate and the answerer; it replaced
     # [gate] unfitted_min_score and [answer] min_score.
     coverage_min_terms: float = Field(

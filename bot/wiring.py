@@ -383,6 +383,7 @@ class Services:
                 banned_topics=tuple(gate.banned_topics),
                 llm_intent=gate.llm_intent,
                 llm_safety=gate.llm_safety,
+                model_judges_uncovered=gate.model_judges_uncovered,
                 coverage=self.coverage_options(),
                 request_prior=gate.request_prior,
                 prior_threshold=gate.request_prior_threshold,

@@ -518,7 +518,12 @@ async def test_a_retracted_draft_is_replaced_by_the_better_answer(store: RedisSt
 
     class Revising:
         async def ask(
-            self, kb: str, question: str, *, history: Sequence[ChatMessage] = ()
+            self,
+            kb: str,
+            question: str,
+            *,
+            history: Sequence[ChatMessage] = (),
+            deferred: bool = False,
         ) -> AsyncIterator[AnswerEvent]:
             yield Delta("A first ")
             yield Delta("draft.")

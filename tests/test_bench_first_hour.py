@@ -154,6 +154,35 @@ def test_the_table_puts_the_sides_side_by_side() -> None:
     assert lines[3] == "| demo-stuffing | – | 0/28 | met | – | 0/28 | met |"
 
 
+def test_the_deferrals_table_counts_each_half_per_side() -> None:
+    rows = [
+        Row("xl", "kb", "c1", True),
+        Row("xl", "kb", "c2", True),
+        Row("xl", "kb", "u", False),
+        Row("stuffing", "kb", "s", False),
+    ]
+    before = {("kb", row.text): Verdict(False, "refusal", "not covered") for row in rows}
+    after = {
+        **before,
+        ("kb", "c1"): Verdict(True, "refusal", "deferred to the model: …", deferred=True),
+        ("kb", "u"): Verdict(True, "refusal", "deferred to the model: …", deferred=True),
+    }
+    lines = fh.deferrals({"baseline abc": before, "current tree": after}, rows).splitlines()
+    assert lines[0] == (
+        "| set | baseline abc: covered deferred | uncovered deferred | current tree: covered "
+        "deferred | uncovered deferred |"
+    )
+    assert lines[2] == "| xl | 0/2 | 0/1 | 1/2 | 1/1 |"
+    assert lines[3] == "| stuffing | – | 0/1 | – | 0/1 |"
+
+
+async def test_the_scripted_screening_calls_every_message_a_safe_question() -> None:
+    from core.gate.gate import GateReply
+
+    reply = await fh.QuestionScreen().chat_json(None, GateReply)
+    assert (reply.intent, reply.safe) == ("question", True)
+
+
 def test_moved_lists_only_changed_verdicts_marked_better_or_worse() -> None:
     rows = [Row("a", "kb", "c", True), Row("a", "kb", "u", False), Row("b", "kb", "same", True)]
     before = {

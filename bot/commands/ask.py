@@ -48,7 +48,10 @@ async def ask(
                 out.print(answer.text, markup=False)
                 err.print(f"[dim](gate: {decision.stage}: {decision.reason})[/]", markup=True)
         else:
-            answer = await stream_answer(services.answerer().ask(name, question), echo=not as_json)
+            # a question the gate left to the model (decision.deferred): the model answers it
+            # or declines it, never the extractive fallback
+            asked = services.answerer().ask(name, question, deferred=decision.deferred)
+            answer = await stream_answer(asked, echo=not as_json)
     if as_json:
         data = {**answer.as_dict(include_trace=trace), "kb": name, "gate": decision.as_dict()}
         if trace and "trace" not in data:  # declined by the gate: the gate's decision is the trace

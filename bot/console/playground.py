@@ -67,8 +67,10 @@ async def _stream(
 
     yield _event("stage", {"name": "start", "detail": f"kb {kb}, mode {mode}", "at": elapsed()})
     try:
+        deferred = False  # the gate left the question to the model (GateDecision.deferred)
         if console.gate is not None:
             verdict = await console.gate.decide(kb, question, addressed=addressed)
+            deferred = verdict.deferred
             yield _event(
                 "gate",
                 {
@@ -77,6 +79,7 @@ async def _stream(
                     "reason": verdict.reason,
                     "intent": verdict.intent,
                     "scores": {k: round(float(v), 4) for k, v in verdict.scores.items()},
+                    "deferred": deferred,
                     "at": elapsed(),
                 },
             )
@@ -84,7 +87,8 @@ async def _stream(
                 what = verdict.reply if addressed and verdict.reply else "(silence)"
                 yield _event("refusal", {"text": what, "reason": verdict.reason})
                 return
-        async for event in console.services.answerer(in_memory=True).ask(kb, question):
+        answerer = console.services.answerer(in_memory=True)
+        async for event in answerer.ask(kb, question, deferred=deferred):
             if isinstance(event, Status):
                 yield _event("stage", {"name": event.stage, "detail": event.text, "at": elapsed()})
             elif isinstance(event, Retract):

@@ -9,7 +9,11 @@ explicit "the knowledge base does not cover this":
 - with no LLM, dual-level retrieval runs on NLP keywords and the answer is extractive;
 - a judge that fails accepts the answer it has (there is one, and it is grounded in sources);
 - an answer in which the model says the sources do not hold the answer is a refusal
-  (core.answer.not_covered), never published and never widened.
+  (core.answer.not_covered), never published and never widened;
+- a question the gate deferred (its coverage rule did not cover it, the model is to judge:
+  core.gate.gate) is not refused by that rule again, and is never answered without the model:
+  when the model fails or its answer is unusable, the reply is "not covered", not the
+  extractive answer from passages the rule judged not to cover it.
 
 Latency: the dual-level keywords and retrieval start while the plan is written, so
 a plan that fails or is not supported costs no extra round trip; a plan that is one lookup
@@ -76,6 +80,8 @@ from core.retrieve.retriever import Retriever
 from core.text import Language, detect_language
 
 T = TypeVar("T")
+# How an answer's reason says the gate deferred its question (GateDecision.deferred).
+DEFERRED_NOTE = "(deferred by the gate: its word rule did not cover the question; the model judged)"
 Stages = Literal["multi", "logic_form", "dual_level"]
 Check = Literal["pre", "post", "none"]
 
@@ -117,6 +123,7 @@ class _Streamed:
     text: str = ""
     not_covered: bool = False  # the model said the sources do not hold the answer
     failed: bool = False  # the LLM failed before any text (nothing shown)
+    problem: str = ""  # why the answer was unusable, when it was
 
 
 class MultiStageAnswerer:
@@ -134,15 +141,22 @@ class MultiStageAnswerer:
         self.options = options or PipelineOptions()
 
     async def ask(
-        self, kb: str, question: str, *, history: Sequence[ChatMessage] = ()
+        self,
+        kb: str,
+        question: str,
+        *,
+        history: Sequence[ChatMessage] = (),
+        deferred: bool = False,
     ) -> AsyncIterator[AnswerEvent]:
-        """Status events, text deltas (and Retracts), and always exactly one Final at the end."""
+        """Status events, text deltas (and Retracts), and always exactly one Final at the end.
+        `deferred`: the gate's coverage rule did not cover the question and left it to the
+        model's check of the sources (GateDecision.deferred)."""
         question = question.strip()
         if not question:
             raise InputError("the question is empty")
         if len(question) > MAX_QUESTION_CHARS:
             raise InputError(f"the question is longer than {MAX_QUESTION_CHARS} characters")
-        run = _Run(self, kb, question)
+        run = _Run(self, kb, question, deferred=deferred)
         try:
             async for event in run.events(history):
                 yield event
@@ -153,7 +167,9 @@ class MultiStageAnswerer:
 class _Run:
     """One question's way through the stages (state shared by the stage methods)."""
 
-    def __init__(self, owner: MultiStageAnswerer, kb: str, question: str) -> None:
+    def __init__(
+        self, owner: MultiStageAnswerer, kb: str, question: str, *, deferred: bool = False
+    ) -> None:
         self.options = owner.options
         self.embedder = owner.embedder
         self.llm = MeteredLLM(owner.llm) if owner.llm is not None else None
@@ -168,6 +184,8 @@ class _Run:
         self.trace = Trace(question)
         self.scores: tuple[float, ...] = ()
         self.fell_back = False  # the LLM failed before answering: the text is extractive
+        # Left to the model by the gate (not covered by its rule): only the model answers it.
+        self.deferred = deferred
         self.keywords: Keywords | None = None  # the dual-level keywords, once extracted
         # The first dual-level retrieval (shared by a background answer and a later one), and
         # the dual-level answer written in the background while the plan is (see _multi).
@@ -290,7 +308,7 @@ class _Run:
                 self.scores = (verdict.signals["dense_max"],)
                 record.detail.update(verdict.detail())
                 record.outcome = "ok" if verdict.covered else "rejected"
-                return verdict.covered
+                return self._passes(verdict.covered, record, vetoed=verdict.off_request)
             best = await self.retriever.dense_chunks(self.kb, self.query, top_k=1)
             score = best[0].score if best else None
             self.scores = (score,) if score is not None else ()
@@ -304,8 +322,21 @@ class _Run:
                     else f"best match {score:.2f} is below the threshold "
                     f"{self.options.min_score:.2f}"
                 )
-                return False
+                return score is not None and self._passes(False, record)
+            return self._passes(True, record)
+
+    def _passes(self, covered: bool, record: StageRecord, *, vetoed: bool = False) -> bool:
+        """Whether the question goes on: covered by this check, or not but deferred by the
+        gate to the model (never past the stuffing veto). A deferred question the check
+        covers (a follow-up rewritten into one it covers) is an ordinary one from here on."""
+        if covered:
+            self.deferred = False
             return True
+        if not self.deferred or self.llm is None or vetoed:
+            return False
+        record.outcome = "deferred"
+        record.detail["deferred"] = "the gate left it to the model's check of the sources"
+        return True
 
     async def _logic_form(self) -> AsyncIterator[AnswerEvent]:
         """Plan → execute → pre-check → answer (→ post-check). Yields nothing when it gives way."""
@@ -487,6 +518,15 @@ class _Run:
             yield event
         if first.not_covered:
             yield self._refusal("the model found that the sources do not answer the question")
+            return
+        if first.failed and self.deferred:
+            # no extractive stand-in from passages the gate's rule did not find to cover it
+            if first.text:
+                yield Retract(f"the model's answer was unusable ({first.problem})")
+            yield self._refusal(
+                f"the model failed ({first.problem}) on a question the gate left to it: "
+                "declined, not answered from the passages"
+            )
             return
         rounds = [_Round(first.text, context, extractive=first.failed)]
         shown = rounds[0]  # the round whose text the user sees now
@@ -784,7 +824,8 @@ class _Run:
                 record.outcome = "unusable"
                 record.detail["problem"] = problem
         out.failed = True
-        if not fallback:
+        out.problem = problem or "failed"
+        if not fallback or self.deferred:
             out.text = "".join(shown)  # shown before it turned out unusable: the caller retracts
             return
         yield self._status("fallback")
@@ -854,6 +895,8 @@ class _Run:
 
     def _refusal(self, reason: str) -> Final:
         text = NOT_COVERED[self.language]
+        if self.deferred:
+            reason = f"{reason} {DEFERRED_NOTE}"
         return Final(
             Answer(
                 self.question,
@@ -871,6 +914,8 @@ class _Run:
     def _final(self, text: str, context: RetrievedContext, mode: str, reason: str) -> Final:
         if self.fell_back:
             mode, reason = "extractive", "answered from evidence (LLM unavailable)"
+        if self.deferred:
+            reason = f"{reason} {DEFERRED_NOTE}"
         citations = cited(text, context)
         return Final(
             Answer(

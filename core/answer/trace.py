@@ -16,7 +16,9 @@ from typing import Any
 @dataclass(slots=True)
 class StageRecord:
     name: str  # "follow_up", "coverage", "logic_form", "pre_check", "dual_level", "answer", …
-    outcome: str = "ok"  # "ok" | "failed" | "timeout" | "skipped" | "passed" | "rejected"
+    # "ok" | "failed" | "timeout" | "skipped" | "passed" | "rejected", and "deferred" for a
+    # coverage check the gate's deferral to the model carried past (core.answer.pipeline)
+    outcome: str = "ok"
     seconds: float = 0.0
     detail: dict[str, Any] = field(default_factory=dict)
 

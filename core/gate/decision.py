@@ -12,6 +12,9 @@ Action = Literal["answer", "silent", "decline"]
 Stage = Literal["filter", "kb", "intent", "refusal", "safety"]
 Intent = Literal["question", "chitchat", "greeting", "feeling", "command", "other"]
 INTENTS: tuple[Intent, ...] = ("question", "chitchat", "greeting", "feeling", "command", "other")
+# The score flag of an "answer" the unfitted coverage rule would have refused: an addressed
+# question left to the model's check of the sources (Gate, GateOptions.model_judges_uncovered).
+DEFERRED_SCORE = "deferred_to_model"
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,6 +37,12 @@ class GateDecision:
     @property
     def refused(self) -> bool:
         return self.action != "answer"
+
+    @property
+    def deferred(self) -> bool:
+        """Let through although the coverage rule did not cover it: the answerer's model
+        judges whether the sources hold the answer."""
+        return self.scores.get(DEFERRED_SCORE, 0.0) > 0.0
 
     def as_dict(self) -> dict[str, Any]:
         return {

@@ -8,7 +8,10 @@ ONE call, prompt "gate_classify", when an LLM is configured). Without an LLM's i
 without a fit, whether a message asks anything at all comes from the request prior Tacit ships
 (core.gate.prior), combined with coverage: a message is answered when it is a question or a
 request AND the KB covers it. A refused message gets a short decline when the bot was addressed
-(a mention, a DM, a reply to it, `tacit ask`) and silence when it was only overheard.
+(a mention, a DM, a reply to it, `tacit ask`) and silence when it was only overheard. With an
+LLM and no fit, an addressed question the coverage rule refuses for coverage alone is deferred:
+let through with a reason that says so (DEFERRED_PREFIX, the score DEFERRED_SCORE), for the
+answerer's model to answer from the retrieved passages or to say they do not hold the answer.
 
 screen() and classify() split the same decision for a caller that starts answering while the
 LLM screens (bot.assistant): screen() runs every stage but the LLM's, classify() confirms or
@@ -37,7 +40,7 @@ from core.answer.wording import DECLINE_NOT_A_QUESTION, DECLINE_UNSAFE, KB_EMPTY
 from core.conversation import Message
 from core.errors import InputError, LLMBadResponse, LLMError, StoreError, StoreUnavailable
 from core.gate.coverage import CoverageOptions, CoverageRule
-from core.gate.decision import INTENTS, GateDecision, Intent, Stage
+from core.gate.decision import DEFERRED_SCORE, INTENTS, GateDecision, Intent, Stage
 from core.gate.features import content_to_score, message_content
 from core.gate.model import DEFAULT_FOLDS, GateFit, Matrix, cue_matrix, feature_matrix
 from core.gate.prior import PriorScore, RequestPrior, shipped_prior
@@ -69,6 +72,12 @@ class GateOptions:
     # message asks anything at all (None: the threshold it was shipped with).
     request_prior: bool = True
     prior_threshold: float | None = None
+    # With an LLM and no fit, a question addressed to the bot that the coverage rule refuses
+    # for coverage alone (not its stuffing veto) goes to the answerer, whose model reads the
+    # retrieved passages and answers or says they do not hold the answer (core.answer.pipeline):
+    # the rule matches words, weakly across scripts (docs/BENCHMARKS.md, "Questions the word
+    # rule refuses, left to the model"). Overheard messages are never deferred.
+    model_judges_uncovered: bool = True
 
 
 class IntentReply(BaseModel):
@@ -93,8 +102,13 @@ class _Screening:
     llm_intent: bool = False
 
 
-# scores, covered, reason, and the request prior's score (unfitted gates only)
-_Coverage = tuple[dict[str, float], bool, str, PriorScore | None]
+# scores, covered, reason, the request prior's score (unfitted gates only), and whether a
+# refusal is for coverage alone, which the model may judge instead (unfitted, not the stuffing
+# veto: see GateOptions.model_judges_uncovered)
+_Coverage = tuple[dict[str, float], bool, str, PriorScore | None, bool]
+# How the reason of a deferred decision wraps the coverage rule's own (see Gate.classify).
+DEFERRED_PREFIX = "deferred to the model: the word rule says "
+DEFERRED_SUFFIX = "; left to the model's check of the sources (LLM configured, addressed)"
 
 
 @dataclass
@@ -178,9 +192,12 @@ class Gate:
         # an unfitted decision (its scores hold the prior's): the prior stands in for an
         # intent slot that failed
         prior = self._prior_score(text)[0] if PRIOR_SCORE in screened.scores else None
-        return self._verdict(
-            language, addressed, (screened.scores, True, screened.reason, prior), screening
-        )
+        coverage: _Coverage = (screened.scores, True, screened.reason, prior, False)
+        if screened.deferred:  # judged again: the screening may leave no evidence of a question
+            scores = {k: v for k, v in screened.scores.items() if k != DEFERRED_SCORE}
+            said = screened.reason.removeprefix(DEFERRED_PREFIX).removesuffix(DEFERRED_SUFFIX)
+            coverage = (scores, False, said, prior, True)
+        return self._verdict(language, addressed, coverage, screening)
 
     def _prepare(
         self, message: Message | str, addressed: bool
@@ -231,8 +248,10 @@ class Gate:
         self, language: Language, addressed: bool, coverage: _Coverage, screening: _Screening
     ) -> GateDecision:
         """Intent first (chatter is declined as chatter), then coverage, then safety. The
-        intent is the LLM's when its slot answered, else the request prior's (no fit)."""
-        scores, covered, reason, prior = coverage
+        intent is the LLM's when its slot answered, else the request prior's (no fit). A
+        question addressed to the bot that the unfitted rule refused for coverage alone is
+        deferred to the answerer's model instead (GateOptions.model_judges_uncovered)."""
+        scores, covered, reason, prior, deferrable = coverage
         intent = screening.intent
         if prior is not None and not screening.llm_intent:
             if not prior.is_request:
@@ -259,15 +278,20 @@ class Gate:
         if screening.note:
             reason = f"{reason}; {screening.note}"
         if not covered:
-            return _refuse(
-                "refusal",
-                reason,
-                language,
-                addressed,
-                NOT_COVERED,
-                intent=intent,
-                scores=scores,
-            )
+            # a question by the LLM's intent slot or the prior, never by default
+            asked = screening.llm_intent or prior is not None
+            if not (deferrable and addressed and asked and self._defers):
+                return _refuse(
+                    "refusal",
+                    reason,
+                    language,
+                    addressed,
+                    NOT_COVERED,
+                    intent=intent,
+                    scores=scores,
+                )
+            reason = f"{DEFERRED_PREFIX}{reason}{DEFERRED_SUFFIX}"
+            scores = {**scores, DEFERRED_SCORE: 1.0}
         if screening.unsafe is not None:
             return _refuse(
                 "safety",
@@ -339,6 +363,10 @@ class Gate:
     @property
     def _safety_enabled(self) -> bool:
         return self.llm is not None and self.options.llm_safety
+
+    @property
+    def _defers(self) -> bool:
+        return self.llm is not None and self.options.model_judges_uncovered
 
     @property
     def _llm_intent_enabled(self) -> bool:
@@ -430,7 +458,9 @@ class Gate:
                 )
             else:
                 missing = f"{missing}; {why_not}"
-            return scores, coverage.covered, f"{coverage.reason} ({missing})", prior
+            reason = f"{coverage.reason} ({missing})"
+            # the stuffing veto is no question the model could answer from the KB
+            return scores, coverage.covered, reason, prior, not coverage.off_request
         features = await self._features(
             kb, [text], embedding, fit, chunk_hits=None if nearest is None else [nearest]
         )
@@ -440,7 +470,7 @@ class Gate:
         covered = probability >= fit.threshold
         if covered and coverage.off_request:
             # KB words around an off-topic request: the fit saw the words, not what is asked
-            return scores, False, f"not answerable: {coverage.reason}", None
+            return scores, False, f"not answerable: {coverage.reason}", None, False
         verdict = "answerable" if covered else "not answerable"
         return (
             scores,
@@ -451,6 +481,7 @@ class Gate:
                 f"{scores['good_max']:.2f}, nearest chatter {scores['bad_max']:.2f})"
             ),
             None,
+            False,  # a fit decides: nothing is deferred
         )
 
     async def _features(

@@ -22,6 +22,7 @@ class AskCall:
     kb: str
     question: str
     history: tuple[ChatMessage, ...]
+    deferred: bool = False  # the gate left the question to the model (GateDecision.deferred)
 
 
 @dataclass
@@ -34,9 +35,14 @@ class ScriptedAnswerer:
     delay: float = 0.0  # seconds per delta, to hold an answer in flight
 
     async def ask(
-        self, kb: str, question: str, *, history: Sequence[ChatMessage] = ()
+        self,
+        kb: str,
+        question: str,
+        *,
+        history: Sequence[ChatMessage] = (),
+        deferred: bool = False,
     ) -> AsyncIterator[AnswerEvent]:
-        self.calls.append(AskCall(kb, question, tuple(history)))
+        self.calls.append(AskCall(kb, question, tuple(history), deferred))
         if not question.strip():
             raise InputError("the question is empty")
         language = detect_language(question)
