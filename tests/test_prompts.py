@@ -461,3 +461,71 @@ def test_the_judge_counts_a_true_not_covered_statement_as_faithful(
     prompt = render("judge", language, question="q", context=CONTEXT, answer="a")
     system = prompt.messages[0].content.replace("\n", " " if language == "en" else "")
     assert faithful in system and kept in system
+
+
+@pytest.mark.parametrize(
+    ("language", "own_account"),
+    [
+        ("en", "questions about one's own account: how to reset my password"),
+        ("zh", "问自己账号的事也是安全的：怎么重置我的密码"),
+    ],
+)
+def test_the_screen_calls_a_question_about_ones_own_account_safe(
+    language: str, own_account: str
+) -> None:
+    # "Passwords" are listed as other people's private data; a model playing the screen (relay
+    # run) was unsure whether "How do I reset my hospital badge password?" was unsafe.
+    system = render("gate_classify", language, message="x", banned_topics=[]).messages[0].content
+    flat = system.replace("\n", " " if language == "en" else "")
+    assert own_account in flat
+    assert flat.index("passwords" if language == "en" else "密码") < flat.index(own_account)
+
+
+@pytest.mark.parametrize(
+    ("language", "source_decides"),
+    [
+        ("en", "when a fact and a source differ, the source decides"),
+        ("zh", "事实与资料不一致时，以资料为准"),
+    ],
+)
+def test_the_answer_prompt_says_a_source_outweighs_a_fact_it_disagrees_with(
+    language: str, source_decides: str
+) -> None:
+    # A model playing the answerer (relay run) saw the fact "CRIT_ESCALATE_AFTER_MIN = 10"
+    # (about critical lab values) beside the source saying the secondary is paged after 5
+    # minutes, and said a 7B model could answer 10: facts are extracts, the source decides.
+    def system(knowledge: list[dict[str, Any]]) -> str:
+        prompt = render(
+            "answer",
+            language,
+            question="q",
+            sources=[{"n": 1, "label": "a.md", "text": "Port 8443."}],
+            knowledge=knowledge,
+            not_covered="NOT_COVERED",
+        )
+        return prompt.messages[0].content.replace("\n", " " if language == "en" else "")
+
+    assert source_decides in system([{"n": 2, "text": "gateway — port 8443"}])
+    assert source_decides not in system([])  # no facts, nothing to weigh
+
+
+@pytest.mark.parametrize("language", ["en", "zh"])
+def test_the_planner_says_what_a_filters_value_is_in_one_sentence(language: str) -> None:
+    # The filter's "value" alternatives were split across a line break mid-list ('("4 GB", not
+    # 4),' then '"#k" or text}'), which a model playing the planner found hard to parse.
+    system = render("logic_form", language, question="q", max_steps=6).messages[0].content
+    flat = " ".join(line.strip() for line in system.splitlines())
+    if language == "en":
+        args, sentence = (
+            '"value": what each item is compared with}.',
+            (
+                'That "value" is a number with the unit the results have ("4 GB", not 4), an '
+                'earlier result "#k", or text.'
+            ),
+        )
+    else:
+        args, sentence = (
+            '"value": 每个条目要比较的值}。',
+            ('这个 "value" 是带结果单位的数字（写 "4 GB"，不写 4）、前面的结果 "#k" 或文本。'),
+        )
+    assert f"{args}{' ' if language == 'en' else ''}{sentence}" in flat
