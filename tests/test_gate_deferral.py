@@ -33,7 +33,7 @@ from core.gate.store import delete_fit
 from core.index.nlp_extract import NLPExtractor
 from core.index.pipeline import Indexer, IndexOptions
 from core.retrieve.retriever import Retriever
-from tests.fakes.fake_llm import FakeLLM
+from tests.fakes.fake_llm import FakeLLM, Reply
 from tests.test_gate import BAD, DOCS, GOOD
 
 KB = "default"
@@ -209,12 +209,7 @@ async def test_screen_defers_and_classify_keeps_the_deferral(stores, embedder) -
 
 
 async def test_a_deferred_question_is_answered_by_the_model(stores, embedder, chat_state) -> None:
-    llm = (
-        FakeLLM()
-        .script("gate_classify", QUESTION)
-        .script("keywords", KEYWORDS)
-        .script("answer", ANSWER)
-    )
+    llm = answering(ANSWER)
     assistant = make_assistant(stores, embedder, llm, chat_state)
     events, reply, logged = await handle(assistant, message(UNCOVERED_BY_RULE))
     assert isinstance(reply, FinalReply) and reply.text == ANSWER == shown(events)
@@ -226,12 +221,7 @@ async def test_a_deferred_question_is_answered_by_the_model(stores, embedder, ch
 async def test_a_deferred_question_the_model_finds_not_covered_gets_the_decline(
     stores, embedder, chat_state
 ) -> None:
-    llm = (
-        FakeLLM()
-        .script("gate_classify", QUESTION)
-        .script("keywords", KEYWORDS)
-        .script("answer", "NOT_COVERED")
-    )
+    llm = answering("NOT_COVERED")
     assistant = make_assistant(stores, embedder, llm, chat_state)
     events, reply, logged = await handle(assistant, message(UNCOVERED_BY_RULE))
     assert isinstance(reply, Refusal) and reply.text == NOT_COVERED["zh"]
@@ -242,13 +232,15 @@ async def test_a_deferred_question_the_model_finds_not_covered_gets_the_decline(
     assert llm.templates_called.count("answer") == 1
 
 
-def answering() -> FakeLLM:
-    """A model scripted for one deferred question, answered (any other call fails the test)."""
+def answering(reply: Reply = ANSWER) -> FakeLLM:
+    """A model scripted for one deferred question: it screens it as a question, writes the
+    keywords, then gives `reply` (a text or an error to raise) to the answer prompt; any other
+    call fails the test."""
     return (
         FakeLLM()
         .script("gate_classify", QUESTION)
         .script("keywords", KEYWORDS)
-        .script("answer", ANSWER)
+        .script("answer", reply)
     )
 
 
@@ -285,12 +277,7 @@ async def test_a_model_failing_on_a_deferred_question_leaves_the_decline(
 ) -> None:
     """No extractive answer from passages the rule judged not to cover the question: a model
     that fails never leaves Tacit worse than no model (which declines it at the gate)."""
-    llm = (
-        FakeLLM()
-        .script("gate_classify", QUESTION)
-        .script("keywords", KEYWORDS)
-        .script("answer", LLMError("the endpoint is down"))
-    )
+    llm = answering(LLMError("the endpoint is down"))
     assistant = make_assistant(stores, embedder, llm, chat_state)
     events, reply, logged = await handle(assistant, message(UNCOVERED_BY_RULE))
     assert isinstance(reply, Refusal) and reply.text == NOT_COVERED["zh"]

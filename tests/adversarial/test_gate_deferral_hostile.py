@@ -19,6 +19,7 @@ from tests.test_gate_deferral import (
     KEYWORDS,
     QUESTION,
     UNCOVERED_BY_RULE,
+    answering,
     handle,
     make_assistant,
     make_gate,
@@ -105,12 +106,7 @@ async def test_an_unusable_answer_to_a_deferred_question_is_declined(
     stores, embedder, chat_state, reply: str, why: str
 ) -> None:
     """No extractive stand-in: the reply is the not-covered decline and the log says why."""
-    llm = (
-        FakeLLM()
-        .script("gate_classify", QUESTION)
-        .script("keywords", KEYWORDS)
-        .script("answer", reply)
-    )
+    llm = answering(reply)
     assistant = make_assistant(stores, embedder, llm, chat_state)
     events, final, logged = await handle(assistant, message(UNCOVERED_BY_RULE))
     assert isinstance(final, Refusal) and final.text == NOT_COVERED["zh"]
@@ -122,12 +118,7 @@ async def test_an_unusable_answer_to_a_deferred_question_is_declined(
 async def test_a_model_saying_not_covered_in_prose_is_declined(
     stores, embedder, chat_state
 ) -> None:
-    llm = (
-        FakeLLM()
-        .script("gate_classify", QUESTION)
-        .script("keywords", KEYWORDS)
-        .script("answer", "资料中没有提到网关出错率的恢复标准。")
-    )
+    llm = answering("资料中没有提到网关出错率的恢复标准。")
     assistant = make_assistant(stores, embedder, llm, chat_state)
     events, final, logged = await handle(assistant, message(UNCOVERED_BY_RULE))
     assert isinstance(final, Refusal) and final.text == NOT_COVERED["zh"]
@@ -139,12 +130,7 @@ async def test_a_deferred_answer_that_cites_its_source_is_published(
     stores, embedder, chat_state
 ) -> None:
     """The counterpart of the cases above: the same stack publishes a grounded answer."""
-    llm = (
-        FakeLLM()
-        .script("gate_classify", QUESTION)
-        .script("keywords", KEYWORDS)
-        .script("answer", ANSWER)
-    )
+    llm = answering(ANSWER)
     assistant = make_assistant(stores, embedder, llm, chat_state)
     _, final, logged = await handle(assistant, message(UNCOVERED_BY_RULE))
     assert isinstance(final, FinalReply) and final.text == ANSWER
