@@ -77,17 +77,20 @@ def rejected_questions() -> list[str]:
     return out
 
 
-def mirror_kb(work: Path) -> Path:
+def mirror_kb(work: Path, *, rst: bool = False) -> Path:
     """Copies of the KB's md files, and of its rst files under a .txt name (read as plain text,
-    as every earlier run of this benchmark indexed them). Copies, not symlinks: the indexer
-    does not follow a symlink out of the folder it indexes (core/index/loaders.py)."""
-    root = work / "kb"
+    as every earlier run of this benchmark indexed them), or, with `rst`, as .rst files read as
+    reStructuredText, as `tacit index` reads a team's docs (into kb-rst/: the two indexes are
+    kept apart). Copies, not symlinks: the indexer does not follow a symlink out of the folder
+    it indexes (core/index/loaders.py)."""
+    root = work / ("kb-rst" if rst else "kb")
     source = REFUSAL / "kb"
     for path in sorted(source.rglob("*")):
         suffix = path.suffix.lower()
         if suffix not in (".md", ".rst"):
             continue
-        relative = str(path.relative_to(source)) + (".txt" if suffix == ".rst" else "")
+        renamed = suffix == ".rst" and not rst
+        relative = str(path.relative_to(source)) + (".txt" if renamed else "")
         target = root / relative
         target.parent.mkdir(parents=True, exist_ok=True)
         if target.is_symlink():  # a work folder from before this change
@@ -97,9 +100,9 @@ def mirror_kb(work: Path) -> Path:
     return root
 
 
-async def ensure_indexed(services: Services, work: Path) -> dict[str, Any]:
+async def ensure_indexed(services: Services, work: Path, *, rst: bool = False) -> dict[str, Any]:
     started = time.perf_counter()
-    report = await services.indexer().index(KB, [mirror_kb(work)])
+    report = await services.indexer().index(KB, [mirror_kb(work, rst=rst)])
     totals = report.totals
     return {
         "documents": totals.documents if totals else 0,
@@ -302,10 +305,10 @@ def tables(report: dict[str, Any]) -> str:
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     args.work.mkdir(parents=True, exist_ok=True)
-    settings = load_settings(home=args.work / "home")
+    settings = load_settings(home=args.work / ("home-rst" if args.rst else "home"))
     report: dict[str, Any] = {"load_start": os.getloadavg()[0]}
     async with open_services(settings) as services:
-        report["kb"] = await ensure_indexed(services, args.work)
+        report["kb"] = await ensure_indexed(services, args.work, rst=args.rst)
         state = await build_state(settings)
         try:
             gate = services.gate(state)
@@ -333,6 +336,13 @@ def main() -> None:
     parser.add_argument("--latency", type=int, default=300, help="messages (0: skip)")
     parser.add_argument("--work", type=Path, default=Path("/tmp/tacit-bench-gate"))
     parser.add_argument("--out", type=Path, default=REPO / "bench" / "results")
+    parser.add_argument(
+        "--rst",
+        action="store_true",
+        help="index the KB's .rst files as reStructuredText, as `tacit index` does (a home of "
+        "its own in the work folder); by default they are read as plain text, as every "
+        "earlier run of this benchmark read them",
+    )
     args = parser.parse_args()
     report = asyncio.run(run(args))
     report["machine"] = {"python": platform.python_version(), "cpus": os.cpu_count()}
