@@ -320,9 +320,18 @@ async def test_reindex_in_chat_reports_each_failed_file(
     (root / "bad\x1b[31m.md").write_bytes(b"\x00 binary, with a terminal escape in its name")
     (root / "bomb.json").write_text(NESTED)
 
+    rechecked: list[str] = []
+
+    class Cache:
+        def recheck(self, kb: str) -> None:
+            rechecked.append(kb)
+
     class Services:
         def indexer(self, kb: str) -> Indexer:
             return indexer
+
+        def vector_cache(self) -> Cache:
+            return Cache()
 
     settings = Settings(home=tmp_path / "home", conversation={"kb_sources": {KB: [root]}})
     reply = await KnowledgeBaseReindexer(Services(), settings)(KB)  # type: ignore[arg-type]
@@ -331,6 +340,7 @@ async def test_reindex_in_chat_reports_each_failed_file(
     assert "- docs/bomb.json: JSON nested too deeply" in reply
     assert "- docs/bad\\x1b[31m.md: binary content" in reply
     assert "\x1b" not in reply  # a file name cannot send terminal escapes through the bot
+    assert rechecked == [KB]  # the next message reads the re-indexed KB (core.vector_cache)
 
 
 def test_tacit_index_prints_hostile_names_safely(
