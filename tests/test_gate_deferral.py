@@ -34,6 +34,7 @@ from core.index.nlp_extract import NLPExtractor
 from core.index.pipeline import Indexer, IndexOptions
 from core.retrieve.retriever import Retriever
 from tests.fakes.fake_llm import FakeLLM, Reply
+from tests.test_assistant import message
 from tests.test_gate import BAD, DOCS, GOOD
 
 KB = "default"
@@ -103,23 +104,6 @@ def make_assistant(
     gate = make_gate(stores, embedder, llm, **gate_options)
     state = ConversationState(chat, ConversationSettings(mode="auto"), default_kb=KB)
     return TacitAssistant(state, make_answerer(stores, embedder, llm, gate), gate=gate)
-
-
-_ids = iter(range(1, 10_000))
-
-
-def message(text: str, *, addressed: bool = True) -> Message:
-    n = next(_ids)
-    return Message(
-        platform="slack",
-        workspace="T1",
-        channel="C1",
-        thread=f"{n}.0",
-        user="U1",
-        text=text,
-        message_id=f"{n}.0",
-        addressed=addressed,
-    )
 
 
 async def handle(assistant: TacitAssistant, msg: Message) -> tuple[list[Any], Any, dict[str, Any]]:

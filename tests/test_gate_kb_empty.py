@@ -33,13 +33,14 @@ from bot.runtime import KnowledgeBaseReindexer
 from bot.server import build_app
 from bot.settings import ChannelSettings, ConversationSettings, Settings
 from core.answer.wording import KB_EMPTY, NOT_COVERED
-from core.conversation import Message, Refusal
+from core.conversation import Refusal
 from core.gate.gate import Gate
 from core.index.pipeline import Indexer, IndexOptions
 from core.vector_cache import CacheOptions, VectorCache, documents_version
 from tests.fakes.fake_llm import FakeLLM
 from tests.fakes.hash_embedder import HashEmbedder
 from tests.fakes.scripted_answerer import ScriptedAnswerer
+from tests.test_assistant import message
 
 KB = "lab"
 QUESTION = "how long does ORU_OUT keep retrying if HIS is down?"
@@ -216,29 +217,15 @@ def assistant_of(stores: Stores, answerer: ScriptedAnswerer, mode: str = "mentio
     return TacitAssistant(state, answerer, gate=stores.gate())
 
 
-def message(text: str, n: int, **fields: Any) -> Message:
-    base: dict[str, Any] = {
-        "platform": "slack",
-        "workspace": "T1",
-        "channel": "C1",
-        "thread": f"{n}.0",
-        "user": "U1",
-        "text": text,
-        "message_id": f"{n}.0",
-        "addressed": True,
-    }
-    return Message(**{**base, **fields})
-
-
 async def test_a_channel_bound_to_an_empty_kb_tells_whoever_addresses_it(stores: Stores) -> None:
     answerer = ScriptedAnswerer({QUESTION: "never shown"})
     assistant = assistant_of(stores, answerer, mode="auto")
-    events = [e async for e in assistant.handle(message(QUESTION, 1))]
+    events = [e async for e in assistant.handle(message(QUESTION))]
     (refusal,) = events
     assert isinstance(refusal, Refusal)
     assert refusal.text == kb_empty_reply("ghost")
     assert refusal.reason.startswith("kb_empty:")
-    overheard = [e async for e in assistant.handle(message(QUESTION, 2, addressed=False))]
+    overheard = [e async for e in assistant.handle(message(QUESTION, addressed=False))]
     assert [(e.text, e.reason[:9]) for e in overheard] == [(None, "kb_empty:")]  # type: ignore[union-attr]
     logged = await assistant.state.decisions("slack", "T1", "C1")
     assert [(d["outcome"], d["stage"], d["kb"]) for d in logged] == [
