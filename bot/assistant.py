@@ -33,7 +33,7 @@ from core.conversation import (
     Thinking,
 )
 from core.errors import InputError, TacitError
-from core.gate.decision import DEFERRED_SCORE
+from core.gate.decision import is_deferred
 from core.models import ChatMessage
 from core.text import detect_language
 
@@ -291,7 +291,7 @@ class TacitAssistant:
                 gate_scores = _rounded(verdict.scores)
                 # the gate left it to the model: recorded as a score of the decision, told to
                 # the answerer (which then answers it with the model or declines it)
-                deferred = verdict.scores.get(DEFERRED_SCORE, 0.0) > 0.0
+                deferred = is_deferred(verdict.scores)
             else:
                 gate_scores, deferred = {}, False
             # Limits count answers (the costly part), not the chatter the gate turned away.

@@ -14,7 +14,7 @@ from bot.console import overview
 from bot.console.auth import Session
 from bot.console.context import Console, logger
 from core.decision_log import DecisionFilter
-from core.gate.decision import DEFERRED_SCORE
+from core.gate.decision import is_deferred
 
 PAGE_SIZE = 50
 OUTCOME_CHOICES = ("answered", "declined", "silent", "rate_limited", "ignored", "command", "error")
@@ -119,7 +119,7 @@ async def decisions_page(console: Console, request: Request, session: Session) -
         "chosen": chosen,
         "query": "&".join(f"{k}={v}" for k, v in chosen.items() if v),
         # a decision the gate left to the model (its word rule did not cover it): tagged
-        "deferred_score": DEFERRED_SCORE,
+        "deferred": is_deferred,
     }
     if "hx-request" in request.headers and before:
         return console.render(request, session, "decision_rows.html.j2", **values)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -15,6 +16,12 @@ INTENTS: tuple[Intent, ...] = ("question", "chitchat", "greeting", "feeling", "c
 # The score flag of an "answer" the unfitted coverage rule would have refused: an addressed
 # question left to the model's check of the sources (Gate, GateOptions.model_judges_uncovered).
 DEFERRED_SCORE = "deferred_to_model"
+
+
+def is_deferred(scores: Mapping[str, float]) -> bool:
+    """Whether a decision's scores say it was let through although the coverage rule did not
+    cover it: the answerer's model judges whether the sources hold the answer."""
+    return scores.get(DEFERRED_SCORE, 0.0) > 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,9 +47,8 @@ class GateDecision:
 
     @property
     def deferred(self) -> bool:
-        """Let through although the coverage rule did not cover it: the answerer's model
-        judges whether the sources hold the answer."""
-        return self.scores.get(DEFERRED_SCORE, 0.0) > 0.0
+        """Let through although the coverage rule did not cover it (is_deferred)."""
+        return is_deferred(self.scores)
 
     def as_dict(self) -> dict[str, Any]:
         return {
