@@ -307,3 +307,19 @@ async def test_the_extractive_fallback_stands_in_only_for_questions_the_rule_cov
     ]
     (final,) = [e for e in covered if isinstance(e, Final)]
     assert not final.answer.refused and final.answer.mode == "extractive"
+
+
+@pytest.mark.parametrize("question", [GOOD[0], UNCOVERED_BY_RULE])
+async def test_classify_keeps_one_reading_of_the_prior_when_it_decides_intent(
+    stores, embedder, question: str
+) -> None:
+    """A model screening for safety only (its intent slot off): the request prior decides
+    intent in screen() and again in classify(); the reason names its reading once, the
+    coverage rule's own words after it."""
+    llm = FakeLLM().script("gate_classify", QUESTION)
+    gate = make_gate(stores, embedder, llm, llm_intent=False)
+    screened = await gate.screen(KB, question, addressed=True)
+    confirmed = await gate.classify(question, screened, addressed=True)
+    assert confirmed.action == "answer"
+    assert confirmed.reason.count("prior P(request)") == 1, confirmed.reason
+    assert confirmed.reason == screened.reason

@@ -40,6 +40,10 @@ class GateDecision:
     intent: Intent | None = None
     scores: dict[str, float] = field(default_factory=dict)
     reply: str | None = None
+    # What the coverage stage alone said, before the intent's reading and a deferral wrapped it
+    # into `reason`: classify() judges a screened answer again from it, not by unpicking the
+    # reason's text. Not part of the decision's record (as_dict).
+    coverage_reason: str = field(default="", compare=False, repr=False)
 
     @property
     def refused(self) -> bool:

@@ -106,7 +106,7 @@ class _Screening:
 # refusal is for coverage alone, which the model may judge instead (unfitted, not the stuffing
 # veto: see GateOptions.model_judges_uncovered)
 _Coverage = tuple[dict[str, float], bool, str, PriorScore | None, bool]
-# How the reason of a deferred decision wraps the coverage rule's own (see Gate.classify).
+# How the reason of a deferred decision wraps the coverage rule's own, for a person reading it.
 DEFERRED_PREFIX = "deferred to the model: the word rule says "
 DEFERRED_SUFFIX = "; left to the model's check of the sources (LLM configured, addressed)"
 
@@ -192,10 +192,10 @@ class Gate:
         # an unfitted decision (its scores hold the prior's): the prior stands in for an
         # intent slot that failed
         prior = self._prior_score(text)[0] if PRIOR_SCORE in screened.scores else None
-        coverage: _Coverage = (screened.scores, True, screened.reason, prior, False)
+        said = screened.coverage_reason or screened.reason
+        coverage: _Coverage = (screened.scores, True, said, prior, False)
         if screened.deferred:  # judged again: the screening may leave no evidence of a question
             scores = {k: v for k, v in screened.scores.items() if k != DEFERRED_SCORE}
-            said = screened.reason.removeprefix(DEFERRED_PREFIX).removesuffix(DEFERRED_SUFFIX)
             coverage = (scores, False, said, prior, True)
         return self._verdict(language, addressed, coverage, screening)
 
@@ -252,6 +252,7 @@ class Gate:
         question addressed to the bot that the unfitted rule refused for coverage alone is
         deferred to the answerer's model instead (GateOptions.model_judges_uncovered)."""
         scores, covered, reason, prior, deferrable = coverage
+        said = reason
         intent = screening.intent
         if prior is not None and not screening.llm_intent:
             if not prior.is_request:
@@ -309,6 +310,7 @@ class Gate:
             language,
             intent,
             scores,
+            coverage_reason=said,
         )
 
     def _filter(
