@@ -11,11 +11,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from core.gate.decision import is_deferred
+
 # Upper bounds (ms) of the answer-time histogram buckets; p50/p95 are read from these.
 LATENCY_BUCKETS_MS = (
     *(25, 50, 100, 200, 300, 500, 750),
     *(1000, 1500, 2000, 3000, 5000, 7500, 10_000, 15_000, 20_000, 30_000, 60_000, 120_000),
 )
+
+# DecisionFilter.judged_by's one value: left by the gate's word rule to the answering model.
+JUDGED_BY_MODEL = "model"
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,6 +32,10 @@ class DecisionFilter:
     outcome: str = ""
     stage: str = ""
     feedback: str = ""  # "up" or "down"
+    # "model": the decisions the gate's word rule did not cover and left to the answering
+    # model (core.gate.decision.is_deferred). A log indexes this as it records: decisions
+    # recorded before it did are not found by it (no guess is made for them).
+    judged_by: str = ""
     since: float | None = None  # epoch seconds
     until: float | None = None
 
@@ -36,6 +45,13 @@ class DecisionPage:
     decisions: list[dict[str, Any]]
     next_cursor: str  # pass as `before` for the next (older) page; "" when there is none
     scanned: int
+
+
+def left_to_model(decision: Mapping[str, Any]) -> bool:
+    """Whether a logged decision is one the gate left to the answering model (its scores say
+    so); a decision without readable scores was not."""
+    scores = decision.get("scores")
+    return isinstance(scores, Mapping) and is_deferred(scores)
 
 
 def text_digest(text: str) -> str:

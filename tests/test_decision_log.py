@@ -12,7 +12,13 @@ from adapters.state.redis_store import RedisStateStore
 from bot.conversation_state import ConversationState
 from bot.settings import ConversationSettings
 from core.conversation import Feedback
-from core.decision_log import DecisionFilter, percentile_of_histogram, text_digest
+from core.decision_log import (
+    JUDGED_BY_MODEL,
+    DecisionFilter,
+    percentile_of_histogram,
+    text_digest,
+)
+from core.gate.decision import DEFERRED_SCORE
 from tests import chat_fakes
 
 store = chat_fakes.state_store
@@ -116,6 +122,51 @@ async def test_the_text_expires_into_its_digest(store: RedisStateStore) -> None:
     never = log_of(store, keep_text_days=0)
     await never.record(decision(8, time.time()))
     assert (await never.get("t00008") or {})["text_kept"] is False
+
+
+def left_to_model(n: int, at: float, **fields: Any) -> dict[str, Any]:
+    return decision(n, at, scores={DEFERRED_SCORE: 1.0, "best_match": 0.2}, **fields)
+
+
+async def test_decisions_left_to_the_model_are_indexed(store: RedisStateStore) -> None:
+    log = log_of(store)
+    now = time.time()
+    for n in range(40):
+        row = left_to_model if n % 4 == 0 else decision
+        await log.record(row(n, now - 1000 + n))
+    await log.record(decision(40, now, scores={DEFERRED_SCORE: 0.0}))  # the flag, not set
+    judged = await log.page(DecisionFilter(judged_by=JUDGED_BY_MODEL), limit=100)
+    assert [d["trace_id"] for d in judged.decisions] == [f"t{n:05d}" for n in range(36, -1, -4)]
+    both = await log.page(DecisionFilter(judged_by=JUDGED_BY_MODEL, channel="slack:T1:C0"))
+    assert len(both.decisions) == 10  # every fourth is even: all in C0
+    first = await log.page(DecisionFilter(judged_by=JUDGED_BY_MODEL), limit=4)
+    older = await log.page(DecisionFilter(judged_by=JUDGED_BY_MODEL), before=first.next_cursor)
+    assert [d["trace_id"] for d in older.decisions] == [f"t{n:05d}" for n in range(20, -1, -4)]
+    unknown = await log.page(DecisionFilter(judged_by="word rule"), limit=100)
+    assert len(unknown.decisions) == 41  # a value the log does not index filters nothing
+
+
+async def test_the_left_to_the_model_index_is_trimmed_and_forgotten(
+    store: RedisStateStore,
+) -> None:
+    """Kept in the decision's `ix` like the other indexes: a channel's trim and the expiry
+    of old decisions take it out of this one too, so it never outgrows the log."""
+    trimmed = log_of(store, keep_per_channel=3)
+    now = time.time()
+    for n in range(10):
+        await trimmed.record(left_to_model(n, now - 100 + n, channel="C9"))
+    assert await store.client.zrange(trimmed.key("j:model"), 0, -1) == [
+        "t00007",
+        "t00008",
+        "t00009",
+    ]
+    forgetting = log_of(store, ttl=3600.0)
+    await forgetting.record(left_to_model(11, now - 7200))
+    assert await store.client.zscore(forgetting.key("j:model"), "t00011") is not None
+    await forgetting.record(decision(12, now))
+    assert await store.client.zscore(forgetting.key("j:model"), "t00011") is None
+    judged = await forgetting.page(DecisionFilter(judged_by=JUDGED_BY_MODEL))
+    assert [d["trace_id"] for d in judged.decisions] == ["t00009", "t00008", "t00007"]
 
 
 async def test_feedback_is_indexed_and_counted(store: RedisStateStore) -> None:

@@ -13,6 +13,8 @@ slot and its scripts may touch any of its keys):
     {decisions}:s:<stage>        …decided at one stage (filter, mode, gate, answer, …)
     {decisions}:kb:<kb>          …about one knowledge base
     {decisions}:fb:up / fb:down  …that got a 👍 / a 👎
+    {decisions}:j:model          …the gate left to the answering model (core.decision_log.
+                                 left_to_model); indexed since it existed, older ones are not
     {decisions}:channels, :kbs   sets of the values seen (the console's filter choices)
     {decisions}:day:<YYYY-MM-DD> hash of that day's counters: `<channel>|<outcome>`, `lat|<ms
                                  bucket>` (answer time histogram), `up`, `down`
@@ -32,10 +34,12 @@ from typing import Any
 
 from adapters.state.redis_store import RedisStateStore
 from core.decision_log import (
+    JUDGED_BY_MODEL,
     DecisionFilter,
     DecisionPage,
     day_of,
     latency_bucket,
+    left_to_model,
     text_digest,
 )
 
@@ -196,6 +200,8 @@ class RedisDecisionLog:
         ix.append(self.key(f"s:{stage}"))
         if kb:
             ix.append(self.key(f"kb:{kb}"))
+        if left_to_model(data):  # in `ix`, so trimmed and forgotten with the decision
+            ix.append(self.key(f"j:{JUDGED_BY_MODEL}"))
         day_fields = [f"{channel}|{outcome}"]
         if outcome == "answered" and data.get("latency_ms"):
             day_fields.append(f"lat|{latency_bucket(float(data['latency_ms']))}")
@@ -349,6 +355,8 @@ def _index_names(where: DecisionFilter) -> list[str]:
         names.append(f"s:{where.stage}")
     if where.feedback in ("up", "down"):
         names.append(f"fb:{where.feedback}")
+    if where.judged_by == JUDGED_BY_MODEL:
+        names.append(f"j:{JUDGED_BY_MODEL}")
     return names or ["all"]
 
 

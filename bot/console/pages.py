@@ -6,6 +6,7 @@ import calendar
 import time
 from html import escape
 from typing import Any
+from urllib.parse import urlencode
 
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
@@ -13,12 +14,19 @@ from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Re
 from bot.console import overview
 from bot.console.auth import Session
 from bot.console.context import Console, logger
-from core.decision_log import DecisionFilter
+from core.decision_log import JUDGED_BY_MODEL, DecisionFilter
 from core.gate.decision import is_deferred
 
 PAGE_SIZE = 50
 OUTCOME_CHOICES = ("answered", "declined", "silent", "rate_limited", "ignored", "command", "error")
 STAGE_CHOICES = ("filter", "mode", "rate", "gate", "answer", "admin")
+# The filters picked from a list: a value not on it filters nothing and is not kept for paging.
+LISTED_CHOICES = {
+    "outcome": OUTCOME_CHOICES,
+    "stage": STAGE_CHOICES,
+    "feedback": ("up", "down"),
+    "judged": (JUDGED_BY_MODEL,),
+}
 
 
 async def login_page(console: Console, request: Request) -> Response:
@@ -89,15 +97,19 @@ def _filter(request: Request) -> tuple[DecisionFilter, dict[str, str]]:
     q = request.query_params
     chosen = {
         k: q.get(k, "")[:200]
-        for k in ("channel", "kb", "outcome", "stage", "feedback", "since", "until")
+        for k in ("channel", "kb", "outcome", "stage", "feedback", "judged", "since", "until")
     }
+    for name, listed in LISTED_CHOICES.items():
+        if chosen[name] not in listed:
+            chosen[name] = ""
     return (
         DecisionFilter(
             channel=chosen["channel"],
             kb=chosen["kb"],
-            outcome=chosen["outcome"] if chosen["outcome"] in OUTCOME_CHOICES else "",
-            stage=chosen["stage"] if chosen["stage"] in STAGE_CHOICES else "",
-            feedback=chosen["feedback"] if chosen["feedback"] in ("up", "down") else "",
+            outcome=chosen["outcome"],
+            stage=chosen["stage"],
+            feedback=chosen["feedback"],
+            judged_by=chosen["judged"],
             since=_epoch(chosen["since"]),
             until=_epoch(chosen["until"]),
         ),
@@ -117,7 +129,9 @@ async def decisions_page(console: Console, request: Request, session: Session) -
         "rows": page.decisions,
         "next_cursor": page.next_cursor,
         "chosen": chosen,
-        "query": "&".join(f"{k}={v}" for k, v in chosen.items() if v),
+        # the filters, kept by the "older decisions" button (URL-encoded: a channel or a
+        # typed date may hold spaces, `&` or `#`)
+        "query": urlencode({k: v for k, v in chosen.items() if v}),
         # a decision the gate left to the model (its word rule did not cover it): tagged
         "deferred": is_deferred,
     }
