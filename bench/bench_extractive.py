@@ -8,11 +8,13 @@ Questions and their expected answers are tests/data/extractive_answers.tsv: cove
 the demo KB (bot/demo_kb), the fresh team's (tests/data/fresh_team/kb) and the third team's
 (tests/data/third_team/kb), English and Chinese, each with the substrings a line that answers it
 holds, written from the KBs before the answerer was run on them; --data
-tests/data/extractive_answers_fifth.tsv is the fifth team's (tests/data/fifth_team/kb). Each KB
-is indexed with the NLP extractor into a data home under --work, as `tacit index --extractor
-nlp` does, and each question goes through the answerer `tacit ask` builds (bot.wiring) with no
-LLM: dual-level retrieval on NLP keywords, then the extractive answer. The gate is not asked:
-every question is a covered one, and this measures the answer, not the gate.
+tests/data/extractive_answers_fifth.tsv is the fifth team's (tests/data/fifth_team/kb), and
+tests/data/extractive_answers_when.tsv asks when (a time, a day, a date) of the demo's and the
+fifth team's KBs. Each KB is indexed with the NLP extractor into a data home under --work, as
+`tacit index --extractor nlp` does, and each question goes through the answerer `tacit ask`
+builds (bot.wiring) with no LLM: dual-level retrieval on NLP keywords, then the extractive
+answer. The gate is not asked: every question is a covered one, and this measures the answer,
+not the gate.
 
 Reported, over the questions the answerer did not refuse:
 - first line   the first line of the answer holds an expected substring (what a chat reader sees

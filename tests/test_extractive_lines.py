@@ -8,7 +8,13 @@ import numpy as np
 import pytest
 
 from adapters.embedders.use import USEEmbedder
-from core.answer.extractive import _sentences, asked_of, best_sentences, named_and_asked
+from core.answer.extractive import (
+    _ASKED_VALUES,
+    _sentences,
+    asked_of,
+    best_sentences,
+    named_and_asked,
+)
 from core.models import ChunkRecord
 from core.retrieve.context import ScoredChunk
 
@@ -252,3 +258,59 @@ async def test_who_asks_for_a_person(embedder: USEEmbedder) -> None:
     chosen = await best_sentences("batch-compactor 归谁管？", evidence, embedder, count=3)
     # 归谁管 asks for a person: the line naming one, not the one only mentioning the service.
     assert "Mateus Carvalho" in chosen[0].text
+
+
+async def test_what_time_asks_for_a_time_of_day(embedder: USEEmbedder) -> None:
+    evidence = _evidence(
+        (
+            "值班制度 / On-call",
+            "检验科 24 小时出报告，所以我们也 24 小时值班。"
+            "这页写清楚谁值班、怎么交接、什么情况要升级。\n",
+        ),
+        (
+            "值班制度 / On-call > 1. 值班方式",
+            "- 每周轮换一次，**周一 09:30 交接**（在 3 楼小会议室或者企业微信群\n"
+            "  「LabIT 值班」里）。\n"
+            "- 每周两个人：主值班（primary）和副值班（secondary）。\n",
+        ),
+    )
+    chosen = await best_sentences("值班几点交接？", evidence, embedder, count=2)
+    # 几点 asks for a time of day: the line writing 09:30, not the one saying the most about 值班.
+    assert "09:30" in chosen[0].text
+
+
+async def test_when_asks_for_a_day_or_a_time(embedder: USEEmbedder) -> None:
+    evidence = _evidence(
+        (
+            "Release process > 3. Approvals (CAB)",
+            "Every prod release needs a change ticket in the hospital's change system.\n",
+        ),
+        (
+            "Release process > 3. Approvals (CAB)",
+            "1. Open the ticket by **Tuesday 17:00** before the Thursday release. Late tickets "
+            "move to\n   the next window.\n",
+        ),
+    )
+    chosen = await best_sentences("When is the change ticket due?", evidence, embedder, count=2)
+    # The line about the ticket that writes a day and a time, not the one naming it first.
+    assert "Tuesday 17:00" in chosen[0].text
+
+
+def _asked_kinds(question: str) -> list[str]:
+    return [kind.strip("\x00") for kind, asks, _ in _ASKED_VALUES if asks.search(question)]
+
+
+def test_only_a_question_whose_ask_is_when_asks_for_a_time() -> None:
+    assert _asked_kinds("When is the release cutoff?") == ["when"]
+    assert _asked_kinds("by when must the ticket be opened") == ["when"]
+    assert _asked_kinds("release cutoff when?") == ["when"]
+    assert _asked_kinds("What time does the nightly job run?") == ["time of day"]
+    assert _asked_kinds("Which day is the change freeze?") == ["day"]
+    assert _asked_kinds("对账任务几点跑？") == ["time of day"]
+    assert _asked_kinds("常规发布安排在星期几？") == ["day"]
+    assert _asked_kinds("危急值月报什么时候生成？") == ["when"]
+    assert _asked_kinds("报销的截止时间是？") == ["when"]
+    # "when" opening a clause asks what the main clause asks.
+    assert _asked_kinds("When I run labctl smoke, it fails — why?") == []
+    assert _asked_kinds("When the breaker opens, how long does it stay open?") == ["duration"]
+    assert _asked_kinds("nightly backup 几点跑，保留多少天") == ["duration", "time of day"]
