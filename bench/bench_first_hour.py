@@ -13,6 +13,7 @@ without a fit"), one table row each:
 - fresh-probes                           tests/data/fresh_team/probe_{covered,uncovered}.txt
 - idprobes-demo, idprobes-fresh          tests/data/identifier_probes.tsv (kb, label, text)
 - xl-demo, xl-third, xl-fourth, xl-fifth tests/data/cross_language/<kb>/{covered,uncovered}.txt
+- asked-demo, asked-fifth               tests/data/asked_values/<kb>/{covered,uncovered}.txt
 A team's documents are tests/data/<team>_team/kb; the demo's are bot/demo_kb.
 
 Each KB is indexed once with the NLP extractor into --work (the stack of tests/team_kb.py's
@@ -146,6 +147,8 @@ def all_rows(data: Path = DATA) -> list[Row]:
     rows += tsv_rows(data / "identifier_probes.tsv", "idprobes")
     for folder in sorted((data / "cross_language").glob("*/")):
         rows += txt_pair_rows(folder, f"xl-{folder.name}", folder.name)
+    for folder in sorted((data / "asked_values").glob("*/")):
+        rows += txt_pair_rows(folder, f"asked-{folder.name}", folder.name)
     return rows
 
 

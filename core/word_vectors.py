@@ -48,6 +48,11 @@ class WordVectors:
             known.popitem(last=False)
         return found
 
+    def known(self, words: Sequence[str]) -> dict[str, npt.NDArray[np.float16]]:
+        """The vectors already made of these words, the others left out: a look that is not
+        a use (the words kept are not refreshed)."""
+        return {word: self._known[word] for word in words if word in self._known}
+
     async def matrix(self, words: Sequence[str]) -> npt.NDArray[np.float32]:
         """One row per word, in order (see vectors)."""
         found = await self.vectors(words)

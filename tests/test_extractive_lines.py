@@ -9,12 +9,12 @@ import pytest
 
 from adapters.embedders.use import USEEmbedder
 from core.answer.extractive import (
-    _ASKED_VALUES,
     _sentences,
     asked_of,
     best_sentences,
     named_and_asked,
 )
+from core.asked_values import ASKED_VALUES
 from core.models import ChunkRecord
 from core.retrieve.context import ScoredChunk
 
@@ -297,7 +297,7 @@ async def test_when_asks_for_a_day_or_a_time(embedder: USEEmbedder) -> None:
 
 
 def _asked_kinds(question: str) -> list[str]:
-    return [kind.strip("\x00") for kind, asks, _ in _ASKED_VALUES if asks.search(question)]
+    return [kind.strip("\x00") for kind, asks, _ in ASKED_VALUES if asks.search(question)]
 
 
 def test_only_a_question_whose_ask_is_when_asks_for_a_time() -> None:

@@ -467,9 +467,12 @@ async def test_translations_are_word_to_word_in_passages_of_the_other_script(
     found = await rule.translations(kb, terms, nearest=[])
     assert set(found) == {"默认值"}  # 法国, 首都: no word of the passage is near them
     assert found["默认值"].tolist() == [2]
-    # the passage's words are embedded once: a second look-up asks only for new words
+    # the passage's words, then the KB's Chinese words (no rival for "default" among them:
+    # core.gate.rivals)
+    assert len(embedder.calls) == 2 and "部署" in embedder.calls[1]
+    # …are embedded once: a second look-up asks only for new words
     await rule.translations(kb, content_terms("LUMEN_DISPATCH_CONCURRENCY 默认值"), nearest=[])
-    assert len(embedder.calls) == 1
+    assert len(embedder.calls) == 2
     # a Chinese passage is not searched for a Chinese word's translation, nor names at all
     assert await rule.translations(kb, content_terms("周五 Tomas"), nearest=[4]) == {}
 
@@ -536,22 +539,23 @@ async def test_a_new_version_of_the_kb_cuts_only_the_passages_it_changed_into_wo
     first = await rule.kb_terms("demo")
     assert first is not None
     assert (await rule.translations(first, terms, nearest=[]))["默认值"].tolist() == [2]
-    assert cut == [PASSAGES[2]] and len(embedder.calls) == 1
+    # the setting's passage, and the Chinese one for the KB's Chinese words (core.gate.rivals)
+    assert cut == [PASSAGES[2], PASSAGES[4]] and len(embedder.calls) == 2
     # another passage changed: the setting's passage is neither cut nor embedded again
     grafana = "Grafana dashboards show consumer lag and spool depth."
     snapshots.current = _Snapshots([*PASSAGES[:5], grafana]).current
     second = await rule.kb_terms("demo")
     assert second is not None and second is not first
     assert (await rule.translations(second, terms, nearest=[]))["默认值"].tolist() == [2]
-    assert cut == [PASSAGES[2]] and len(embedder.calls) == 1
+    assert cut == [PASSAGES[2], PASSAGES[4]] and len(embedder.calls) == 2
     # the setting's passage changed: read afresh, and it no longer holds a default
     bounded = PASSAGES[2].replace("Default `32`.", "Bounded by the broker.")
     snapshots.current = _Snapshots([*PASSAGES[:2], bounded, *PASSAGES[3:5], grafana]).current
     third = await rule.kb_terms("demo")
     assert third is not None
     assert await rule.translations(third, terms, nearest=[]) == {}
-    assert cut == [PASSAGES[2], bounded]
-    assert embedder.calls[1:] == [["bounded", "broker"]]  # only its new words
+    assert cut == [PASSAGES[2], PASSAGES[4], bounded]
+    assert embedder.calls[2:] == [["bounded", "broker"]]  # only its new words
 
 
 def test_a_text_the_kb_holds_twice_is_cut_into_words_once(cut: list[str]) -> None:

@@ -12,7 +12,6 @@ sentence did no better than reading order, since a source's earlier, weaker sent
 from __future__ import annotations
 
 import functools
-import itertools
 import math
 import re
 from collections.abc import Iterable, Sequence
@@ -20,13 +19,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from core.chinese_words import person_names
+from core.asked_values import ASKED_VALUES
 from core.gate.terms import LATIN_WORD, Term, content_terms, term_key
 from core.ports import Embedder
 from core.reason.rows import StepPattern
 from core.retrieve.context import ScoredChunk
 from core.text import CJK_RUN, cjk_pairs, split_sentences
-from core.words import fold, is_identifier, zipf
+from core.words import fold, is_identifier
 
 _WORD = re.compile(r"[A-Za-z0-9_.:-]{3,}")
 _DIGITS = re.compile(r"[0-9]+")
@@ -42,91 +41,6 @@ _PARTS = {1: (1.0,), 2: (1 / 3, 2 / 3)}
 _ACRONYM_LETTERS = (2, 6)
 _CAPITALIZED = re.compile(r"[A-Z][a-z]+")
 _SPELLED = re.compile(r"(?<![A-Za-z])(?:[A-Z][a-z]+[\s-]?){2,}(?![A-Za-z])")
-# A question asking how long, and a duration a line writes: a number and a unit of time.
-_ASKS_HOW_LONG = re.compile(r"\bhow long\b|多久|多长时间|多少(?:秒|分钟|小时|天|周|个月)", re.I)
-_DURATION = re.compile(
-    r"(?<![\w.])(?:\d+(?:[.,]\d+)?|[一二两三四五六七八九十百半]+)\s?(?:"
-    r"(?:(?:milli)?seconds?|minutes?|hours?|days?|weeks?|months?|years?|ms|secs?|mins?|hrs?|"
-    r"[smhd])(?![A-Za-z])|个?(?:秒钟?|分钟|小时|钟头|天|周|星期|月))",
-    re.I,
-)
-# A question asking who, and a person's name a line writes: in English two capitalized words in
-# a row, neither of them a common word ("Mateus Carvalho", not "Payments Platform"; wordfreq's
-# Zipf scale), in Chinese a name jieba tags and a surname opens (chinese_words.person_names).
-_ASKS_WHO = re.compile(r"\bwho(?:m|se|'s)?\b|谁", re.I)
-_CAPITALIZED_WORDS = re.compile(r"(?<![\w`])[A-Z][a-zà-ÿ]+(?:\s+[A-Z][a-zà-ÿ]+)+(?![\w`])")
-_NAME_WORD_ZIPF = 4.0
-# A question asking when, and a time a line writes. "when" asks only as the question's word:
-# before its verb ("When is the cutoff?", "by when must …"), asked of someone ("do you know
-# when …") or left at the end ("cutoff when?"); a clause it opens asks what the main clause asks
-# ("When I run X, it fails: why?", "When the breaker opens, how long …"). "What time" and 几点
-# ask for a time of day, "which day" and 周几 for a day or a date, "when" and 什么时候 for
-# either. 几点 is also "a few points" (有几点建议), 几号 also "which number" (几号楼, 几号机).
-_ASKS_WHEN = re.compile(
-    r"\bwhen(?:['’]s\b|\s+(?:exactly\s+|usually\s+)?(?:is|are|was|were|do|does|did|will|would|"
-    r"can|could|should|must|shall|may|might|has|have|had)\b|\s*[?？]*\s*$)"
-    r"|\b(?:by|until|till|since|from)\s+when\b"
-    r"|\b(?:know|tell\s+(?:me|us)|idea|sure|remember|find\s+out|wonder(?:ing)?|ask|check|confirm)"
-    r"\s+when\b"
-    r"|\bdeadlines?\b|\bdue\s+dates?\b"
-    r"|\b(?:release|freeze|start|end|cut-?off|launch|go-live)\s+(?:dates?|times?)\b"
-    r"|什么时候|啥时候|什么时间|何时|截止(?:时间|日期)",
-    re.I,
-)
-_ASKS_TIME_OF_DAY = re.compile(
-    r"\b(?:what|which)\s+(?:exact\s+)?(?:time|hour)s?\b(?!\s*zones?\b)"
-    r"|(?<!有)(?<!这)几点(?!建议|注意|要求|说明|意见|原因|问题)|什么时段|哪个时间段",
-    re.I,
-)
-_ASKS_DAY = re.compile(
-    r"\b(?:what|which)\s+(?:exact\s+)?(?:day|date|weekday|month)s?\b(?!-|\s+formats?\b)"
-    r"|哪一?天|哪几天|哪个?日子|星期几|周几|礼拜几|哪个?月|哪几个月|几月"
-    r"|几号(?!楼|机|线|床|窗|位|门|口|病区|模块|端口|仪器|房|车|箱)",
-    re.I,
-)
-_TIME_OF_DAY = re.compile(
-    # 17:00, 3pm, 下午三点, 凌晨 2 点; not a version (3.11), a host's port (10.20.8.15:7001) or
-    # a list's points (以下 3 点：, 第 3 点)
-    r"(?<![\w.:])(?:[01]?\d|2[0-4]):[0-5]\d(?::[0-5]\d)?(?!\d|[.:]\d)"
-    r"|(?<![\w.])(?:1[0-2]|0?[1-9])(?::[0-5]\d)?\s?(?:[ap]\.m\.|[ap]m)(?![A-Za-z])"
-    r"|\b(?:noon|midnight|o'clock)\b"
-    r"|(?:凌晨|清晨|早上|早晨|上午|中午|下午|傍晚|晚上|晚间|夜里|夜间|半夜)\s?[0-9零一二两三四五六七八九十]{1,3}\s?[点时]"
-    r"|(?<![\d.])(?<!第)(?<!第 )(?:[01]?\d|2[0-4])\s?点(?![:：]|建议|注意|要求|说明|意见|原因)"
-    r"|[零一二两三四五六七八九十]{1,3}点(?:钟|半|整|[0-9零一二三四五六七八九十]+分)",
-    re.I,
-)
-# Month names count beside a day or a year ("Dec 14", "14 March 2026") or after a word that
-# dates ("in May", "mid-March"): alone, "May" is a verb and "March" or "June" a name. "Sun",
-# "Sat", "Wed" are words too: a short weekday counts before a time or a date ("Sun 03:00",
-# "Tue, Dec 14") or in a range ("Mon–Fri"). A date with dots is not one: 2026.11.2 is a
-# version (YYYY.MM.patch).
-_FULL_MONTH = (
-    r"(?:January|February|March|April|May|June|July|August|September|October|November|December)"
-)
-_MONTH = rf"(?:{_FULL_MONTH}|Jan|Feb|Mar|Apr|Jun|Jul|Aug|Sept?|Oct|Nov|Dec)"
-_SHORT_DAY = r"(?:Mon|Tue|Tues|Wed|Thu|Thur|Thurs|Fri|Sat|Sun)"
-_DAY_OR_DATE = re.compile(
-    # a weekday, a recurrence, an end of a period, a holiday
-    r"\b(?:Mon|Tues|Wednes|Thurs|Fri|Satur|Sun)days?\b|\bweek(?:day|end)s?\b"
-    rf"|(?-i:\b{_SHORT_DAY}\b(?:\.?,?\s+(?=\d|{_MONTH}\b)|\s?[-–~]\s?{_SHORT_DAY}\b))"
-    r"|\b(?:every|each)\s+(?:other\s+)?(?:day|night|morning|evening|afternoon|week|month|quarter"
-    r"|year|business\s+day|working\s+day)\b|\b(?:nightly|daily|weekly|monthly|quarterly|yearly"
-    r"|annually)\b|\b(?:once|twice)\s+a\s+(?:day|week|month|quarter|year)\b"
-    r"|\bend\s+of\s+(?:the\s+)?(?:day|week|month|quarter|year)\b|\bEO[DWM]\b"
-    r"|(?:周|星期|礼拜)[一二三四五六日天](?!次|遍|趟|回)|每(?:天|日|晚|周|月|年|季度)|工作日"
-    r"|[上中下]旬|月[底末初]|年[底初末]|季度末|节假日|春节|国庆|元旦|中秋|除夕|双十[一二]"
-    # a date: 2026-12-01, 2027-03, Dec 14, 14 March, in May, 12月14日, 每月 1 号
-    r"|(?<![\w.])(?:19|20)\d{2}-(?:0?[1-9]|1[0-2])(?:-(?:0?[1-9]|[12]\d|3[01]))?(?![\d-])"
-    r"|(?<![\w.])(?:19|20)\d{2}/(?:0?[1-9]|1[0-2])/(?:0?[1-9]|[12]\d|3[01])(?!\d)"
-    rf"|(?-i:\b{_MONTH}\.?\s+\d{{1,2}}(?:st|nd|rd|th)?\b|\b\d{{1,2}}(?:st|nd|rd|th)?\s+{_MONTH}\b"
-    rf"|\b{_MONTH}\s+(?:19|20)\d{{2}}\b)"
-    r"|\b(?:in|by|until|till|since|from|before|after|early|mid|late|of|for|next|last|this)"
-    rf"[\s-]+(?-i:{_FULL_MONTH})\b"
-    r"|(?<![\d.])(?:[01]?\d|[一二三四五六七八九十]{1,2})\s?月(?:\s?(?:[0-3]?\d|[一二三四五六七八九十]{1,3})"
-    r"\s?[日号])?"
-    r"|每个?月\s?(?:[0-3]?\d|[一二三四五六七八九十]{1,3})\s?[日号]",
-    re.I,
-)
 # A Chinese character or full-width punctuation: where a wrap is joined without a space.
 CJK_TEXT = re.compile(r"[\u2e80-\u9fff\uf900-\ufaff\uff00-\uffef]")
 
@@ -373,7 +287,7 @@ def _overlap(
     for GW-101) and not the identifier is about the sibling: its terms count for nothing. An
     acronym the question writes is held where a line spells it out (_spelled_out); what a
     question word asks for (a duration for "how long", a person for "who", a time or a date for
-    "when": _ASKED_VALUES) is one more asked term, held by a line about what is named that
+    "when": core.asked_values) is one more asked term, held by a line about what is named that
     writes one. With no content term, the share of the question's words and character pairs
     (_terms). `held`:
     the candidates that hold a name and every asked word however written (asked_of), which
@@ -395,7 +309,7 @@ def _overlap(
     ]
     found = [set(terms) if whole else f for f, whole in zip(found, held, strict=True)]
     named = {s for s, t in terms.items() if t.name}
-    for kind, asks, writes in _ASKED_VALUES:
+    for kind, asks, writes in ASKED_VALUES:
         if asks.search(question):
             # "How long …?" asks for a duration, "who …?" for a person: a line about what is
             # named that writes one holds what is asked ("his.retry.max: 1440 = 24 hours of
@@ -468,41 +382,6 @@ def _spelled_out(acronyms: Sequence[str], text: str) -> str:
         return " ".join([*held, words])
 
     return _SPELLED.sub(abbreviated, text)
-
-
-def _writes_duration(text: str) -> bool:
-    return bool(_DURATION.search(text))
-
-
-def _writes_time_of_day(text: str) -> bool:
-    return bool(_TIME_OF_DAY.search(text))
-
-
-def _writes_day_or_date(text: str) -> bool:
-    return bool(_DAY_OR_DATE.search(text))
-
-
-def _writes_when(text: str) -> bool:
-    return _writes_time_of_day(text) or _writes_day_or_date(text)
-
-
-def _writes_person(text: str) -> bool:
-    for match in _CAPITALIZED_WORDS.finditer(text):
-        rare = [zipf(word.casefold(), "en") < _NAME_WORD_ZIPF for word in match.group().split()]
-        if any(first and second for first, second in itertools.pairwise(rare)):
-            return True
-    return any(person_names(run) for run in CJK_RUN.findall(text))
-
-
-# What a question asks for by its question word, and whether a line writes one: a term of its
-# own, held beside the question's (_overlap).
-_ASKED_VALUES = (
-    ("\x00duration", _ASKS_HOW_LONG, _writes_duration),
-    ("\x00person", _ASKS_WHO, _writes_person),
-    ("\x00when", _ASKS_WHEN, _writes_when),
-    ("\x00time of day", _ASKS_TIME_OF_DAY, _writes_time_of_day),
-    ("\x00day", _ASKS_DAY, _writes_day_or_date),
-)
 
 
 def _place(term: Term, text: str) -> float:

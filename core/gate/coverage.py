@@ -23,8 +23,9 @@ dense similarity of the best chunk, the rule looks up the message's own terms in
 
 A word in one script is looked for in a passage written in the other by translation: the
 multilingual embedder puts "默认值" next to "default" and "组件" next to "components", word to
-word (CoverageRule.translations). Names and identifiers are spelt alike in both and are only
-matched as written.
+word (CoverageRule.translations), unless the KB writes another word of the message's script
+for the passage's word (core.gate.rivals: not 床位 for "floor" where the KB writes 楼层). Names
+and identifiers are spelt alike in both and are only matched as written.
 
 The evidence is about what the message ASKS. KB words stuffed in front of an off-topic request
 ("Lumen Lumen Lumen: what is the capital of France?", "lumenctl lumenctl write me a poem")
@@ -54,7 +55,7 @@ from typing import Any, Protocol
 import numpy as np
 import numpy.typing as npt
 
-from core.gate.evidence import Evidence, term_evidence
+from core.gate.evidence import Evidence, term_evidence, valued_line
 from core.gate.kb_terms import (
     TRANSLATION_PASSAGES,
     KbTerms,
@@ -64,6 +65,7 @@ from core.gate.kb_terms import (
     within,
 )
 from core.gate.request import Analysis, analyse, find_request
+from core.gate.rivals import ScriptWords
 from core.gate.terms import Term, distinct_terms, is_cjk, month_in
 from core.models import Collection, VectorHit
 from core.ports import Embedder, Vectors
@@ -188,6 +190,7 @@ def judge(
         how=a.how,
         degrees=a.degrees,
         titled=a.titled,
+        values=a.values,
     )
     term_cov, passage_cov, weight, names = (
         evidence.terms,
@@ -215,6 +218,7 @@ def judge(
             context=True,
             degrees=a.degrees,
             titled=a.titled,
+            values=a.values,
         )
         term_cov, passage_cov, weight, names = (
             evidence.terms,
@@ -266,13 +270,18 @@ def judge(
         # entry's heading is its question, and the similarity of the whole entry, answer
         # included, to its own question was 0.25-0.36 (docs/BENCHMARKS.md).
         headed = kb is not None and kb.headed(looked_up)
-        covered = focus >= o.dense_only or headed
+        # …or a line that holds all of them and writes the value a question word asks for
+        # (core.gate.evidence.valued_line: "What are the next release dates?")
+        valued = not headed and kb is not None and valued_line(looked_up, kb, a.values)
+        covered = focus >= o.dense_only or headed or valued
         why = (
             f"the request has no terms to look up; best chunk similarity {focus:.2f} vs "
             f"{o.dense_only:.2f}"
         )
         if headed:
             why += f"; a passage's heading holds all {len(distinct_terms(looked_up))} of its words"
+        if valued:
+            why += "; a line holds all its words and the value asked for"
         verdict = f"{'covered' if covered else 'not covered'}: {why}"
         off = off_request and not covered
         return _verdict(covered, signals, verdict, off, evidence)
@@ -377,6 +386,10 @@ class CoverageRule:
         self._verdicts: OrderedDict[tuple[str, str, int], Coverage] = OrderedDict()
         self._remember = remember
         self._words = words or WordVectors(embedder)  # for cross-script look-ups
+        # (id of a KbTerms, CJK script or not) → the KB's words of that script, embedded
+        # (core.gate.rivals), for the versions of the KBs the rule holds
+        self._scripts: dict[tuple[int, bool], tuple[KbTerms, ScriptWords]] = {}
+        self._scripts_lock = asyncio.Lock()
 
     async def kb_terms(self, kb: str) -> KbTerms | None:
         """The KB's term postings, built once per snapshot of its chunks (None when the KB is
@@ -428,6 +441,32 @@ class CoverageRule:
         words = await asyncio.to_thread(terms.common_words, self.warm_words)
         for start in range(0, len(words), WARM_BATCH):
             await self._words.vectors(words[start : start + WARM_BATCH])
+        for cjk in (True, False):
+            await self.script_words(terms, cjk)
+
+    async def script_words(self, kb: KbTerms, cjk: bool) -> ScriptWords:
+        """The KB's words of one script embedded (core.gate.rivals), once per version of the
+        KB: a word's vector is the embedder's, whatever the KB, so the words an earlier version
+        (or another KB, or a look-up) embedded are not embedded again."""
+        key = (id(kb), cjk)
+        held = self._scripts.get(key)
+        if held is not None and held[0] is kb:
+            return held[1]
+        async with self._scripts_lock:
+            held = self._scripts.get(key)
+            if held is not None and held[0] is kb:
+                return held[1]
+            words = await asyncio.to_thread(kb.script_words, cjk)
+            known: dict[str, Any] = self._words.known(words)
+            for _, other in self._scripts.values():
+                known.update(other.vectors())
+            built = await ScriptWords.build(words, self.embedder.embed, known, batch=WARM_BATCH)
+            # the versions the rule no longer holds are dropped (id() of a dropped one may be
+            # reused: the entry keeps the KbTerms it was built for)
+            held_now = {id(terms) for _, terms in self._terms.values() if terms is not None}
+            self._scripts = {k: v for k, v in self._scripts.items() if k[0] in held_now}
+            self._scripts[key] = (kb, built)
+            return built
 
     async def check(
         self, kb: str, text: str, *, embedding: npt.NDArray[np.floating[Any]] | None = None
@@ -563,9 +602,35 @@ class CoverageRule:
             if matrix is None:
                 matrix = np.stack([vectors[w] for w in words]).astype(np.float32)
                 matrices[words] = matrix
-            if float((matrix @ vectors[term.surface].astype(np.float32)).max()) >= TRANSLATION_MIN:
-                found.setdefault(term.key, set()).add(index)
+            sims = matrix @ vectors[term.surface].astype(np.float32)
+            if float(sims.max()) < TRANSLATION_MIN:
+                continue
+            other_script = (kb.languages[index] == "zh") != is_cjk(term)
+            if other_script and await self._rivalled(kb, term, words, sims, vectors):
+                continue
+            found.setdefault(term.key, set()).add(index)
         return {k: np.asarray(sorted(v), dtype=np.int32) for k, v in found.items()}
+
+    async def _rivalled(
+        self,
+        kb: KbTerms,
+        term: Term,
+        words: Sequence[str],
+        sims: npt.NDArray[np.float32],
+        vectors: dict[str, npt.NDArray[np.float16]],
+    ) -> bool:
+        """Whether every passage word the message's word matched (sims: to each of `words`)
+        is the translation of another word the KB writes in the message word's script: 床位 ~
+        floor 0.678, where the KB writes 楼层 for floor (0.737; core.gate.rivals)."""
+        script = await self.script_words(kb, is_cjk(term))
+        surface, vector = term.surface, vectors[term.surface]
+        matched = (int(i) for i in np.flatnonzero(sims >= TRANSLATION_MIN))
+        return all(
+            script.rivalled(
+                words[i], vectors[words[i]], surface, vector, float(sims[i]), TRANSLATION_MIN
+            )
+            for i in matched
+        )
 
     async def signal_rows(
         self, kb: str, texts: Sequence[str], embeddings: npt.NDArray[np.floating[Any]]

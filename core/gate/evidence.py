@@ -15,7 +15,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from core.gate.kb_terms import KbTerms, Translations, findable
+from core.asked_values import writes
+from core.gate.kb_terms import SUBJECT_MIN_CHUNKS, KbTerms, Translations, findable
 from core.gate.terms import ASK_WEIGHT, NUMBER, Term, distinct_terms, is_cjk
 
 
@@ -51,6 +52,7 @@ def term_evidence(
     how: bool = False,
     degrees: frozenset[str] | None = None,
     titled: frozenset[str] = frozenset(),
+    values: Sequence[str] = (),
 ) -> Evidence:
     """The evidence of the distinct terms: a term is in a passage that holds it, or for a word
     of the other script, a translation of it (`translated`: term → chunks, see translations).
@@ -60,7 +62,9 @@ def term_evidence(
     what now?"): the words around a request say what it is about, not what it asks. `how`:
     the request asks for a way (asks_how). `degrees`: the words "how" asks for (answer_kinds
     with _HOW; None: all of `asked_for`). `titled`: the words the message writes in title case
-    (titled_words): names written so, or in Chinese, are a person's."""
+    (titled_words): names written so, or in Chinese, are a person's. `values`: the kinds of
+    value the question words ask for (Analysis.values), each one more word of the ask, held by
+    a best passage whose line about what the question names writes one (_value_chunks)."""
     distinct = distinct_terms(terms)
     total = sum(t.weight for t in distinct.values())
     if not distinct or total <= 0.0 or kb is None or kb.chunks == 0:
@@ -200,8 +204,34 @@ def term_evidence(
             words.append((term, chunks))
         shares = _ask_shares(asked, ask_total, at_best)
         lightly = True
+    # the weight of the words alone: a question word's value makes no question of everyday
+    # words one with terms to look up ("Who is the director of the hospital?")
+    words_weight = total
+    if values:
+        # one more word of the ask, in the script(s) the ask is written in, or the question's;
+        # after the light words, which still say what else is asked ("谁负责 LUMEN_…？")
+        cjk = any(is_cjk(t) for t in distinct.values())
+        scripts = [s for s in (0, 1) if ask_total[s] > 0.0] or [int(cjk)]
+        held = _value_chunks(values, distinct, kb, translated, per_chunk)
+        for kind in values:
+            total += VALUE_WEIGHT
+            for script in scripts:
+                ask_total[script] += VALUE_WEIGHT
+            # among the best passages by the words: a value never lifts a passage that holds
+            # fewer of them ("Who is the team lead of Foundry?" over a line naming someone else)
+            chunks = np.intersect1d(held[kind], at_best)
+            if chunks.size:
+                matched += VALUE_WEIGHT
+                per_chunk[chunks] += VALUE_WEIGHT
+                for script in scripts:
+                    asked[script, chunks] += VALUE_WEIGHT
+        # the ask is read on the same best passages as the words were: one that writes the
+        # value does not shut out one tied with it that holds the light words ("Who is the
+        # team lead of Foundry?": the on-call page's "team lead", the training page's 林晓雯)
+        best = per_chunk.max()
+        shares = _ask_shares(asked, ask_total, at_best)
     if not shares:
-        return Evidence(matched / total, float(best) / total, total, names, 1.0)
+        return Evidence(matched / total, float(best) / total, words_weight, names, 1.0)
     share, script = min(shares)
     passage = int(at_best[int(np.argmax(asked[script, at_best]))])
     unasked = tuple(
@@ -209,7 +239,136 @@ def term_evidence(
         for t, chunks in words
         if is_cjk(t) == bool(script) and (chunks is None or passage not in chunks)
     )
-    return Evidence(matched / total, float(best) / total, total, names, share, unasked, lightly)
+    return Evidence(
+        matched / total, float(best) / total, words_weight, names, share, unasked, lightly
+    )
+
+
+# What finding the value a question word asks for weighs (a time, a day, a duration, a name):
+# as much as a word of middling specificity ("hotfixes" 0.72, "forbidden" 0.28, 月末 0.35), so it
+# is part of the ask and never the question's whole evidence.
+VALUE_WEIGHT = 0.3
+# At most this many passages are read for a value, those holding most of the question first.
+VALUE_PASSAGES = 16
+# A line that leads into the next (an FAQ's question, a label and its colon): the value it asks
+# for is written on the next line.
+_LEADS_IN = ("?", "？", ":", "：")
+
+
+def _value_chunks(
+    values: Sequence[str],
+    distinct: dict[str, Term],
+    kb: KbTerms,
+    translated: Translations | None,
+    per_chunk: npt.NDArray[np.float64],
+) -> dict[str, npt.NDArray[np.int32]]:
+    """For each kind of value asked, the passages that write one in a line holding one of the
+    question's names or heavier words, or in the line after it when that line leads in (an
+    FAQ's question), among the VALUE_PASSAGES holding every name the KB holds (with none, an
+    anchor word) that hold most of the question's terms. A date somewhere in the KB is no
+    evidence of its own: "Lumen Lumen: when did Napoleon die?" names nothing the KB holds, and
+    "Rosa Lindqvist 的生日是哪天？" finds her in a line that writes no day (the freeze's Friday is
+    on another)."""
+    empty = {kind: np.zeros(0, dtype=np.int32) for kind in values}
+    if not per_chunk.size or per_chunk.max() <= 0.0:
+        return empty
+    # the KB's subject ("Lumen" in Lumen's docs, in every passage: KbTerms.lookup) is in every
+    # line that says anything: it tells no line about what is asked
+    chunks = {t.key: _chunks_of(t, kb, translated) for t in distinct.values()}
+    subject = {
+        k
+        for k, c in chunks.items()
+        if c is not None and c.size == kb.chunks and kb.chunks >= SUBJECT_MIN_CHUNKS
+    }
+    words = [t for t in distinct.values() if t.key not in subject and findable(t)]
+    names = [t for t in words if t.name]
+    anchors = [t for t in words if t.name or t.weight >= ASK_WEIGHT] or words
+    found_names = [chunks[t.key] for t in names]
+    if names and all(c is None for c in found_names):
+        return empty  # names the KB does not hold: no passage is about them
+    # the passages holding every name the KB holds (or with none an anchor word), those holding
+    # most of the question's terms first
+    if names:
+        candidates = _together([c for c in found_names if c is not None])
+    else:
+        held = [c for t in anchors if (c := chunks[t.key]) is not None]
+        candidates = np.unique(np.concatenate(held)) if held else None
+    if candidates is None:
+        return empty
+    ranked = candidates[np.argsort(-per_chunk[candidates], kind="stable")][:VALUE_PASSAGES]
+    found: dict[str, list[int]] = {kind: [] for kind in values}
+    for index in ranked:
+        lines = _anchor_lines(kb, int(index), anchors)
+        for kind in values:
+            if any(writes(kind, line) for line in lines):
+                found[kind].append(int(index))
+    return {kind: np.asarray(found[kind], dtype=np.int32) for kind in values}
+
+
+def valued_line(terms: Sequence[Term], kb: KbTerms, values: Sequence[str]) -> bool:
+    """Whether one line of a passage (with the line after it when it leads in: _LEADS_IN)
+    holds every one of the words (those a look-up can find) and writes a value of each kind
+    the question words ask for: a question of everyday words that asks for a value is answered
+    where they are written beside one ("What are the next release dates?": "Next dates:
+    2026-11-26, …" in the release calendar's line). Words spread over a passage with a value
+    somewhere in it ("Who is the director of the hospital?") are not."""
+    words = [t for t in distinct_terms(terms).values() if findable(t)]
+    if not values or not words:
+        return False
+    together = _together([kb.lookup(t) for t in words])
+    if together is None:
+        return False
+    for index in together[:VALUE_PASSAGES]:
+        lines = kb.lines(int(index))
+        found = [lines.lookup(t) for t in words]
+        if any(f is None for f in found):
+            continue
+        texts = lines.texts
+        for at, text in enumerate(texts):
+            span = {at}
+            if text.rstrip(" *#\n").endswith(_LEADS_IN) and at + 1 < len(texts):
+                span.add(at + 1)
+                text = f"{text}\n{texts[at + 1]}"
+            beside = all(span.intersection(f.tolist()) for f in found if f is not None)
+            if beside and all(writes(kind, text) for kind in values):
+                return True
+    return False
+
+
+def _together(
+    found: Sequence[npt.NDArray[np.int32] | None],
+) -> npt.NDArray[np.int32] | None:
+    """The passages in every one of the look-ups (None when one found nothing, or none)."""
+    together: npt.NDArray[np.int32] | None = None
+    for chunks in found:
+        if chunks is None:
+            return None
+        together = chunks if together is None else np.intersect1d(together, chunks)
+    return together
+
+
+def _anchor_lines(kb: KbTerms, index: int, anchors: Sequence[Term]) -> list[str]:
+    """The lines of a passage (KbTerms.lines) that hold one of the anchor terms, each with the
+    next line when it leads in (_LEADS_IN). The whole passage when it holds none as written: a
+    passage of the other script holds a word by translation (CoverageRule.translations), found
+    for the passage, not a line of it ("Who must approve an emergency fix during a release
+    freeze?" asks of the Chinese deploy guide)."""
+    lines = kb.lines(index)
+    texts = lines.texts
+    held: set[int] = set()
+    for term in anchors:
+        found = lines.lookup(term)
+        if found is not None:
+            held.update(int(i) for i in found)
+    if not held:
+        return [kb.texts[index]]
+    out = []
+    for i in sorted(held):
+        text = texts[i]
+        if text.rstrip(" *#\n").endswith(_LEADS_IN) and i + 1 < len(texts):
+            text = f"{text}\n{texts[i + 1]}"
+        out.append(text)
+    return out
 
 
 def _identifier_chunks(

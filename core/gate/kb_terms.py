@@ -156,6 +156,15 @@ class KbTerms:
                 counts[word] = counts.get(word, 0) + 1
         return sorted(counts, key=lambda word: -counts[word])[:limit]
 
+    def script_words(self, cjk: bool) -> list[str]:
+        """Every word (words()) of the passages written in CJK script (`cjk`) or in the other:
+        the KB's own words for what a word of that script may translate (core.gate.rivals)."""
+        found: dict[str, None] = {}
+        for index in range(self.chunks):
+            if (self.languages[index] == "zh") == cjk:
+                found.update(dict.fromkeys(self.words(index)))
+        return list(found)
+
     def lookup(self, term: Term) -> npt.NDArray[np.int32] | None:
         """The chunks holding the term: exactly, or for a name one typo away. A word is also in
         the passages holding its agent noun or its verb (agent_forms: "owns" in a table headed

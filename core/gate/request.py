@@ -12,10 +12,13 @@ same request finder.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
+from core.asked_values import asked_values, asking_words
 from core.gate.terms import (
     ASK_WEIGHT,
     AUXILIARIES,
@@ -196,6 +199,9 @@ class Analysis:
     how: bool  # asks_how of the request
     titled: frozenset[str] = frozenset()  # titled_words of the message as written
     general: bool = False  # the message says it asks in general (GENERAL_SCOPE)
+    # the kinds of value the request's question words ask for (core.asked_values: a time, a
+    # day, a duration, a person), whose words are then not among the terms
+    values: tuple[str, ...] = ()
 
 
 def _without_opening_imperative(request: str, terms: list[Term]) -> list[Term]:
@@ -228,6 +234,25 @@ def _bare_way(request: Request, terms: list[Term]) -> bool:
     )
 
 
+def _without_asking_words(
+    terms: Sequence[Term], values: tuple[str, ...], request: str
+) -> tuple[Term, ...]:
+    """The terms less the words that ask for a value (core.asked_values.asking_words): "哪几天"
+    in "月末哪几天不能发布" asks for days, which the passage writes as "每月最后两个工作日", not as
+    the word; "hours" in "What hours are hotfixes forbidden?" is answered by "08:00 and 11:00"."""
+    if not values:
+        return tuple(terms)
+    latin, cjk = asking_words(request, values)
+    return tuple(
+        t
+        for t in terms
+        if not (
+            t.surface in latin
+            or (CJK_RUN.fullmatch(t.surface) and any(t.surface in p for p in cjk))
+        )
+    )
+
+
 def analyse(text: str) -> Analysis:
     request = find_request(text)
     found = message_terms(text)
@@ -238,13 +263,15 @@ def analyse(text: str) -> Analysis:
     terms = _without_opening_imperative(request.text, terms)
     if request.whole:
         whole = _without_opening_imperative(request.text, whole)
+    values = asked_values(request.text)
+    asking = functools.partial(_without_asking_words, values=values, request=request.text)
     return Analysis(
         request=request,
         named=named,
-        terms=tuple(terms),
-        light=tuple(light_words(request.text, named, terms)),
-        whole_terms=tuple(whole),
-        whole_light=tuple(light_words(text, named, whole)),
+        terms=asking(terms),
+        light=asking(light_words(request.text, named, terms)),
+        whole_terms=asking(whole),
+        whole_light=asking(light_words(text, named, whole)),
         stuffed=term_repetition(whole),
         empty=is_empty_request(request.text) or _bare_way(request, terms),
         asked_for=answer_kinds(text),
@@ -252,4 +279,5 @@ def analyse(text: str) -> Analysis:
         how=asks_how(request.text),
         titled=titled_words(text),
         general=GENERAL_SCOPE.search(fold(text)) is not None,
+        values=values,
     )

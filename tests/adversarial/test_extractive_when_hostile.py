@@ -1,12 +1,13 @@
 """False friends of a time in a line and of "when" in a question: what the extractive answer's
-"when" value type (core/answer/extractive.py, _ASKED_VALUES) must not take for one."""
+"when" value type (core/asked_values.py, ASKED_VALUES) must not take for one."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from core.answer.extractive import _ASKED_VALUES, _overlap, _writes_day_or_date, _writes_when
+from core.answer.extractive import _overlap
+from core.asked_values import ASKED_VALUES, writes_day_or_date, writes_when
 from core.models import ChunkRecord
 from core.retrieve.context import ScoredChunk
 
@@ -25,7 +26,7 @@ from core.retrieve.context import ScoredChunk
     ],
 )
 def test_a_version_a_port_a_verb_or_a_name_is_no_time(line: str) -> None:
-    assert not _writes_when(line)
+    assert not writes_when(line)
 
 
 @pytest.mark.parametrize(
@@ -43,16 +44,16 @@ def test_a_version_a_port_a_verb_or_a_name_is_no_time(line: str) -> None:
     ],
 )
 def test_times_days_and_dates_are_written_in_many_ways(line: str) -> None:
-    assert _writes_when(line)
+    assert writes_when(line)
 
 
 def test_a_weekday_is_a_day_and_a_clock_time_alone_is_not() -> None:
-    assert _writes_day_or_date("merges those on Mondays and Thursdays")
-    assert not _writes_day_or_date("the job runs at 02:00 UTC")
+    assert writes_day_or_date("merges those on Mondays and Thursdays")
+    assert not writes_day_or_date("the job runs at 02:00 UTC")
 
 
 def _asked(question: str) -> list[str]:
-    return [kind for kind, asks, _ in _ASKED_VALUES if asks.search(question)]
+    return [kind for kind, asks, _ in ASKED_VALUES if asks.search(question)]
 
 
 @pytest.mark.parametrize(

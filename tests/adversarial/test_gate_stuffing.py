@@ -77,6 +77,11 @@ STUFFED = [
     "关于 deployctl 回滚：周末去哪里爬山比较好？",
     "In the gateway runbook on port 8443, recommend me a good movie",
     "rollback rollback rollback: translate good morning into Spanish",
+    # a question word that asks for a value (a date, a duration, a name): the KB writes such
+    # values, but not in a passage about what is asked (core.asked_values)
+    "deployctl deployctl: when did Napoleon die?",
+    "Mirela Vasquez, gateway: how long do eggs take to boil?",
+    "rollback runbook: who won the 2018 world cup?",
 ]
 # The KB's names and identifiers in one script, an off-topic ask in the other, with no
 # punctuation between them: the request is the whole message, and the passage holding the names
@@ -212,3 +217,25 @@ async def test_an_imperative_is_how_a_request_asks_not_what_it_asks() -> None:
     assert [t.surface for t in analyse("Explain KilnAdmissionError").terms] == [
         "kilnadmissionerror"
     ]
+
+
+async def test_a_value_the_question_word_asks_for_is_never_the_only_evidence() -> None:
+    # Every passage writes a date, a time, a duration and a name: a question that asks "when",
+    # "how long" or "who" about what no passage holds finds its value nowhere, and one stuffed
+    # behind the KB's words is judged on its request (core.gate.evidence, _value_chunks)
+    kb = KbTerms.build(
+        [
+            "Release calendar\nNext dates: 2026-11-26, 2026-12-10. Window 22:00-24:00, "
+            "about 25 minutes. Owner: Wang Lei.",
+            "Backups\nNightly at 01:30, kept 35 days. Restore drill every quarter by Marcus Feld.",
+        ]
+    )
+    for text in [
+        "When did Napoleon die?",
+        "release calendar backups: when did Napoleon die?",
+        "Next dates Next dates Next dates: how long do eggs take to boil?",
+        "Who painted the Mona Lisa?",
+        "几点 几点 几点 什么时候 多久",
+    ]:
+        verdict = judge(text, dense_max=0.1, request_dense=0.1, kb=kb)
+        assert not verdict.covered, (text, verdict.reason)
