@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -529,3 +530,23 @@ def test_the_planner_says_what_a_filters_value_is_in_one_sentence(language: str)
             ('这个 "value" 是带结果单位的数字（写 "4 GB"，不写 4）、前面的结果 "#k" 或文本。'),
         )
     assert f"{args}{' ' if language == 'en' else ''}{sentence}" in flat
+
+
+@pytest.mark.parametrize("knowledge", [[], [{"n": 2, "text": "gateway — port 8443"}]])
+def test_the_answer_prompt_keeps_a_space_between_its_sentences(
+    knowledge: list[dict[str, Any]],
+) -> None:
+    # A model playing the answerer (relay run) read "Answer in English.A fact is …" and "the
+    # source decides.If the sources …": trim_blocks ate the line break after a conditional
+    # block's tag, gluing two sentences.
+    prompt = render(
+        "answer",
+        "en",
+        question="q",
+        sources=[{"n": 1, "label": "a.md", "text": "Port 8443."}],
+        knowledge=knowledge,
+        not_covered="NOT_COVERED",
+    )
+    system = prompt.messages[0].content
+    assert not re.search(r"[a-z)\]]\.[A-Z]", system), system
+    assert not re.search(r";\s+[A-Z]", system), system  # a sentence, not a clause, follows
