@@ -20,7 +20,9 @@ __all__ = ["store"]  # the fixture, imported for this module's tests
 LONG = "deferred to the model: the word rule says not covered: " + "x" * 200
 
 
-def decision(trace: str, reason: str, scores: dict[str, float], at: float = 0.0) -> Decision:
+def decision(
+    trace: str, reason: str, scores: dict[str, float], at: float = 0.0, *, channel: str = "C1"
+) -> Decision:
     return Decision(
         trace_id=trace,
         outcome="answered",
@@ -28,7 +30,7 @@ def decision(trace: str, reason: str, scores: dict[str, float], at: float = 0.0)
         reason=reason,
         platform="slack",
         workspace="T1",
-        channel="C1",
+        channel=channel,
         thread="1.0",
         message_id=trace,
         user="U1",

@@ -14,10 +14,11 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 
 from adapters.state.redis_store import RedisStateStore
-from bot.conversation_state import ConversationState, Decision
+from bot.conversation_state import ConversationState
 from bot.settings import ConversationSettings
 from core.gate.decision import DEFERRED_SCORE
 from tests.test_console_auth import PROXY, app_for, client, store
+from tests.test_console_decisions import decision
 
 __all__ = ["store"]  # the fixture, imported for this module's tests
 
@@ -25,32 +26,14 @@ USER = {"X-Forwarded-User": "ana@corp"}
 ODD_CHANNEL = "a&judged=model#x"  # would split into two filters if not URL-encoded
 
 
-def decision(trace: str, channel: str, scores: dict[str, float], at: float) -> Decision:
-    return Decision(
-        trace_id=trace,
-        outcome="answered",
-        stage="answer",
-        reason="r",
-        platform="slack",
-        workspace="T1",
-        channel=channel,
-        thread="1.0",
-        message_id=trace,
-        user="U1",
-        addressed=True,
-        kb="default",
-        scores=scores,
-        text=f"question {trace}",
-        at=at,
-    )
-
-
 async def seed(store: RedisStateStore, per_kind: int, channel: str = "C1") -> None:
     state = ConversationState(store, ConversationSettings(), default_kb="default")
     now = time.time()
     for n in range(per_kind):
-        await state.record(decision(f"t-model-{n}", channel, {DEFERRED_SCORE: 1.0}, now - 99 + n))
-        await state.record(decision(f"t-rule-{n}", channel, {}, now - 99 + n + 0.5))
+        await state.record(
+            decision(f"t-model-{n}", "r", {DEFERRED_SCORE: 1.0}, now - 99 + n, channel=channel)
+        )
+        await state.record(decision(f"t-rule-{n}", "r", {}, now - 99 + n + 0.5, channel=channel))
 
 
 def traces(page: str) -> list[str]:
