@@ -85,6 +85,7 @@ async def gate_decision(services: Services, kb: str, question: str) -> GateDecis
     try:
         return await services.gate(state).decide(kb, question, addressed=True)
     finally:
+        services.release_state()
         await state.aclose()
 
 

@@ -45,6 +45,7 @@ async def open_gate() -> AsyncIterator[Gate]:
         try:
             yield services.gate(state)
         finally:
+            services.release_state()
             await state.aclose()
 
 
