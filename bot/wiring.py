@@ -23,7 +23,6 @@ from core.ports import (
 )
 from core.retrieve.retriever import RetrievalOptions, Retriever
 from core.vector_cache import CacheOptions, VectorCache, documents_version
-from core.word_store import WordStore
 from core.word_vectors import WORD_VECTORS, WordVectors
 
 if TYPE_CHECKING:
@@ -371,12 +370,8 @@ class Services:
         )
 
     def gate(self, state: StateStore) -> Gate:
-        """The intent-and-refusal gate; each KB's fitted scorer lives in `state`, and so do
-        the word vectors and KB word lists its coverage rule makes (core.word_store): made once
-        for every process and replica, not by each process that meets a cross-script question.
-        A caller that closes `state` before the services calls release_state first."""
+        """The intent-and-refusal gate; each KB's fitted scorer lives in `state`."""
         gate = self.settings.gate
-        self.word_vectors().keep_in(WordStore(state))
         return Gate(
             embedder=self.embedder,
             vectors=self.vectors,
@@ -425,12 +420,6 @@ class Services:
                 words=self.word_vectors(),
             )
         return self._coverage_rule
-
-    def release_state(self) -> None:
-        """The state store given to gate() is closing: word vectors are made in this process
-        from now on (not reported as a failing store)."""
-        if self._word_vectors is not None:
-            self._word_vectors.keep_in(None)
 
     def word_vectors(self) -> WordVectors:
         """The one cache of single-word vectors: the coverage rule's cross-script look-ups and

@@ -300,16 +300,6 @@ class StateStore(Protocol):
 
     async def delete(self, *keys: str) -> int: ...
 
-    async def get_many(self, keys: Sequence[str], *, ttl: float | None = None) -> list[str | None]:
-        """The values of `keys` in order (None where missing), in one round trip. `ttl`: each
-        key found expires `ttl` seconds from now (a cache's entries live while they are read)."""
-        ...
-
-    async def set_many(self, items: Mapping[str, str], *, ttl: float) -> None:
-        """Set every key, each expiring after `ttl` seconds, in one round trip (not atomically:
-        a reader may see some of them first)."""
-        ...
-
     async def hold_lease(self, key: str, holder: str, *, ttl: float) -> bool:
         """Take the lease `key` for `holder` when nobody holds it, or extend it by `ttl` when
         `holder` already does; False while someone else holds it (one poller among replicas)."""

@@ -30,7 +30,7 @@ import os
 import signal
 import socket
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, cast
 from urllib.parse import parse_qsl, unquote, urlsplit
@@ -358,32 +358,6 @@ class RedisStateStore:
             # RedisCluster splits a multi-key DEL by slot; a plain Redis deletes in one call.
             removed = await self._client.delete(*(self._key(k) for k in keys))
         return int(removed)
-
-    async def get_many(self, keys: Sequence[str], *, ttl: float | None = None) -> list[str | None]:
-        if not keys:
-            return []
-        px = _ttl_ms(ttl) if ttl is not None else None
-        with self._errors("get_many"):
-            # one pipeline, not MGET: a Cluster splits it by node (MGET needs one slot), and
-            # GETEX reads and restarts the expiry in one command per key
-            async with self._client.pipeline(transaction=False) as pipe:
-                for key in keys:
-                    if px is None:
-                        pipe.get(self._key(key))
-                    else:
-                        pipe.getex(self._key(key), px=px)
-                values = await pipe.execute()
-        return cast("list[str | None]", values)
-
-    async def set_many(self, items: Mapping[str, str], *, ttl: float) -> None:
-        px = _ttl_ms(ttl)
-        if not items:
-            return
-        with self._errors("set_many"):
-            async with self._client.pipeline(transaction=False) as pipe:
-                for key, value in items.items():
-                    pipe.set(self._key(key), value, px=px)
-                await pipe.execute()
 
     async def hold_lease(self, key: str, holder: str, *, ttl: float) -> bool:
         px = _ttl_ms(ttl)

@@ -85,7 +85,6 @@ async def gate_decision(services: Services, kb: str, question: str) -> GateDecis
     try:
         return await services.gate(state).decide(kb, question, addressed=True)
     finally:
-        services.release_state()
         await state.aclose()
 
 

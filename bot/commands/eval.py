@@ -267,7 +267,6 @@ async def _refusal(
                 gate = services.gate(state)
                 texts, labels, embeddings, kb_rows, _ = await gate.labelled(kb, good, bad)
             finally:
-                services.release_state()
                 await state.aclose()
             cached = cross_validated(texts, labels, embeddings, kb_rows, folds=folds, seed=seed)
             cache.put(key, cached)

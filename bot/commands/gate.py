@@ -45,7 +45,6 @@ async def open_gate() -> AsyncIterator[Gate]:
         try:
             yield services.gate(state)
         finally:
-            services.release_state()
             await state.aclose()
 
 

@@ -447,9 +447,7 @@ class CoverageRule:
     async def script_words(self, kb: KbTerms, cjk: bool) -> ScriptWords:
         """The KB's words of one script embedded (core.gate.rivals), once per version of the
         KB: a word's vector is the embedder's, whatever the KB, so the words an earlier version
-        (or another KB, or a look-up) embedded are not embedded again. With a word store
-        (core.word_store) the word list and the vectors are made once for every process: a
-        new one reads them instead of cutting every passage and embedding every word."""
+        (or another KB, or a look-up) embedded are not embedded again."""
         key = (id(kb), cjk)
         held = self._scripts.get(key)
         if held is not None and held[0] is kb:
@@ -458,12 +456,10 @@ class CoverageRule:
             held = self._scripts.get(key)
             if held is not None and held[0] is kb:
                 return held[1]
-            words = await self._script_word_list(kb, cjk)
-            known: dict[str, Any] = {}
+            words = await asyncio.to_thread(kb.script_words, cjk)
+            known: dict[str, Any] = self._words.known(words)
             for _, other in self._scripts.values():
                 known.update(other.vectors())
-            unknown = [w for w in words if w not in known]
-            known.update(await self._words.unkept(unknown, batch=WARM_BATCH))
             built = await ScriptWords.build(words, self.embedder.embed, known, batch=WARM_BATCH)
             # the versions the rule no longer holds are dropped (id() of a dropped one may be
             # reused: the entry keeps the KbTerms it was built for)
@@ -471,20 +467,6 @@ class CoverageRule:
             self._scripts = {k: v for k, v in self._scripts.items() if k[0] in held_now}
             self._scripts[key] = (kb, built)
             return built
-
-    async def _script_word_list(self, kb: KbTerms, cjk: bool) -> list[str]:
-        """KbTerms.script_words, kept in the word store by the KB's content: cutting every
-        passage took 2.4 s on the 9 MB refusal KB's Chinese ones."""
-        store = self._words.store
-        if store is None:
-            return await asyncio.to_thread(kb.script_words, cjk)
-        key = f"{await asyncio.to_thread(kb.content_key)}:{'cjk' if cjk else 'other'}"
-        kept = await store.words(key)
-        if kept is not None:
-            return kept
-        words = await asyncio.to_thread(kb.script_words, cjk)
-        await store.keep_words(key, words)
-        return words
 
     async def check(
         self, kb: str, text: str, *, embedding: npt.NDArray[np.floating[Any]] | None = None
@@ -573,10 +555,6 @@ class CoverageRule:
             asked = np.asarray(await self.embedder.embed([" ".join(verdict.unasked)]))
             found = await self.snapshots.search("chunks", kb, asked.astype(np.float32), limit=1)
             verdict = judged(ask_dense=found[0][0].score if found and found[0] else 0.0)
-        if self._words.degraded:  # the verdict is the same; the cost is not
-            verdict = dataclasses.replace(
-                verdict, reason=f"{verdict.reason}; {self._words.degraded}"
-            )
         self._verdicts[key] = verdict
         if len(self._verdicts) > self._remember:
             self._verdicts.popitem(last=False)

@@ -12,7 +12,6 @@ other script a word must be looked for in by translation.
 from __future__ import annotations
 
 import difflib
-import hashlib
 import itertools
 import re
 from collections.abc import Sequence
@@ -45,10 +44,6 @@ HEADED_TERMS = 2
 # Passages a word is looked for in across scripts: the best few by the request's terms found
 # lexically, and as many nearest by embedding (CoverageRule.check_with_nearest).
 TRANSLATION_PASSAGES = 3
-# How passages are cut into words (words(), core.gate.terms.passage_words): part of the key a
-# KB's word lists are kept under (CoverageRule.script_words), so a change of the cutting reads
-# no list cut the old way. Raise it with any such change.
-WORDS_FORMAT = 1
 
 
 @dataclass
@@ -68,7 +63,6 @@ class KbTerms:
     # the keys of each passage's first line (its heading path) → the passages: headed() asks
     # a message of everyday words, and scanning every heading cost 2 ms a message at 6k chunks
     heads: dict[str, frozenset[int]] = field(default_factory=dict, repr=False)
-    _content_key: str = field(default="", repr=False)
 
     @classmethod
     def build(cls, texts: Sequence[str], ids: Sequence[str] = ()) -> KbTerms:
@@ -161,17 +155,6 @@ class KbTerms:
             for word in self.words(index):
                 counts[word] = counts.get(word, 0) + 1
         return sorted(counts, key=lambda word: -counts[word])[:limit]
-
-    def content_key(self) -> str:
-        """A digest of the passages' texts, in no order: a KB's words depend on its texts
-        alone, and a snapshot's order is the vector store's (about 10 ms for 9 MB of text)."""
-        if not self._content_key:
-            digest = hashlib.blake2b(digest_size=16)
-            for text in sorted(set(self.texts)):
-                data = text.encode("utf-8", "surrogatepass")
-                digest.update(len(data).to_bytes(8, "little") + data)  # no two lists alike
-            self._content_key = f"{WORDS_FORMAT}:{digest.hexdigest()}"
-        return self._content_key
 
     def script_words(self, cjk: bool) -> list[str]:
         """Every word (words()) of the passages written in CJK script (`cjk`) or in the other:

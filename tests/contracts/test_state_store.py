@@ -83,29 +83,6 @@ async def test_set_ttl_expires_and_a_set_without_ttl_keeps(store: RedisStateStor
     assert await store.get("{c1}:kept") == "v2"
 
 
-async def test_get_many_and_set_many_in_order_with_missing_keys(store: RedisStateStore) -> None:
-    assert await store.get_many([]) == []
-    await store.set_many({}, ttl=5)  # nothing to set
-    # keys of different hash slots: a Cluster must still serve them in one call
-    await store.set_many({"w:床位": "a", "w:floor": "", "w:late": "c"}, ttl=5)
-    got = await store.get_many(["w:late", "w:missing", "w:床位", "w:floor", "w:late"])
-    assert got == ["c", None, "a", "", "c"]
-    assert await store.get("w:床位") == "a"
-
-
-async def test_set_many_expires_and_get_many_with_ttl_restarts_the_expiry(
-    store: RedisStateStore,
-) -> None:
-    await store.set_many({"w:read": "r", "w:unread": "u"}, ttl=0.4)
-    await asyncio.sleep(0.25)
-    assert await store.get_many(["w:read"], ttl=0.4) == ["r"]  # read: 0.4 s from now
-    assert await store.get_many(["w:unread"]) == ["u"]  # read without ttl: expiry unchanged
-    await asyncio.sleep(0.25)
-    assert await store.get_many(["w:read", "w:unread"]) == ["r", None]
-    await asyncio.sleep(0.3)
-    assert await store.get_many(["w:read"]) == [None]
-
-
 async def test_set_if_absent_first_wins_until_expiry(store: RedisStateStore) -> None:
     assert await store.set_if_absent("{ev}:1", "first", ttl=0.3) is True
     assert await store.set_if_absent("{ev}:1", "second", ttl=0.3) is False
@@ -216,10 +193,6 @@ async def test_a_ttl_must_be_positive_and_finite(store: RedisStateStore, ttl: fl
         await store.set("{v}:k", "v", ttl=ttl)
     with pytest.raises(ValueError):
         await store.incr("{v}:n", ttl=ttl)
-    with pytest.raises(ValueError):
-        await store.set_many({"{v}:k": "v"}, ttl=ttl)
-    with pytest.raises(ValueError):
-        await store.get_many(["{v}:k"], ttl=ttl)
     assert await store.get("{v}:k") is None
 
 
@@ -239,9 +212,6 @@ async def test_a_command_the_server_refuses_is_a_store_error(store: RedisStateSt
     await store.push("{w}:list", "x", max_len=2)
     with pytest.raises(StoreError) as caught:
         await store.incr("{w}:list", ttl=5)  # WRONGTYPE
-    assert not isinstance(caught.value, StoreUnavailable)
-    with pytest.raises(StoreError) as caught:
-        await store.get_many(["{w}:other", "{w}:list"])  # WRONGTYPE
     assert not isinstance(caught.value, StoreUnavailable)
 
 
@@ -279,8 +249,6 @@ _OPERATIONS: dict[str, Callable[[RedisStateStore], Awaitable[Any]]] = {
     "push": lambda s: s.push("k", "v", max_len=3),
     "recent": lambda s: s.recent("k", 3),
     "delete": lambda s: s.delete("k"),
-    "get_many": lambda s: s.get_many(["k", "j"], ttl=1),
-    "set_many": lambda s: s.set_many({"k": "v"}, ttl=1),
 }
 
 
