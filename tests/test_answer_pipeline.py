@@ -21,11 +21,11 @@ from adapters.vector.milvus_store import MilvusVectorStore
 from core.answer.events import Answer, AnswerEvent, Delta, Final, Retract, Status
 from core.answer.pipeline import MultiStageAnswerer, PipelineOptions
 from core.errors import LLMError
-from core.index.nlp_extract import NLPExtractor
-from core.index.pipeline import Indexer, IndexOptions
+from core.index.pipeline import IndexOptions
 from core.models import ChatMessage
 from core.retrieve.retriever import RetrievalOptions, Retriever
 from tests.fakes.fake_llm import FakeLLM
+from tests.indexed_docs import indexed_stores
 
 DOCS = {
     "ports.md": (
@@ -80,19 +80,10 @@ async def stores(
     tmp_path_factory: pytest.TempPathFactory, embedder: USEEmbedder
 ) -> AsyncIterator[tuple[SQLiteGraphStore, MilvusVectorStore]]:
     root = tmp_path_factory.mktemp("pipeline")
-    docs = root / "docs"
-    docs.mkdir()
-    for name, text in DOCS.items():
-        (docs / name).write_text(text, encoding="utf-8")
-    graph = SQLiteGraphStore(root / "graph.sqlite")
-    vectors = MilvusVectorStore(uri=str(root / "milvus.db"))
-    report = await Indexer(
-        graph, vectors, embedder, IndexOptions(chunk_size=64), extractor=NLPExtractor()
-    ).index("ops", [docs])
-    assert report.documents_indexed == 3 and report.entities > 0
-    yield graph, vectors
-    await vectors.aclose()
-    await graph.aclose()
+    options = IndexOptions(chunk_size=64)
+    async with indexed_stores(root, DOCS, "ops", embedder, options=options, nlp=True) as built:
+        assert built.report.documents_indexed == 3 and built.report.entities > 0
+        yield built.graph, built.vectors
 
 
 def make(stores: Any, embedder: USEEmbedder, llm: Any = None, **options: Any) -> MultiStageAnswerer:

@@ -22,12 +22,12 @@ from core.answer.context_text import numbered_facts
 from core.answer.events import Answer, AnswerEvent, Delta, Final, Retract
 from core.answer.pipeline import MultiStageAnswerer, PipelineOptions
 from core.errors import LLMError
-from core.index.nlp_extract import NLPExtractor
-from core.index.pipeline import Indexer, IndexOptions
+from core.index.pipeline import IndexOptions
 from core.models import Prompt
 from core.retrieve.retriever import RetrievalOptions, Retriever
 from core.text import count_tokens
 from tests.fakes.fake_llm import FakeLLM
+from tests.indexed_docs import indexed_stores
 
 DOCS = {
     "ports.md": (
@@ -65,18 +65,9 @@ async def stores(
     tmp_path_factory: pytest.TempPathFactory, embedder: USEEmbedder
 ) -> AsyncIterator[tuple[SQLiteGraphStore, MilvusVectorStore]]:
     root = tmp_path_factory.mktemp("answer_quality")
-    docs = root / "docs"
-    docs.mkdir()
-    for name, text in DOCS.items():
-        (docs / name).write_text(text, encoding="utf-8")
-    graph = SQLiteGraphStore(root / "graph.sqlite")
-    vectors = MilvusVectorStore(uri=str(root / "milvus.db"))
-    await Indexer(
-        graph, vectors, embedder, IndexOptions(chunk_size=64), extractor=NLPExtractor()
-    ).index("ops", [docs])
-    yield graph, vectors
-    await vectors.aclose()
-    await graph.aclose()
+    options = IndexOptions(chunk_size=64)
+    async with indexed_stores(root, DOCS, "ops", embedder, options=options, nlp=True) as built:
+        yield built.graph, built.vectors
 
 
 def make(

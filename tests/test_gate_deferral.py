@@ -30,10 +30,10 @@ from core.errors import LLMError
 from core.gate.decision import DEFERRED_SCORE
 from core.gate.gate import DEFERRED_PREFIX, Gate, GateOptions
 from core.gate.store import delete_fit
-from core.index.nlp_extract import NLPExtractor
-from core.index.pipeline import Indexer, IndexOptions
+from core.index.pipeline import IndexOptions
 from core.retrieve.retriever import Retriever
 from tests.fakes.fake_llm import FakeLLM, Reply
+from tests.indexed_docs import indexed_stores
 from tests.test_assistant import message
 from tests.test_gate import BAD, DOCS, GOOD
 
@@ -58,20 +58,12 @@ async def stores(
     tmp_path_factory: pytest.TempPathFactory, embedder: USEEmbedder
 ) -> AsyncIterator[tuple[SQLiteGraphStore, MilvusVectorStore, RedisStateStore]]:
     root = tmp_path_factory.mktemp("gate-deferral")
-    docs = root / "docs"
-    docs.mkdir()
-    for name, text in DOCS.items():
-        (docs / name).write_text(text, encoding="utf-8")
-    graph = SQLiteGraphStore(root / "graph.sqlite")
-    vectors = MilvusVectorStore(uri=str(root / "milvus.db"))
-    state = await RedisStateStore.embedded(root / "state.rdb")
-    await Indexer(
-        graph, vectors, embedder, IndexOptions(chunk_size=64), extractor=NLPExtractor()
-    ).index(KB, [docs])
-    yield graph, vectors, state
-    await state.aclose()
-    await vectors.aclose()
-    await graph.aclose()
+    options = IndexOptions(chunk_size=64)
+    async with indexed_stores(
+        root, DOCS, KB, embedder, options=options, nlp=True, with_state=True
+    ) as built:
+        assert built.state is not None
+        yield built.graph, built.vectors, built.state
 
 
 @pytest_asyncio.fixture(loop_scope="module")

@@ -12,13 +12,13 @@ import pytest
 import pytest_asyncio
 
 from adapters.embedders.use import USEEmbedder
-from adapters.graph.sqlite_store import SQLiteGraphStore
 from adapters.state import RedisStateStore
 from adapters.vector.milvus_store import MilvusVectorStore
 from core.gate.gate import Gate, GateOptions
-from core.index.pipeline import Indexer, IndexOptions
+from core.index.pipeline import IndexOptions
 from core.models import Prompt
 from tests.fakes.fake_llm import FakeLLM
+from tests.indexed_docs import indexed_stores
 
 KB = "ops"
 QUESTION = "How do I roll back a bad deploy?"
@@ -43,18 +43,10 @@ async def stores(
     tmp_path_factory: pytest.TempPathFactory, embedder: USEEmbedder
 ) -> AsyncIterator[tuple[MilvusVectorStore, RedisStateStore]]:
     root = tmp_path_factory.mktemp("gate-screening")
-    docs = root / "docs"
-    docs.mkdir()
-    for name, text in DOCS.items():
-        (docs / name).write_text(text, encoding="utf-8")
-    graph = SQLiteGraphStore(root / "graph.sqlite")
-    vectors = MilvusVectorStore(uri=str(root / "milvus.db"))
-    state = await RedisStateStore.embedded(root / "state.rdb")
-    await Indexer(graph, vectors, embedder, IndexOptions(chunk_size=64)).index(KB, [docs])
-    yield vectors, state
-    await state.aclose()
-    await vectors.aclose()
-    await graph.aclose()
+    options = IndexOptions(chunk_size=64)
+    async with indexed_stores(root, DOCS, KB, embedder, options=options, with_state=True) as built:
+        assert built.state is not None
+        yield built.vectors, built.state
 
 
 def make_gate(stores: Any, embedder: USEEmbedder, llm: Any = None, **options: Any) -> Gate:

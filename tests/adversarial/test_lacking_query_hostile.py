@@ -18,14 +18,14 @@ from adapters.graph.sqlite_store import SQLiteGraphStore
 from adapters.vector.milvus_store import MilvusVectorStore
 from core.answer.events import Final
 from core.answer.pipeline import MultiStageAnswerer, PipelineOptions
-from core.index.nlp_extract import NLPExtractor
-from core.index.pipeline import Indexer, IndexOptions
+from core.index.pipeline import IndexOptions
 from core.reason.judge import MAX_MISSING_CHARS
 from core.retrieve.budget import chunk_tokens
 from core.retrieve.context import Keywords, RetrievedContext
 from core.retrieve.keywords import MAX_KEYWORD_CHARS
 from core.retrieve.retriever import RetrievalOptions, Retriever
 from tests.fakes.fake_llm import FakeLLM
+from tests.indexed_docs import indexed_stores
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -68,18 +68,9 @@ async def stores(
     tmp_path_factory: pytest.TempPathFactory, embedder: USEEmbedder
 ) -> AsyncIterator[tuple[SQLiteGraphStore, MilvusVectorStore]]:
     root = tmp_path_factory.mktemp("lacking")
-    docs = root / "docs"
-    docs.mkdir()
-    for name, text in DOCS.items():
-        (docs / name).write_text(text, encoding="utf-8")
-    graph = SQLiteGraphStore(root / "graph.sqlite")
-    vectors = MilvusVectorStore(uri=str(root / "milvus.db"))
-    await Indexer(
-        graph, vectors, embedder, IndexOptions(chunk_size=64), extractor=NLPExtractor()
-    ).index("ops", [docs])
-    yield graph, vectors
-    await vectors.aclose()
-    await graph.aclose()
+    options = IndexOptions(chunk_size=64)
+    async with indexed_stores(root, DOCS, "ops", embedder, options=options, nlp=True) as built:
+        yield built.graph, built.vectors
 
 
 @pytest.mark.parametrize("missing", HOSTILE, ids=["names", "injection", "parts", "chinese"])
