@@ -15,6 +15,9 @@ Language = Literal["en", "zh"]
 CJK_IDEOGRAPHS = r"\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
 CJK_CHAR = re.compile(f"[{CJK_IDEOGRAPHS}]")  # one Chinese character
 CJK_RUN = re.compile(f"[{CJK_IDEOGRAPHS}]+")  # Chinese characters written without a break
+# How a line that leads into the next ends: an FAQ's question, a label and its colon; what it
+# asks or names is written on the next line.
+LEADS_IN = (":", "：", "?", "？")
 
 
 def cjk_pairs(run: str) -> list[str]:

@@ -24,7 +24,7 @@ from core.gate.terms import LATIN_WORD, Term, content_terms, term_key
 from core.ports import Embedder
 from core.reason.rows import StepPattern
 from core.retrieve.context import ScoredChunk
-from core.text import CJK_RUN, cjk_pairs, split_sentences
+from core.text import CJK_RUN, LEADS_IN, cjk_pairs, split_sentences
 from core.words import fold, is_identifier
 
 _WORD = re.compile(r"[A-Za-z0-9_.:-]{3,}")
@@ -52,7 +52,6 @@ _MAX_SENTENCES_PER_CHUNK = 40
 # reference's entries run to about 190 characters with their default; longer lines are
 # paragraphs, split into sentences.
 _WHOLE_LINE_CHARS = 200
-_LEADS_IN = (":", "：", "?", "？")
 # A line that starts a block of its own (a list item, heading, quote, table row, reST field or
 # directive, code fence) rather than continuing the paragraph or item above it.
 _BLOCK_START = re.compile(r"^(?:[-*+•]\s|\d+[.)]\s|#|>|\||:[^:\s][^:]*:(?:\s|$)|```|~~~|\.\.\s)")
@@ -110,7 +109,7 @@ def _sentences(text: str) -> list[str]:
             if (
                 pieces
                 and not last_is_row
-                and pieces[-1].endswith(_LEADS_IN)
+                and pieces[-1].endswith(LEADS_IN)
                 and len(pieces[-1]) <= _WHOLE_LINE_CHARS  # a chain of questions stays apart
             ):
                 pieces[-1] = f"{pieces[-1]} {shown}"

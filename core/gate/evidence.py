@@ -18,6 +18,7 @@ import numpy.typing as npt
 from core.asked_values import writes
 from core.gate.kb_terms import SUBJECT_MIN_CHUNKS, KbTerms, Translations, findable
 from core.gate.terms import ASK_WEIGHT, NUMBER, Term, distinct_terms, is_cjk
+from core.text import LEADS_IN
 
 
 @dataclass(frozen=True, slots=True)
@@ -250,9 +251,6 @@ def term_evidence(
 VALUE_WEIGHT = 0.3
 # At most this many passages are read for a value, those holding most of the question first.
 VALUE_PASSAGES = 16
-# A line that leads into the next (an FAQ's question, a label and its colon): the value it asks
-# for is written on the next line.
-_LEADS_IN = ("?", "？", ":", "：")
 
 
 def _value_chunks(
@@ -306,7 +304,7 @@ def _value_chunks(
 
 
 def valued_line(terms: Sequence[Term], kb: KbTerms, values: Sequence[str]) -> bool:
-    """Whether one line of a passage (with the line after it when it leads in: _LEADS_IN)
+    """Whether one line of a passage (with the line after it when it leads in: _with_next)
     holds every one of the words (those a look-up can find) and writes a value of each kind
     the question words ask for: a question of everyday words that asks for a value is answered
     where they are written beside one ("What are the next release dates?": "Next dates:
@@ -323,12 +321,8 @@ def valued_line(terms: Sequence[Term], kb: KbTerms, values: Sequence[str]) -> bo
         found = [lines.lookup(t) for t in words]
         if any(f is None for f in found):
             continue
-        texts = lines.texts
-        for at, text in enumerate(texts):
-            span = {at}
-            if text.rstrip(" *#\n").endswith(_LEADS_IN) and at + 1 < len(texts):
-                span.add(at + 1)
-                text = f"{text}\n{texts[at + 1]}"
+        for at in range(len(lines.texts)):
+            text, span = _with_next(lines.texts, at)
             beside = all(span.intersection(f.tolist()) for f in found if f is not None)
             if beside and all(writes(kind, text) for kind in values):
                 return True
@@ -349,7 +343,7 @@ def _together(
 
 def _anchor_lines(kb: KbTerms, index: int, anchors: Sequence[Term]) -> list[str]:
     """The lines of a passage (KbTerms.lines) that hold one of the anchor terms, each with the
-    next line when it leads in (_LEADS_IN). The whole passage when it holds none as written: a
+    next line when it leads in (_with_next). The whole passage when it holds none as written: a
     passage of the other script holds a word by translation (CoverageRule.translations), found
     for the passage, not a line of it ("Who must approve an emergency fix during a release
     freeze?" asks of the Chinese deploy guide)."""
@@ -362,13 +356,16 @@ def _anchor_lines(kb: KbTerms, index: int, anchors: Sequence[Term]) -> list[str]
             held.update(int(i) for i in found)
     if not held:
         return [kb.texts[index]]
-    out = []
-    for i in sorted(held):
-        text = texts[i]
-        if text.rstrip(" *#\n").endswith(_LEADS_IN) and i + 1 < len(texts):
-            text = f"{text}\n{texts[i + 1]}"
-        out.append(text)
-    return out
+    return [_with_next(texts, i)[0] for i in sorted(held)]
+
+
+def _with_next(texts: Sequence[str], at: int) -> tuple[str, set[int]]:
+    """Line `at`, with the next line when it leads in (LEADS_IN: an FAQ's question, a label and
+    its colon, whose value is written on the next line), and the lines it spans."""
+    text = texts[at]
+    if text.rstrip(" *#\n").endswith(LEADS_IN) and at + 1 < len(texts):
+        return f"{text}\n{texts[at + 1]}", {at, at + 1}
+    return text, {at}
 
 
 def _identifier_chunks(
