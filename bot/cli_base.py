@@ -16,6 +16,7 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from bot.settings import Settings, load_settings
 from core.errors import InputError, TacitError
@@ -59,9 +60,10 @@ def fail(message: str, *, as_json: bool, hint: str | None = None, code: int = 1)
     if as_json:
         print(json.dumps({"error": message, "hint": hint}, ensure_ascii=False))
     else:
-        err.print(f"[bold red]error:[/] {message}", markup=True)
+        # escaped: a message or hint may hold brackets (paths, JSON) that are not markup
+        err.print(f"[bold red]error:[/] {escape(message)}", markup=True)
         if hint:
-            err.print(f"[dim]hint:[/] {hint}", markup=True)
+            err.print(f"[dim]hint:[/] {escape(hint)}", markup=True)
     raise typer.Exit(code)
 
 

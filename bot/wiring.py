@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from bot.settings import ConversationSettings, Settings
@@ -135,6 +136,16 @@ async def build_state(settings: Settings) -> StateStore:
         max_connections=state.max_connections,
         pool_timeout=state.pool_timeout,
     )
+
+
+async def build_scratch_state(directory: Path) -> StateStore:
+    """A private embedded state store in `directory`, for a run whose conversations must not
+    reach the home's state (`tacit eval answers`: its threads, rate counters and decisions are
+    the evaluation's own, not the team's)."""
+    from adapters.state.redis_store import RedisStateStore
+
+    directory.mkdir(parents=True, exist_ok=True)
+    return await RedisStateStore.embedded(directory / "state.rdb")
 
 
 def _redis_state(state: StateStore, needs: str) -> RedisStateStore:

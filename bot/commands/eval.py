@@ -1,16 +1,21 @@
-"""`tacit eval choice|retrieval|refusal|ablate`: measure Tacit on labelled data, with reports.
+"""`tacit eval choice|retrieval|refusal|answers|ablate`: measure Tacit on labelled data.
 
 The scoring, caching and reports are core/eval; this module wires the real systems in: the
 answer pipeline and the LLM alone (choice), the retriever (retrieval), the gate's fitting code
-(refusal), and settings overrides validated as new Settings (ablate).
+(refusal), the whole chat path — gate, then answer — (answers), and settings overrides
+validated as new Settings (ablate).
 """
 
 from __future__ import annotations
 
 import json
+import shutil
+import tempfile
+import time
 import tomllib
+import uuid
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
-from contextlib import asynccontextmanager, contextmanager
+from contextlib import AsyncExitStack, asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -22,9 +27,11 @@ import prompts
 from bot.cli_base import JsonOption, KbOption, app, command, err, kb_name, out, settings
 from bot.settings import Settings
 from core.answer.events import Answer, Final
-from core.errors import ConfigError, InputError
+from core.conversation import FinalReply, Message, Refusal
+from core.errors import ConfigError, InputError, TacitError
 from core.eval import datasets
 from core.eval.ablation import apply_overrides, parse_plan
+from core.eval.answers import ChatOutcome, answers_table, run_answers, summarise_answers
 from core.eval.cache import ResultCache, fingerprint, result_key
 from core.eval.report import RunReport, require_chart_library, summary_line, table, write_reports
 from core.eval.runs import (
@@ -48,7 +55,8 @@ if TYPE_CHECKING:
 
 eval_app = typer.Typer(
     name="eval",
-    help="Measure Tacit on labelled data: QA accuracy, refusal F1, multi-hop recall, ablations.",
+    help="Measure Tacit on labelled data: QA accuracy, refusal F1, multi-hop recall, answers "
+    "to chat messages, ablations.",
     no_args_is_help=True,
 )
 app.add_typer(eval_app, name="eval")
@@ -273,7 +281,135 @@ async def _refusal(
     return RunReport(name, "refusal", kb, cached["summary"], cached["results"], _shown(options))
 
 
-KIND_RUNS = {"choice": _choice, "retrieval": _retrieval, "refusal": _refusal}
+# The channel `tacit eval answers` asks in: an HTTP channel bound to the evaluated KB, in a
+# private state store (bot.wiring.build_scratch_state), so nothing reaches the team's log.
+EVAL_WORKSPACE, EVAL_CHANNEL = "eval", "answers"
+# What the bot is asked before the first timed message: it loads what a running bot has loaded
+# before its first question (the KB's vectors in memory, the coverage rule's words).
+_WARM_UP = "What does this knowledge base cover?"
+
+
+async def _answers(
+    config: Settings, kb: str, options: dict[str, Any], cache: ResultCache, name: str
+) -> RunReport:
+    from bot.assistant import TacitAssistant
+    from bot.conversation_state import ConversationState
+    from bot.settings import ChannelSettings
+    from bot.wiring import build_scratch_state, build_state
+    from core.gate.store import fit_stamp
+
+    items = datasets.read_answers(Path(options["file"]), options.get("limit"))
+    index = options.get("index", ())
+    async with (
+        _services(config, kb, needs_llm=None, index=index) as services,
+        AsyncExitStack() as stack,
+    ):
+        # as `tacit serve` does: the coverage rule embeds the KB's words ahead of messages
+        rule = services.coverage_rule(warm=True)
+        stack.push_async_callback(rule.aclose)
+        home_state = await build_state(config)  # the KB's gate fit and labels live here
+        stack.push_async_callback(home_state.aclose)
+        scratch_dir = Path(tempfile.mkdtemp(prefix="tacit-eval-"))
+        stack.callback(shutil.rmtree, scratch_dir, True)
+        scratch = await build_scratch_state(scratch_dir)
+        stack.push_async_callback(scratch.aclose)
+        conversation = config.conversation.model_copy(
+            update={
+                "channels": {
+                    f"http:{EVAL_WORKSPACE}:{EVAL_CHANNEL}": ChannelSettings(kb=kb, mode="mention")
+                },
+                # every message is one asker's: the limits meant for a chat would refuse most
+                "user_rate": 1_000_000_000,
+                "channel_rate": 1_000_000_000,
+            }
+        )
+        state = ConversationState(scratch, conversation, default_kb=kb)
+        assistant = TacitAssistant(
+            state, services.answerer(in_memory=True), gate=services.gate(home_state)
+        )
+        llm = services.llm
+
+        def used() -> tuple[int, int]:
+            if llm is None:
+                return 0, 0
+            usage = llm.usage
+            return usage.calls + usage.cached_calls, usage.prompt_tokens
+
+        async def chat(text: str) -> tuple[FinalReply | Refusal, int, int]:
+            calls, tokens = used()
+            message_id = uuid.uuid4().hex
+            message = Message(
+                platform="http",
+                workspace=EVAL_WORKSPACE,
+                channel=EVAL_CHANNEL,
+                thread=message_id,  # each message opens its own thread: no history
+                user="eval",
+                text=text,
+                message_id=message_id,
+                addressed=True,
+                sent_at=time.time(),
+            )
+            final: FinalReply | Refusal | None = None
+            async for event in assistant.handle(message):
+                if isinstance(event, FinalReply | Refusal):
+                    final = event
+            if final is None:
+                raise TacitError("the chat ended without a reply")
+            after_calls, after_tokens = used()
+            return final, after_calls - calls, after_tokens - tokens
+
+        async def converse(item: datasets.AnswerItem) -> ChatOutcome:
+            final, calls, tokens = await chat(item.q)
+            if isinstance(final, Refusal):
+                decision = await state.log.get(final.trace_id) or {}
+                if decision.get("outcome") == "error":
+                    # a store or the model failed: an error of this run, retried by the next
+                    raise TacitError(final.reason)
+                return ChatOutcome(
+                    True,
+                    text=final.text or "",
+                    reason=final.reason,
+                    stage=str(decision.get("stage", "")),
+                    llm_calls=calls,
+                    prompt_tokens=tokens,
+                )
+            trace = await state.trace(final.trace_id) or {}
+            return ChatOutcome(
+                False,
+                text=final.text,
+                sources=tuple(c.source for c in final.citations),
+                mode=str(trace.get("mode", "")),
+                llm_calls=calls,
+                prompt_tokens=tokens,
+            )
+
+        warm_up: dict[str, float] = {}
+
+        async def prepare() -> None:
+            started = time.perf_counter()
+            await chat(_WARM_UP)
+            await rule.warmed(kb)
+            warm_up["seconds"] = round(time.perf_counter() - started, 3)
+
+        fingerprint = await _fingerprint(
+            config, services, kb, {"fit": await fit_stamp(home_state, kb) or ""}
+        )
+        with _progress(f"{name}: messages", len(items)) as advance:
+            results = await run_answers(
+                items,
+                converse,
+                cache=cache,
+                fingerprint=fingerprint,
+                advance=advance,
+                prepare=prepare,
+            )
+    summary = summarise_answers(results, items, with_llm=llm is not None)
+    if warm_up:
+        summary["warm_up_seconds"] = warm_up["seconds"]
+    return RunReport(name, "answers", kb, summary, results, _shown(options))
+
+
+KIND_RUNS = {"choice": _choice, "retrieval": _retrieval, "refusal": _refusal, "answers": _answers}
 
 
 def _shown(options: dict[str, Any]) -> dict[str, Any]:
@@ -302,7 +438,10 @@ def _finish(
         line = summary_line(runs, reused=cache.reused, files=written)
         print(json.dumps(line, ensure_ascii=False))
         return
-    out.print(table(runs), markup=False)
+    if len(runs) == 1 and runs[0].kind == "answers":
+        out.print(answers_table(runs[0].summary), markup=False)
+    else:
+        out.print(table(runs), markup=False)
     if cache.reused:
         err.print(f"[dim]{cache.reused} results reused from an earlier run[/]", markup=True)
     for path in written:
@@ -394,6 +533,28 @@ async def refusal(
     scored on the held-out one), beside the one-threshold similarity baseline."""
     options = {"good": str(good), "bad": str(bad), "kb": kb, "folds": folds, "seed": seed}
     await _run_one("refusal", options, out_dir, as_json)
+
+
+@eval_app.command("answers")
+@command
+async def answers(
+    file: FileArgument,
+    kb: KbOption = None,
+    limit: LimitOption = None,
+    out_dir: OutOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Chat messages through the whole path (gate, then answer), graded: does Tacit answer
+    what it should, right and cited, and stay out of the rest?
+
+    FILE is JSONL, one message a line: {"id", "kind": "covered"|"uncovered"|"chatter", "q",
+    "facts": [["alt", …], …], "source": [paths]}. Each is asked as an addressed message in a
+    channel bound to the KB (with the LLM when one is configured). A covered message is right
+    when answered, holding one string of every facts group, citing a source that ends with one
+    of "source"; uncovered and chatter are right when refused.
+    """
+    options = {"file": str(file), "kb": kb, "limit": limit}
+    await _run_one("answers", options, out_dir, as_json)
 
 
 @eval_app.command("ablate")

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from core.errors import ConfigError
+from core.eval.answers import misses_markdown
 
 
 @dataclass
@@ -53,12 +54,28 @@ def headline(run: RunReport) -> dict[str, float]:
             if k in s:
                 numbers[k.upper()] = s[k]
         return numbers
+    if run.kind == "answers":
+        numbers = {
+            "covered right": _share(s["covered"], "right"),
+            "covered refused": _share(s["covered"], "refused"),
+            "uncovered refused": _share(s["uncovered"], "refused"),
+            "chatter silent": _share(s["chatter"], "refused"),
+            "s/message p50": s["seconds_per_message"]["p50"],
+        }
+        if "llm_per_message" in s:
+            numbers["calls/message p50"] = s["llm_per_message"]["calls_p50"]
+            numbers["prompt tokens/message p50"] = s["llm_per_message"]["prompt_tokens_p50"]
+        return numbers
     return {
         "precision": s["precision"],
         "recall": s["recall"],
         "F1": s["f1"],
         "baseline F1": s["baseline"]["f1"],
     }
+
+
+def _share(counts: dict[str, int], key: str) -> float:
+    return round(counts[key] / counts["messages"], 4) if counts["messages"] else 0.0
 
 
 def summary_line(
@@ -103,10 +120,13 @@ def markdown(runs: Sequence[RunReport], title: str) -> str:
         if shown:
             lines.append("Options: " + ", ".join(f"{k}={v}" for k, v in shown.items()))
             lines.append("")
+        shown_summary = {k: v for k, v in run.summary.items() if k != "misses"}
         lines.append("```json")
-        lines.append(json.dumps(run.summary, ensure_ascii=False, indent=2))
+        lines.append(json.dumps(shown_summary, ensure_ascii=False, indent=2))
         lines.append("```")
         lines.append("")
+        if run.kind == "answers":
+            lines += ["### Not right", "", misses_markdown(run.summary) or "(none)", ""]
     return "\n".join(lines)
 
 

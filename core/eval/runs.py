@@ -76,7 +76,7 @@ async def _each(
     return list(await asyncio.gather(*(one(item) for item in items)))
 
 
-async def _cached(
+async def cached_result(
     cache: ResultCache, key: str, compute: Callable[[], Awaitable[dict[str, Any]]]
 ) -> dict[str, Any]:
     hit = cache.get(key)
@@ -123,7 +123,7 @@ async def run_choice(
                 }
 
             key = result_key("choice", name, item.id, item.question, fingerprint)
-            result[name] = await _cached(cache, key, compute)
+            result[name] = await cached_result(cache, key, compute)
         return result
 
     return await _each(items, evaluate, concurrency=concurrency, advance=advance)
@@ -197,7 +197,7 @@ async def run_retrieval(
             str(budget),
             fingerprint,
         )
-        outcome = await _cached(cache, key, compute)
+        outcome = await cached_result(cache, key, compute)
         return {
             "id": item.id,
             "question": item.question,
