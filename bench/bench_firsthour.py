@@ -154,17 +154,31 @@ def docs_of(entry: FirstHourSet, work: Path, git_dirs: dict[str, Path]) -> Path:
     return materialise(entry, work, git_dirs)
 
 
+# What an index is built by: the indexer and what it imports, the adapters that store it, the
+# settings and wiring that choose them. A change elsewhere (the gate, the answerer) keeps a home.
+INDEXING_CODE = (
+    "core/index",
+    "core/models.py",
+    "core/text.py",
+    "core/words.py",
+    "core/chinese_words.py",
+    "core/model_output.py",
+    "core/reason/quantities.py",
+    "adapters",
+    "bot/settings.py",
+    "bot/wiring.py",
+)
+
+
 def index_stamp(docs: Path, code: Path) -> str:
-    """What a KB's index depends on: its documents and the indexing code (core/ outside the
-    gate, adapters/): a home is rebuilt when either changes."""
+    """What a KB's index depends on: its documents and the indexing code (INDEXING_CODE): a
+    home is rebuilt when either changes."""
     digest = hashlib.sha256()
     files = [(docs, p) for p in sorted(docs.rglob("*")) if p.is_file() and p.name != ".complete"]
-    for folder in ("core", "adapters"):
-        files += [
-            (code, p)
-            for p in sorted((code / folder).rglob("*.py"))
-            if code / "core" / "gate" not in p.parents
-        ]
+    for name in INDEXING_CODE:
+        part = code / name
+        paths = sorted(part.rglob("*.py")) if part.is_dir() else [part]
+        files += [(code, p) for p in paths if p.is_file()]
     for root, path in files:
         digest.update(path.relative_to(root).as_posix().encode())
         digest.update(path.read_bytes())
