@@ -197,7 +197,7 @@ class InstantAnswers:
     def __init__(self) -> None:
         self.questions = set(lines("good.txt"))
 
-    async def ask(self, kb: str, question: str) -> AsyncIterator[Any]:
+    async def ask(self, kb: str, question: str, **_: Any) -> AsyncIterator[Any]:
         from core.answer.events import Answer, Citation, Delta, Final, Status
 
         yield Status("searching")

@@ -60,7 +60,7 @@ _ids = itertools.count(int(time.time() * 1000))
 class StandIn:
     """Answers whatever the gate lets through (the gate is what is measured)."""
 
-    async def ask(self, kb: str, question: str) -> AsyncIterator[AnswerEvent]:
+    async def ask(self, kb: str, question: str, **_: Any) -> AsyncIterator[AnswerEvent]:
         yield Final(
             Answer(question, "…", (), False, "stand-in", detect_language(question), "generated")
         )

@@ -32,7 +32,7 @@ from core.conversation import (
     TextDelta,
     Thinking,
 )
-from core.errors import InputError, TacitError
+from core.errors import InputError, StoreError, TacitError
 from core.gate.decision import is_deferred
 from core.models import ChatMessage
 from core.text import detect_language
@@ -40,6 +40,8 @@ from core.text import detect_language
 logger = logging.getLogger(__name__)
 
 NOT_ADMIN = "Only this channel's admins can run /tacit commands."
+# The decision's score when an admin's label decided it (1: answer, 0: stay silent).
+ADMIN_LABEL_SCORE = "admin_label"
 COMMAND_HELP = (
     "/tacit mode [mention|auto|on|off] — show or change how this channel is answered\n"
     "/tacit stats — the gate's decisions in this channel\n"
@@ -60,7 +62,8 @@ class AnswerSource(Protocol):
 
     `history`: the thread's earlier turns, oldest first, against which a follow-up question is
     read; a source that has no use for them still takes them. `deferred`: the gate's coverage
-    rule did not cover the question and left it to the model (GateDecision.deferred)."""
+    rule did not cover the question and left it to the model (GateDecision.deferred).
+    `covered`: the gate judged the KB covers it; the source does not judge coverage again."""
 
     def ask(
         self,
@@ -69,6 +72,7 @@ class AnswerSource(Protocol):
         *,
         history: Sequence[ChatMessage] = (),
         deferred: bool = False,
+        covered: bool = False,
     ) -> AsyncIterator[AnswerEvent]: ...
 
 
@@ -272,7 +276,28 @@ class TacitAssistant:
 
         confirm: Callable[[], Awaitable[GateVerdict]] | None = None
         try:
-            if self.gate is not None:
+            label = await self._admin_label(config.kb, message) if self.gate is not None else None
+            if label == "silent":
+                reason = "an admin labelled this message: Tacit should stay silent on it"
+                await self.state.record(
+                    decision(
+                        outcome="declined" if addressed else "silent",
+                        stage="gate",
+                        reason=f"label: {reason}",
+                        kb=config.kb,
+                        mode=config.mode,
+                        scores={ADMIN_LABEL_SCORE: 0.0},
+                    )
+                )
+                yield Refusal(NOT_COVERED[language] if addressed else None, reason, trace_id)
+                return
+            # Whether the gate judged the KB covers it (the answerer then does not judge again).
+            covered = False
+            if label == "answer":
+                # an admin said this message should be answered: the gate's model does not
+                # overrule it, nor does the answerer's coverage rule
+                gate_scores, deferred, covered = {ADMIN_LABEL_SCORE: 1.0}, False, True
+            elif self.gate is not None:
                 gate_text = await self._gate_text(message)
                 if isinstance(self.gate, ScreeningGatekeeper):
                     # The cheap stages now; the LLM's screening runs while answering starts
@@ -292,6 +317,7 @@ class TacitAssistant:
                 # the gate left it to the model: recorded as a score of the decision, told to
                 # the answerer (which then answers it with the model or declines it)
                 deferred = is_deferred(verdict.scores)
+                covered = not deferred
             else:
                 gate_scores, deferred = {}, False
             # Limits count answers (the costly part), not the chatter the gate turned away.
@@ -305,7 +331,7 @@ class TacitAssistant:
             if addressed:
                 yield Thinking()
             answering = self._answer(
-                message, config, trace_id, decision, silent_or, gate_scores, deferred
+                message, config, trace_id, decision, silent_or, gate_scores, deferred, covered
             )
             if confirm is None:
                 async for event in answering:
@@ -332,6 +358,15 @@ class TacitAssistant:
             )
             yield silent_or(FAILED, reason)
 
+    async def _admin_label(self, kb: str, message: Message) -> str | None:
+        """An admin's label of this message's text ("answer" or "silent"), or None. A store
+        that fails here costs the label, not the answer: the gate decides as without one."""
+        try:
+            return await self.labels.admin_label(kb, message.text)
+        except StoreError as exc:
+            logger.warning("reading the admin labels of %s failed: %s", kb, exc)
+            return None
+
     async def _gate_text(self, message: Message) -> str:
         """What the gate scores: the message, preceded in a thread by the question before it,
         so that a follow-up ("and its default?") is judged with the topic it continues."""
@@ -349,13 +384,16 @@ class TacitAssistant:
         silent_or: Callable[[dict[str, str], str], Refusal],
         gate_scores: dict[str, float],
         deferred: bool = False,
+        covered: bool = False,
     ) -> AsyncIterator[ReplyEvent]:
         addressed = message.addressed or message.direct
         history = await self.state.history(message)
         held: Delta | None = None  # the first delta waits until we know it is no refusal
         released = False
         restart = False  # a Retract came: the next text shown replaces what was streamed
-        asked = self.answerer.ask(config.kb, message.text, history=history, deferred=deferred)
+        asked = self.answerer.ask(
+            config.kb, message.text, history=history, deferred=deferred, covered=covered
+        )
         async for event in asked:
             if isinstance(event, Status):
                 if addressed:

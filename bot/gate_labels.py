@@ -3,15 +3,19 @@ given by an admin in the console or inferred from 👍/👎 feedback.
 
 Stored in the StateStore as one list per KB (hash-tagged on the KB, beside its gate fit):
 
-    gate:{<kb>}:labels     JSON rows {trace_id, text, label, strength, by, at}, newest last
+    gate:{<kb>}:labels             JSON rows {trace_id, text, label, strength, by, at}, newest last
+    gate:{<kb>}:admin:<text hash>  an admin's latest label of that message text
 
 A message labelled twice counts once: an admin's label beats feedback, and the newer label of
-the same strength beats the older.
+the same strength beats the older. An admin's label is also a decision about that message:
+asked again, it is answered (or left alone) as labelled, whatever the gate's model would say
+(admin_label; bot.assistant).
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import logging
 import time
@@ -23,6 +27,7 @@ import numpy as np
 
 from core.errors import InputError
 from core.ports import StateStore
+from core.words import normalise
 
 if TYPE_CHECKING:
     from core.gate.gate import Gate
@@ -36,6 +41,14 @@ LABELS_KEPT = 20_000
 
 def labels_key(kb: str) -> str:
     return f"gate:{{{kb}}}:labels"
+
+
+def admin_label_key(kb: str, text: str) -> str:
+    """Where an admin's label of a message is looked up by its text: folded as the gate reads
+    a message (NFKC, case, runs of spaces), so the same question asked again finds it."""
+    folded = " ".join(normalise(text).split())
+    digest = hashlib.sha256(folded.encode("utf-8")).hexdigest()[:32]
+    return f"gate:{{{kb}}}:admin:{digest}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +85,17 @@ class GateLabels:
         await self.store.push(
             labels_key(kb), json.dumps(asdict(row), ensure_ascii=False), max_len=LABELS_KEPT
         )
+        if strength == "admin" and text.strip():
+            await self.store.set(admin_label_key(kb, text), label)
+
+    async def admin_label(self, kb: str, text: str) -> Label | None:
+        """An admin's latest label of this message text in this KB, or None."""
+        if not text.strip():
+            return None
+        found = await self.store.get(admin_label_key(kb, text))
+        if found == "answer":
+            return "answer"
+        return "silent" if found == "silent" else None
 
     async def examples(self, kb: str) -> list[LabelledExample]:
         """One example per message (by trace id), the strongest and newest label winning."""

@@ -139,12 +139,11 @@ async def build_state(settings: Settings) -> StateStore:
 
 
 async def build_scratch_state(directory: Path) -> StateStore:
-    """A private embedded state store in `directory`, for a run whose conversations must not
-    reach the home's state (`tacit eval answers`: its threads, rate counters and decisions are
-    the evaluation's own, not the team's)."""
+    """A private embedded state store in `directory` (an existing folder), for a run whose
+    conversations must not reach the home's state (`tacit eval answers`: its threads, rate
+    counters and decisions are the evaluation's own, not the team's)."""
     from adapters.state.redis_store import RedisStateStore
 
-    directory.mkdir(parents=True, exist_ok=True)
     return await RedisStateStore.embedded(directory / "state.rdb")
 
 

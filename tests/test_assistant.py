@@ -524,6 +524,7 @@ async def test_a_retracted_draft_is_replaced_by_the_better_answer(store: RedisSt
             *,
             history: Sequence[ChatMessage] = (),
             deferred: bool = False,
+            covered: bool = False,
         ) -> AsyncIterator[AnswerEvent]:
             yield Delta("A first ")
             yield Delta("draft.")

@@ -50,7 +50,9 @@ async def ask(
         else:
             # a question the gate left to the model (decision.deferred): the model answers it
             # or declines it, never the extractive fallback
-            asked = services.answerer().ask(name, question, deferred=decision.deferred)
+            asked = services.answerer().ask(
+                name, question, deferred=decision.deferred, covered=not decision.deferred
+            )
             answer = await stream_answer(asked, echo=not as_json)
     if as_json:
         data = {**answer.as_dict(include_trace=trace), "kb": name, "gate": decision.as_dict()}

@@ -88,7 +88,9 @@ async def _stream(
                 yield _event("refusal", {"text": what, "reason": verdict.reason})
                 return
         answerer = console.services.answerer(in_memory=True)
-        async for event in answerer.ask(kb, question, deferred=deferred):
+        # the gate judged it (covered, or left to the model): the answerer does not judge again
+        judged = console.gate is not None and not deferred
+        async for event in answerer.ask(kb, question, deferred=deferred, covered=judged):
             if isinstance(event, Status):
                 yield _event("stage", {"name": event.stage, "detail": event.text, "at": elapsed()})
             elif isinstance(event, Retract):

@@ -10,6 +10,8 @@ explicit "the knowledge base does not cover this":
 - a judge that fails accepts the answer it has (there is one, and it is grounded in sources);
 - an answer in which the model says the sources do not hold the answer is a refusal
   (core.answer.not_covered), never published and never widened;
+- a question the gate judged covered (its rule, its fit or an admin's label) is not judged
+  again: the answerer's own coverage check runs only when no gate has judged the question;
 - a question the gate deferred (its coverage rule did not cover it, the model is to judge:
   core.gate.gate) is not refused by that rule again, and is never answered without the model:
   when the model fails or its answer is unusable, the reply is "not covered", not the
@@ -147,16 +149,19 @@ class MultiStageAnswerer:
         *,
         history: Sequence[ChatMessage] = (),
         deferred: bool = False,
+        covered: bool = False,
     ) -> AsyncIterator[AnswerEvent]:
         """Status events, text deltas (and Retracts), and always exactly one Final at the end.
         `deferred`: the gate's coverage rule did not cover the question and left it to the
-        model's check of the sources (GateDecision.deferred)."""
+        model's check of the sources (GateDecision.deferred). `covered`: the gate judged the
+        KB covers it (by its rule, its fit or an admin's label): one judgment per message, so
+        the answerer does not refuse it on coverage again."""
         question = question.strip()
         if not question:
             raise InputError("the question is empty")
         if len(question) > MAX_QUESTION_CHARS:
             raise InputError(f"the question is longer than {MAX_QUESTION_CHARS} characters")
-        run = _Run(self, kb, question, deferred=deferred)
+        run = _Run(self, kb, question, deferred=deferred, covered=covered and not deferred)
         try:
             async for event in run.events(history):
                 yield event
@@ -168,7 +173,13 @@ class _Run:
     """One question's way through the stages (state shared by the stage methods)."""
 
     def __init__(
-        self, owner: MultiStageAnswerer, kb: str, question: str, *, deferred: bool = False
+        self,
+        owner: MultiStageAnswerer,
+        kb: str,
+        question: str,
+        *,
+        deferred: bool = False,
+        covered: bool = False,
     ) -> None:
         self.options = owner.options
         self.embedder = owner.embedder
@@ -186,6 +197,8 @@ class _Run:
         self.fell_back = False  # the LLM failed before answering: the text is extractive
         # Left to the model by the gate (not covered by its rule): only the model answers it.
         self.deferred = deferred
+        # The gate judged the KB covers it: its judgment stands (never judged twice).
+        self.judged_covered = covered
         self.keywords: Keywords | None = None  # the dual-level keywords, once extracted
         # The first dual-level retrieval (shared by a background answer and a later one), and
         # the dual-level answer written in the background while the plan is (see _multi).
@@ -301,8 +314,14 @@ class _Run:
                 record.detail["standalone_question"] = self.query
 
     async def _covered(self) -> bool:
-        """Refuse cheaply, before any LLM call, when nothing in the KB is close to the question."""
+        """Refuse cheaply, before any LLM call, when nothing in the KB is close to the question.
+        A question the gate judged covered is not checked again: a fit or a label that passed
+        it would otherwise be overruled here by the rule it corrected."""
         with self.trace.stage("coverage") as record:
+            if self.judged_covered:
+                record.outcome = "ok"
+                record.detail["judged_by"] = "the gate (one judgment per message)"
+                return True
             if self.options.coverage is not None:  # the gate's rule too (core.gate.coverage)
                 verdict = await self.options.coverage.check(self.kb, self.query)
                 self.scores = (verdict.signals["dense_max"],)

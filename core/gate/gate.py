@@ -159,10 +159,13 @@ class Gate:
         empty = await self._kb_empty(kb, language, addressed)
         if empty is not None:
             return empty
-        coverage, screening = await asyncio.gather(
-            self._refusal(kb, text), self._screening(text, language)
-        )
-        return self._verdict(language, addressed, coverage, screening)
+        # The cheap checks first: the model's intent and safety call is made only for a message
+        # they let through (or one they leave to the model), never to be thrown away.
+        coverage = await self._refusal(kb, text)
+        _, covered, _, _, deferrable = coverage
+        if not covered and not (deferrable and addressed and self._defers):
+            return self._verdict(language, addressed, coverage, _Screening())
+        return self._verdict(language, addressed, coverage, await self._screening(text, language))
 
     async def screen(
         self, kb: str, message: Message | str, *, addressed: bool = False

@@ -23,6 +23,7 @@ class AskCall:
     question: str
     history: tuple[ChatMessage, ...]
     deferred: bool = False  # the gate left the question to the model (GateDecision.deferred)
+    covered: bool = False  # the gate judged the KB covers it (not judged again)
 
 
 @dataclass
@@ -41,8 +42,9 @@ class ScriptedAnswerer:
         *,
         history: Sequence[ChatMessage] = (),
         deferred: bool = False,
+        covered: bool = False,
     ) -> AsyncIterator[AnswerEvent]:
-        self.calls.append(AskCall(kb, question, tuple(history), deferred))
+        self.calls.append(AskCall(kb, question, tuple(history), deferred, covered))
         if not question.strip():
             raise InputError("the question is empty")
         language = detect_language(question)
