@@ -900,3 +900,57 @@ async def test_a_plan_whose_steps_all_answered_names_nothing_unanswered() -> Non
     plan = plan_of(retrieve("Orion", "owner", "?o", "Who owns Orion?"), output("#1"))
     outcome = await run(plan, llm, always(context_about("Orion is owned by Mei Lin.")))
     assert outcome.ok and outcome.unanswered == ()
+
+
+# Two services on the same kind of database: "#1" must say which one a later question means.
+TWO_DATABASES = (
+    "| Service | Database | Port |\n"
+    "|---|---|---|\n"
+    "| lumen-ledger | PostgreSQL 15 | 5432 |\n"
+    "| lumen-audit | PostgreSQL 15 | 6432 |"
+)
+
+
+async def test_a_reference_in_a_question_names_the_subject_beside_what_was_found() -> None:
+    llm = FakeLLM().script(
+        "sub_answer",
+        {
+            **sub_answer("The ledger service uses PostgreSQL 15.", "PostgreSQL 15"),
+            "subject": "the database the ledger service uses",
+        },
+        sub_answer("It listens on 5432.", ("PostgreSQL 15", "5432")),
+    )
+    plan = plan_of(
+        retrieve("lumen-ledger", "database", "?db", "Which database does the ledger service use?"),
+        {
+            "op": "retrieve",
+            "args": {"subject": "#1", "predicate": "port", "object": "?port"},
+            "question": "On which port does #1 listen?",
+        },
+        output("#2"),
+    )
+
+    outcome = await run(plan, llm, always(context_about(TWO_DATABASES)))
+
+    assert outcome.ok, outcome.failure
+    asked = llm.calls[1].last_user
+    # not "On which port does PostgreSQL 15 listen?", which both services' databases answer
+    assert "PostgreSQL 15 (the database the ledger service uses)" in asked
+    assert outcome.trace["steps"][0]["result"]["subject"] == "the database the ledger service uses"
+
+
+async def test_a_reference_in_arithmetic_is_the_value_alone() -> None:
+    llm = FakeLLM().script(
+        "sub_answer",
+        {**sub_answer("64 GPUs.", ("Orion", "64 GPUs")), "subject": "the GPUs of Orion"},
+        {**sub_answer("32 GPUs.", ("Vega", "32 GPUs")), "subject": "the GPUs of Vega"},
+    )
+    plan = plan_of(
+        retrieve("Orion", "GPUs", "?a", "How many GPUs does Orion have?"),
+        retrieve("Vega", "GPUs", "?b", "How many GPUs does Vega have?"),
+        {"op": "sum", "args": {"of": ["#1", "#2"]}},
+        output("#3"),
+    )
+    outcome = await run(plan, llm, always(context_about("Orion has 64 GPUs. Vega has 32.")))
+    assert outcome.ok, outcome.failure
+    assert "96" in outcome.answer

@@ -89,6 +89,9 @@ STEP_GRAPH_ITEMS = 20
 # the closest to the predicate in any language (ContextSource.entries): a Chinese predicate
 # against an English table shares no word with it, and the query's ranking may miss the row.
 ENTRY_CHUNKS = 4
+# A sub-answer's subject is a few words; a model that writes a paragraph there is cut, so a
+# later question that names it stays a question.
+_SUBJECT_CHARS = 160
 
 
 @dataclass(frozen=True, slots=True)
@@ -488,6 +491,7 @@ class _Run:
             items=items,
             listed=bool(items),
             found=tuple(found_text(item, question) for item in items),
+            subject=" ".join(reply.subject.split())[:_SUBJECT_CHARS],
         )
         support = Support.of(context, reply.sources)
         if not support:
@@ -520,13 +524,14 @@ class _Run:
         return quantity
 
     def _substitute(self, text: str) -> str:
-        """ "#k" inside free text → what step k found (values with units, or names)."""
+        """ "#k" inside free text → what step k found (values with units, or names), with what
+        it was about when the sub-answer said (StepResult.refers_to)."""
 
         def replace(match: Any) -> str:
             step_id = int(match.group(1))
             if step_id not in self.results:
                 return str(match.group(0))
-            return ", ".join(self.results[step_id].stands_for())
+            return self.results[step_id].refers_to()
 
         return REFERENCE.sub(replace, text)
 

@@ -61,10 +61,14 @@ class StepResult:
     # What "#k" stands for, per item, when that is not the item's name: a sub-answer's
     # values where it found quantities ("30 s"), see executor.found_text.
     found: tuple[str, ...] = ()
+    # What a sub-answer's question asked about, in words without the answer ("the database
+    # the billing service uses"), when the model said: see refers_to.
+    subject: str = ""
 
     def as_trace(self) -> dict[str, Any]:
         return {
             "text": self.text,
+            **({"subject": self.subject} if self.subject else {}),
             "items": [{"name": i.name, "value": i.value} for i in self.items],
             "number": None if self.quantity is None else self.quantity.value,
             "unit": None if self.quantity is None else self.quantity.unit,
@@ -82,6 +86,20 @@ class StepResult:
         if self.found:
             return list(self.found)
         return self.names() or [self.text]
+
+    def refers_to(self) -> str:
+        """What "#k" means inside a later step's question: what this step found, with what it
+        was about ("PostgreSQL 15 (the database the ledger service uses)"). The found value
+        alone loses which one is meant when the KB holds two of its kind (two PostgreSQL 15
+        databases); the subject alone loses the name a passage writes. Arithmetic reads the
+        value (scalar), never this."""
+        found = ", ".join(self.stands_for())
+        subject = " ".join(self.subject.split())
+        if not subject or subject.casefold() in found.casefold():
+            return found
+        if not found or found.casefold() in subject.casefold():
+            return subject
+        return f"{found} ({subject})"
 
     def scalar(self) -> Quantity | None:
         """The one quantity this result stands for, if it stands for exactly one."""

@@ -52,6 +52,9 @@ class SubAnswer(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
     found: bool = True
+    # What the sub-question asks about, without the answer ("the database the billing service
+    # uses"): what a later question's "#k" names, beside what was found (StepResult.refers_to).
+    subject: str = ""
     answer: str = ""
     items: list[SubAnswerItem] = Field(default_factory=list)
     # The numbers, in the step's own context, of the sources the answer came from: replies of
@@ -59,7 +62,7 @@ class SubAnswer(BaseModel):
     # ["[1]", "3"] or cite inside "answer" (read by _source_numbers and _marks_moved).
     sources: list[int] = Field(default_factory=list)
 
-    @field_validator("answer", mode="before")
+    @field_validator("answer", "subject", mode="before")
     @classmethod
     def _text(cls, value: Any) -> Any:
         return "" if value is None else str(value) if isinstance(value, int | float) else value
