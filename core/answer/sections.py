@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Literal
 
-Kind = Literal["prose", "list", "code", "output", "table", "heading", "front_matter"]
+Kind = Literal["prose", "list", "code", "output", "table", "heading", "rule", "front_matter"]
 
 _FENCE = re.compile(r"^\s*(```+|~~~+)\s*([\w+-]*)")
 _HEADING = re.compile(r"^#{1,6}\s+(.+?)\s*#*\s*$")
@@ -29,6 +29,10 @@ _PROMPT = re.compile(r"^\s*(?:\$|>|#|PS>)\s+\S")
 # A Markdown link to another page of the same documentation: in a chat it leads nowhere.
 _RELATIVE_LINK = re.compile(r"\[([^\]\n]+)\]\((?!https?://)[^)\s]*\)")
 _QUESTION_END = ("?", "？")
+# A thematic break ("---", "***"): in slides written as Markdown, the border between two.
+_RULE = re.compile(r"^(?:-{3,}|\*{3,}|_{3,})$")
+# An FAQ entry's question written as one: "Q: …", "问：…".
+_ASKED = re.compile(r"^(?:Q|问)\s*[:：]")
 
 
 @dataclass(slots=True)
@@ -47,6 +51,16 @@ class Block:
         if self.kind not in ("prose", "heading") or len(self.lines) > 2:
             return False
         return plain(self.text).endswith(_QUESTION_END)
+
+    def opens_entry(self) -> bool:
+        """A block the blocks under it answer: a heading, a bold title or question, "Q: …",
+        or a thematic break between two slides. A question in plain prose is no entry of its
+        own: prose asks questions it answers in the next sentence."""
+        if self.kind in ("heading", "rule"):
+            return True
+        if self.kind != "prose" or len(self.lines) > 2:
+            return False
+        return self.is_title() or bool(_ASKED.match(self.text.strip().lstrip("*")))
 
     def is_title(self) -> bool:
         """A line that is all bold ("**Restarting a replica**"): a title over what follows."""
@@ -69,14 +83,19 @@ def without_relative_links(text: str) -> str:
     return _RELATIVE_LINK.sub(r"\1", text)
 
 
-def link_only(line: str) -> bool:
-    """A line that is mostly links to other pages (a table of contents, a "see also"): it is
-    about those pages, not an answer."""
-    links = _RELATIVE_LINK.findall(line)
-    if not links:
-        return False
-    rest = _RELATIVE_LINK.sub("", line)
-    return len(rest.strip(" -–—*_:|•")) < 0.6 * len(line.strip())
+def link_only(text: str) -> bool:
+    """Lines that each start with a link to another page, or are mostly links (a table of
+    contents, a "see also"): they are about those pages, not an answer."""
+    lines = [x for x in text.splitlines() if x.strip()]
+    return bool(lines) and all(_link_led(x) for x in lines)
+
+
+def _link_led(line: str) -> bool:
+    body = _ITEM.sub("", line).strip().lstrip("*_ ")
+    if _RELATIVE_LINK.match(body):
+        return True
+    links = "".join(m.group() for m in _RELATIVE_LINK.finditer(line))
+    return len(links) >= 0.5 * len(line.strip())
 
 
 def blocks(text: str) -> list[Block]:
@@ -95,6 +114,9 @@ def blocks(text: str) -> list[Block]:
         fence = _FENCE.match(line)
         if fence:
             i = _code(lines, i, fence, found)
+        elif _RULE.match(stripped):
+            found.append(Block("rule", [stripped]))
+            i += 1
         elif _HEADING.match(stripped):
             found.append(Block("heading", [stripped]))
             i += 1
@@ -193,9 +215,7 @@ def _list(lines: list[str], i: int, found: list[Block]) -> int:
 
 def _starts_block(line: str) -> bool:
     stripped = line.strip()
-    return bool(
-        _FENCE.match(line) or _HEADING.match(stripped) or stripped.startswith("|")
-    )
+    return bool(_FENCE.match(line) or _HEADING.match(stripped) or stripped.startswith("|"))
 
 
 def _prose(lines: list[str], i: int, found: list[Block]) -> int:
@@ -203,7 +223,7 @@ def _prose(lines: list[str], i: int, found: list[Block]) -> int:
     while i < len(lines):
         line = lines[i]
         stripped = line.strip()
-        if not stripped or _FENCE.match(line) or _HEADING.match(stripped) or _ITEM.match(line):
+        if not stripped or _starts_block(line) or _ITEM.match(line) or _RULE.match(stripped):
             break
         if stripped.startswith("|") and body:
             break

@@ -101,7 +101,7 @@ def _locate(
     if at is None:
         return None
     block = found[at]
-    if block.kind in ("front_matter", "output") or link_only(block.text):
+    if block.kind in ("front_matter", "output", "rule") or link_only(sentence.text):
         return None
     shown = sentence.text
     if block.is_question() and at + 1 < len(found):
@@ -146,7 +146,7 @@ def _compose(question: str, at: _Located, language: str) -> Shaped:
     shown = [
         i
         for i in window
-        if at.blocks[i].kind != "front_matter"
+        if at.blocks[i].kind not in ("front_matter", "rule")
         and (at.blocks[i].kind != "output" or asks_output)
         and not link_only(at.blocks[i].text)
     ]
@@ -182,16 +182,15 @@ def _window(at: _Located) -> tuple[range, str]:
     section whole when it fits, else from the anchor (with the lead-in of its list or code)
     on; and the label, with the entry's question."""
     label = at.label
-    starts = [i for i, b in enumerate(at.blocks) if b.is_question() or b.kind == "heading"]
-    starts += [i for i, b in enumerate(at.blocks) if b.is_title()]
-    starts.sort()
+    starts = [i for i, b in enumerate(at.blocks) if b.opens_entry()]
     before = [i for i in starts if i < at.at]
     after = [i for i in starts if i > at.at]
     begin, end = 0, len(at.blocks)
     if before:
         begin = before[-1] + 1
         entry = at.blocks[before[-1]]
-        label = f"{label} › {plain(entry.text).lstrip('#').strip()}"
+        if entry.kind != "rule":
+            label = f"{label} › {plain(entry.text).lstrip('#').strip()}"
     if after:
         end = after[0]
     size = sum(len(at.blocks[i].text) for i in range(begin, end))
