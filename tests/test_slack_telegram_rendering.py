@@ -106,3 +106,27 @@ async def test_closing_before_any_text_writes_nothing() -> None:
     stream.update("   ")
     await stream.aclose()
     assert surface.writes == [] and not stream.created
+
+
+ANSWER_WITH_CODE = (
+    "Restart the replica:\n\n```shell\n# stop it first\npatronictl restart main **x** <y>\n```\n\n"
+    "- one **step**\n- two\n\n[1] runbooks/pg.md › Mitigation"
+)
+
+
+def test_a_fenced_code_block_is_code_and_nothing_inside_it_is_converted() -> None:
+    slack = to_slack_mrkdwn(ANSWER_WITH_CODE)
+    # mrkdwn has no language tag; a shell comment is no heading, ** no bold; < still escaped
+    assert "```\n# stop it first\npatronictl restart main **x** &lt;y&gt;\n```" in slack
+    assert "• one *step*\n• two" in slack
+    telegram = to_telegram_html(ANSWER_WITH_CODE)
+    assert (
+        '<pre><code class="language-shell"># stop it first\n'
+        "patronictl restart main **x** &lt;y&gt;</code></pre>"
+    ) in telegram
+    assert "• one <b>step</b>\n• two" in telegram
+    assert telegram.endswith("[1] runbooks/pg.md › Mitigation")
+
+
+def test_a_half_streamed_code_block_stays_literal() -> None:
+    assert to_telegram_html("Run:\n```shell\npatronictl") == "Run:\n```shell\npatronictl"

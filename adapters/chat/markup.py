@@ -1,15 +1,18 @@
 """Answers are written in Markdown (by the LLM or the extractive answerer); Slack speaks mrkdwn and
 Telegram a small HTML subset. These convert the few constructs answers use — bold, inline code,
-links, headings — escape everything else, and list citations, as links when the source is a URL.
+links, headings, list bullets, fenced code blocks — escape everything else, and list citations,
+as links when the source is a URL.
 
-Only complete constructs are converted, so a half-streamed answer renders safely too.
+Only complete constructs are converted, so a half-streamed answer renders safely too. A fenced
+code block is shown as code and nothing inside it is converted: a shell comment (`# restart`)
+is no heading, `**` in a glob no bold.
 """
 
 from __future__ import annotations
 
 import html
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from core.answer.events import Citation
 
@@ -17,6 +20,9 @@ _LINK = re.compile(r"\[([^\]\n]+)\]\((https?://[^)\s]+)\)")
 _BOLD = re.compile(r"\*\*(?=\S)([^*\n]+?)(?<=\S)\*\*")
 _CODE = re.compile(r"`([^`\n]+)`")
 _HEADING = re.compile(r"^#{1,6}\s+(.+?)\s*#*\s*$", re.MULTILINE)
+_BULLET = re.compile(r"^(\s*)[-*+]\s+(?=\S)", re.MULTILINE)
+# A complete fenced block: its opening fence (with a language, or none), its lines, its close.
+_FENCED = re.compile(r"^(```|~~~)[ \t]*([\w+-]*)[ \t]*\n(.*?)^\1[ \t]*$", re.MULTILINE | re.DOTALL)
 
 CITATIONS_MARK = "📚"  # language-neutral heading of the source list
 
@@ -26,21 +32,53 @@ def _slack_escape(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
+def _outside_code(
+    markdown: str, convert: Callable[[str], str], code: Callable[[str, str], str]
+) -> str:
+    """`convert` applied to the text between complete fenced blocks, `code(language, body)`
+    to each block."""
+    out: list[str] = []
+    last = 0
+    for match in _FENCED.finditer(markdown):
+        out.append(convert(markdown[last : match.start()]))
+        out.append(code(match.group(2), match.group(3)))
+        last = match.end()
+    out.append(convert(markdown[last:]))
+    return "".join(out)
+
+
 def to_slack_mrkdwn(markdown: str) -> str:
-    text = _slack_escape(markdown)
-    text = _HEADING.sub(r"*\1*", text)
-    text = _BOLD.sub(r"*\1*", text)
-    return _LINK.sub(lambda m: f"<{m.group(2)}|{m.group(1)}>", text)
+    def convert(text: str) -> str:
+        text = _slack_escape(text)
+        text = _HEADING.sub(r"*\1*", text)
+        text = _BULLET.sub(r"\1• ", text)
+        text = _BOLD.sub(r"*\1*", text)
+        return _LINK.sub(lambda m: f"<{m.group(2)}|{m.group(1)}>", text)
+
+    # mrkdwn has no language tag: "```shell" would show "shell" as the block's first line.
+    return _outside_code(
+        markdown, convert, lambda _, body: f"```\n{_slack_escape(body.rstrip(chr(10)))}\n```"
+    )
 
 
 def to_telegram_html(markdown: str) -> str:
-    text = html.escape(markdown, quote=False)
-    text = _CODE.sub(r"<code>\1</code>", text)
-    text = _HEADING.sub(r"<b>\1</b>", text)
-    text = _BOLD.sub(r"<b>\1</b>", text)
-    return _LINK.sub(
-        lambda m: f'<a href="{html.escape(m.group(2), quote=True)}">{m.group(1)}</a>', text
-    )
+    def convert(text: str) -> str:
+        text = html.escape(text, quote=False)
+        text = _CODE.sub(r"<code>\1</code>", text)
+        text = _HEADING.sub(r"<b>\1</b>", text)
+        text = _BULLET.sub(r"\1• ", text)
+        text = _BOLD.sub(r"<b>\1</b>", text)
+        return _LINK.sub(
+            lambda m: f'<a href="{html.escape(m.group(2), quote=True)}">{m.group(1)}</a>', text
+        )
+
+    def code(language: str, body: str) -> str:
+        escaped = html.escape(body.rstrip("\n"), quote=False)
+        if language:
+            return f'<pre><code class="language-{language}">{escaped}</code></pre>'
+        return f"<pre>{escaped}</pre>"
+
+    return _outside_code(markdown, convert, code)
 
 
 def _is_url(source: str) -> bool:

@@ -94,6 +94,11 @@ def _sentences(text: str) -> list[str]:
             continue
         if not line.startswith("|"):
             header = []
+        if line.startswith(("```", "~~~")):
+            # A fence opens or closes a code block: it is no sentence, and a lead-in joined
+            # with it would show an opened fence without the command under it.
+            last_is_row = True
+            continue
         whole = len(line) <= _WHOLE_LINE_CHARS and i not in paragraphs
         parts = [line] if whole else _paragraph_sentences(line)
         for raw in parts:

@@ -49,6 +49,7 @@ from core.answer.context_text import (
 )
 from core.answer.events import Answer, AnswerEvent, Delta, Final, Retract, Status
 from core.answer.extractive import (
+    _answer_order,
     asked_of,
     best_sentences,
     compose,
@@ -57,6 +58,7 @@ from core.answer.extractive import (
 )
 from core.answer.metered_llm import MeteredLLM
 from core.answer.not_covered import NOT_COVERED_MARKER, StreamHold
+from core.answer.shaped import Shaped, numbered, shape
 from core.answer.trace import StageRecord, Trace
 from core.answer.widening import Seen, cited_keys, fit, recut
 from core.answer.wording import (
@@ -84,6 +86,9 @@ from core.text import Language, detect_language
 T = TypeVar("T")
 # How an answer's reason says the gate deferred its question (GateDecision.deferred).
 DEFERRED_NOTE = "(deferred by the gate: its word rule did not cover the question; the model judged)"
+# The best lines an extractive answer tries, in turn, as the anchor of its section: a line of
+# front matter, sample output or links to other pages anchors none.
+_ANCHOR_CANDIDATES = 12
 Stages = Literal["multi", "logic_form", "dual_level"]
 Check = Literal["pre", "post", "none"]
 
@@ -667,7 +672,9 @@ class _Run:
                 context.chunks[: self.options.extractive_chunks], asked, record
             )
             record.detail["chunks"] = len(evidence)
-            text = await self._evidence_text(evidence, asked)
+            text, cited_first = await self._evidence_text(evidence, asked, pool=context.chunks)
+            # Citations are numbered 1..n in the order the answer cites them.
+            evidence = [*cited_first, *(e for e in evidence if e not in cited_first)]
         yield Delta(text)
         shown = RetrievedContext(
             entities=context.entities,
@@ -848,9 +855,16 @@ class _Run:
             out.text = "".join(shown)  # shown before it turned out unusable: the caller retracts
             return
         yield self._status("fallback")
-        text = await self._evidence_text(
-            context.chunks[: self.options.extractive_chunks], named_and_asked(self.query)
+        evidence = list(context.chunks[: self.options.extractive_chunks])
+        text, cited_first = await self._evidence_text(
+            evidence, named_and_asked(self.query), pool=context.chunks
         )
+        if cited_first:
+            # The context keeps its numbering: the marks say where its chunks stand in it.
+            text = numbered(
+                Shaped(text, cited_first),
+                lambda c: next(i for i, x in enumerate(context.chunks, 1) if x is c),
+            )
         if shown:
             yield Retract(f"the model's answer was unusable ({problem})")
         out.text = text
@@ -885,20 +899,31 @@ class _Run:
         return with_entries(evidence, [e for e in entries if pattern.anchored(e.chunk.text)])
 
     async def _evidence_text(
-        self, evidence: Sequence[ScoredChunk], asked_of_names: tuple[list[str], list[str]]
-    ) -> str:
-        """The extractive answer: the best sentences of `evidence`, each cited by the chunk's
-        number (the best chunk whole when none of its sentences will do). `asked_of_names`:
-        named_and_asked of the question."""
+        self,
+        evidence: Sequence[ScoredChunk],
+        asked_of_names: tuple[list[str], list[str]],
+        *,
+        pool: Sequence[ScoredChunk],
+    ) -> tuple[str, tuple[ScoredChunk, ...]]:
+        """The extractive answer, shaped by the document (core.answer.shaped): the best line of
+        `evidence` and its section, read from `pool` (every retrieved chunk), and the chunks
+        it cites, [1]…[n] in order. When no line can anchor a section, the best sentences, each
+        cited by the chunk's number in `evidence` (and no chunks: the numbering is evidence's).
+        `asked_of_names`: named_and_asked of the question."""
         names, asked = asked_of_names
         sentences = await best_sentences(
             self.query,
             evidence,
             self.embedder,
-            count=self.options.evidence_sentences,
+            count=_ANCHOR_CANDIDATES,
             pattern=asked_of(names, asked) if names and asked else None,
         )
-        return compose(sentences) or f"{evidence[0].chunk.text.strip()} [1]"
+        shaped = shape(self.query, sentences, evidence, pool, language=self.language)
+        if shaped is not None:
+            return shaped.text, shaped.chunks
+        chosen = sorted(sentences, key=lambda s: -s.score)[: self.options.evidence_sentences]
+        text = compose(_answer_order(chosen)) or f"{evidence[0].chunk.text.strip()} [1]"
+        return text, ()
 
     async def _within(self, work: Awaitable[T], record: StageRecord) -> T | None:
         """The stage's result, or None when it timed out or its LLM failed (recorded)."""

@@ -48,6 +48,11 @@ CUT_SHORT = {
     "en": "(The answer was cut short: the language model stopped responding.)",
     "zh": "（回答不完整：语言模型中途失去响应。）",
 }
+# The first line of a no-model answer to a Chinese question from an English section
+# (core.answer.shaped): what follows and where it is from, not a translation of it.
+SECTION_IN_ENGLISH = {
+    "zh": "以下是英文文档 {section} 中的相关内容：",
+}
 Stage = Literal["checking", "planning", "answering", "widening", "fallback"]
 # What the chat shows while a stage runs ("Thinking…" with the stage's name).
 STAGE_STATUS: dict[Stage, dict[str, str]] = {

@@ -1,0 +1,258 @@
+"""The no-model answer shaped by the document: the answering line, then its section whole.
+
+Three lines picked from several documents lose the answer on documentation nobody here wrote:
+a front-matter line, rows of sample output, a line ending in an opened code fence without the
+command under it, an FAQ question without its answer, the right source cited beside two wrong
+ones (issue 33). The answer is one section of one document instead:
+
+- the anchor: the best-scored line (core.answer.extractive.best_sentences: similarity, the
+  question's terms, asked values) that is not front matter, sample output or a line of links
+  to other pages;
+- its section: the chunks of the anchor's document under the same heading (the retrieved ones,
+  in document order), read as blocks (core.answer.sections); within it, an FAQ entry (a
+  question or a bold title and the blocks under it, down to the next one) when the section
+  holds several;
+- the answer: a first line holding what was asked (the anchor itself, unless the section starts
+  with it), then the section's blocks in order — a list with all its items, a code block with
+  both fences — up to BODY_CHARS, cut only between blocks; never the anchor twice, front matter,
+  or sample output unless the question asks for output or logs; then the source as
+  `file › section`. A Chinese question over an English section gets a first line in Chinese
+  saying what follows (wording.SECTION_IN_ENGLISH), not a translation.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from core.answer.extractive import EvidenceSentence, _cells, _is_rule, _sentences, _with_header
+from core.answer.sections import Block, blocks, link_only, plain, without_relative_links
+from core.answer.wording import SECTION_IN_ENGLISH
+from core.retrieve.context import ScoredChunk
+from core.text import detect_language
+
+# The body's size: a runbook section's steps or an FAQ answer fit; a long page is cut at a
+# block boundary after this many characters (the first block is always shown whole).
+BODY_CHARS = 1200
+# A first block longer than this (a page-long code listing) is shown up to here, its fence
+# closed: a chat message is not a file.
+MAX_BLOCK_CHARS = 2400
+# A question that asks for output or logs gets the sample output blocks too.
+_ASKS_OUTPUT = re.compile(r"\b(?:output|outputs|log|logs|print|prints|look like)\b|输出|日志|打印")
+# The heading path as the indexer writes it ("Runbook > Queue lag"), shown with ›.
+_PATH_SEPARATOR = " > "
+
+
+@dataclass(frozen=True, slots=True)
+class Shaped:
+    """An answer whose marks [1]…[n] are the positions of `chunks`, in order of appearance."""
+
+    text: str
+    chunks: tuple[ScoredChunk, ...]
+
+
+@dataclass(slots=True)
+class _Located:
+    chunk: ScoredChunk
+    blocks: list[Block]  # the section's blocks, in document order
+    at: int  # the anchor's block
+    sentence: str  # the anchor, as the answer shows it
+    label: str  # "file › section"
+
+
+def shape(
+    question: str,
+    ranked: Sequence[EvidenceSentence],
+    evidence: Sequence[ScoredChunk],
+    pool: Sequence[ScoredChunk],
+    *,
+    language: str,
+) -> Shaped | None:
+    """The answer from the best line of `ranked` (scored lines of `evidence`, numbered as it is)
+    that can anchor one, with its section read from `pool` (every retrieved chunk); None when
+    no line can."""
+    for sentence in sorted(ranked, key=lambda s: -s.score):
+        located = _locate(sentence, evidence[sentence.n - 1], pool)
+        if located is not None:
+            return _compose(question, located, language)
+    return None
+
+
+def _locate(
+    sentence: EvidenceSentence, chunk: ScoredChunk, pool: Sequence[ScoredChunk]
+) -> _Located | None:
+    section = _section_chunks(chunk, pool)
+    found: list[Block] = []
+    seen: set[str] = set()
+    start = -1
+    for item in section:
+        for block in blocks(item.chunk.text):
+            key = block.text.strip()
+            if key in seen:  # the overlap between two chunks of one section
+                continue
+            seen.add(key)
+            if item is chunk and start < 0:
+                start = len(found)
+            found.append(block)
+    if start < 0:
+        return None
+    at = _block_of(sentence.text, found, start)
+    if at is None:
+        return None
+    block = found[at]
+    if block.kind in ("front_matter", "output", "rule") or link_only(sentence.text):
+        return None
+    shown = sentence.text
+    if block.is_question() and at + 1 < len(found):
+        # An FAQ's question answers nothing: the answer is the block under it.
+        at += 1
+        shown = (_sentences(found[at].text) or [plain(found[at].text)])[0]
+    elif block.kind == "code":
+        shown = ""
+    label = _label(chunk)
+    return _Located(chunk, found, at, shown, label)
+
+
+def _section_chunks(chunk: ScoredChunk, pool: Sequence[ScoredChunk]) -> list[ScoredChunk]:
+    """The retrieved chunks of the anchor's document under its heading, in document order."""
+    key = (chunk.chunk.source, chunk.chunk.heading)
+    same = {c.chunk.id: c for c in pool if (c.chunk.source, c.chunk.heading) == key}
+    same[chunk.chunk.id] = chunk
+    return sorted(same.values(), key=lambda c: c.chunk.ordinal)
+
+
+def _block_of(text: str, found: Sequence[Block], start: int) -> int | None:
+    """The block that holds the line (from the anchor's chunk on): the one that writes it, or
+    the lead-in it starts with (a line joined with the list item or answer it introduces)."""
+    candidates = range(start, len(found))
+    for i in candidates:
+        if text in _sentences(found[i].text):
+            return i
+    for i in candidates:
+        if any(text.startswith(s) or s.startswith(text) for s in _sentences(found[i].text)):
+            return i
+    return None
+
+
+def _label(chunk: ScoredChunk) -> str:
+    heading = chunk.chunk.heading.replace(_PATH_SEPARATOR, " › ")
+    return f"{chunk.chunk.source} › {heading}" if heading else chunk.chunk.source
+
+
+def _compose(question: str, at: _Located, language: str) -> Shaped:
+    window, label = _window(at)
+    asks_output = bool(_ASKS_OUTPUT.search(question.casefold()))
+    shown = [
+        i
+        for i in window
+        if at.blocks[i].kind not in ("front_matter", "rule")
+        and (at.blocks[i].kind != "output" or asks_output)
+        and not link_only(at.blocks[i].text)
+    ]
+    first = at.sentence
+    anchor_first = bool(shown) and shown[0] == at.at
+    opening = _first_sentence(at.blocks[at.at])
+    leads = not first or (anchor_first and bool(opening) and first.startswith(opening))
+    body: list[str] = []
+    used = 0
+    for i in shown:
+        block = at.blocks[i]
+        rendered = _render(block, drop=None if leads or i != at.at else first)
+        if not rendered:
+            continue
+        if body and used + len(rendered) > BODY_CHARS:
+            break
+        body.append(_bounded(rendered, block))
+        used += len(rendered)
+    lines: list[str] = []
+    section_text = "\n".join(b.text for b in at.blocks)
+    if language == "zh" and detect_language(section_text) == "en":
+        lines.append(SECTION_IN_ENGLISH["zh"].format(section=label))
+    if not leads:
+        lines.append(f"{without_relative_links(first)} [1]")
+    if body:
+        lines.append("\n\n".join(body))
+    lines.append(f"[1] {label}")
+    return Shaped("\n\n".join(lines), (at.chunk,))
+
+
+def _window(at: _Located) -> tuple[range, str]:
+    """The blocks to show: the anchor's FAQ entry when the section holds entries, else the
+    section whole when it fits, else from the anchor (with the lead-in of its list or code)
+    on; and the label, with the entry's question."""
+    label = at.label
+    starts = [i for i, b in enumerate(at.blocks) if b.opens_entry()]
+    before = [i for i in starts if i < at.at]
+    after = [i for i in starts if i > at.at]
+    begin, end = 0, len(at.blocks)
+    if before:
+        begin = before[-1] + 1
+        entry = at.blocks[before[-1]]
+        if entry.kind != "rule":
+            label = f"{label} › {plain(entry.text).lstrip('#').strip()}"
+    if after:
+        end = after[0]
+    size = sum(len(at.blocks[i].text) for i in range(begin, end))
+    if size > BODY_CHARS and at.at > begin:
+        lead = at.at - 1
+        if at.blocks[at.at].kind in ("list", "code", "table") and at.blocks[lead].kind == "prose":
+            begin = max(begin, lead)
+        else:
+            begin = at.at
+    return range(begin, end), label
+
+
+def _first_sentence(block: Block) -> str:
+    found = _sentences(block.text)
+    return found[0] if found else ""
+
+
+def _render(block: Block, *, drop: str | None) -> str:
+    """The block as a chat shows it: prose unwrapped, a list item by item, a code block as
+    written, a table's rows with their column names; `drop` (the first line, already shown)
+    left out of it."""
+    if block.kind == "heading":
+        return f"**{plain(block.text).lstrip('#').strip()}**"
+    if block.kind in ("code", "output"):
+        return block.text
+    if block.kind == "table":
+        return _render_table(block, drop)
+    if block.kind == "list":
+        items = [i for i in block.items if drop is None or drop not in _sentences("\n".join(i))]
+        return without_relative_links("\n".join(line for item in items for line in item))
+    sentences = _sentences(block.text)
+    if drop is not None and drop in sentences:
+        return without_relative_links(" ".join(s for s in sentences if s != drop))
+    return without_relative_links(" ".join(block.lines))
+
+
+def _render_table(block: Block, drop: str | None) -> str:
+    rows = [r for r in block.lines if not _is_rule(r)]
+    if len(rows) < 2 or not rows[0].startswith("|"):
+        return "\n".join(block.lines)
+    header = _cells(rows[0])
+    shown = [_with_header(r, header) for r in rows[1:]]
+    return "\n".join(f"- {r}" for r in shown if r != drop)
+
+
+def _bounded(rendered: str, block: Block) -> str:
+    if len(rendered) <= MAX_BLOCK_CHARS:
+        return rendered
+    if block.kind in ("code", "output"):
+        kept = rendered[:MAX_BLOCK_CHARS].rsplit("\n", 1)[0]
+        return f"{kept}\n…\n{block.lines[-1]}"
+    return rendered[:MAX_BLOCK_CHARS].rsplit(" ", 1)[0] + " …"
+
+
+def numbered(shaped: Shaped, number: Callable[[ScoredChunk], int]) -> str:
+    """The text with its marks renumbered: [k] becomes [number(chunks[k-1])] (a context's own
+    numbering, where the chunks keep their places)."""
+
+    def mark(match: re.Match[str]) -> str:
+        k = int(match.group(1))
+        if 1 <= k <= len(shaped.chunks):
+            return f"[{number(shaped.chunks[k - 1])}]"
+        return match.group()
+
+    return re.sub(r"\[(\d{1,2})\]", mark, shaped.text)
