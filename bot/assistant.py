@@ -317,7 +317,10 @@ class TacitAssistant:
                 # the gate left it to the model: recorded as a score of the decision, told to
                 # the answerer (which then answers it with the model or declines it)
                 deferred = is_deferred(verdict.scores)
-                covered = not deferred
+                # The gate judged this message, or (in a thread) the message after the question
+                # before it: then the topic it continues was judged, not the message, and the
+                # answerer judges the message itself ("lunch anyone?" after a covered question).
+                covered = not deferred and gate_text == message.text
             else:
                 gate_scores, deferred = {}, False
             # Limits count answers (the costly part), not the chatter the gate turned away.

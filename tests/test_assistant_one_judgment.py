@@ -5,6 +5,7 @@ or model would say. Real gate and answerer (USE, Milvus Lite, embedded Redis, no
 from __future__ import annotations
 
 import itertools
+from dataclasses import replace
 from collections.abc import AsyncIterator
 
 import pytest
@@ -127,3 +128,14 @@ async def test_the_answerer_does_not_judge_coverage_the_gate_has_judged(world) -
     assert not answer.refused and "four minutes" in answer.text
     coverage = next(s for s in answer.trace["stages"] if s["name"] == "coverage")
     assert coverage["detail"]["judged_by"].startswith("the gate")
+
+
+async def test_chatter_after_a_covered_question_in_its_thread_is_judged_itself(world) -> None:
+    """In a thread the gate judges a message after the question before it (a follow-up
+    continues its topic), so its pass is about that topic: the answerer still judges the
+    message itself, and chatter there gets no answer."""
+    assistant, _ = world
+    first = message("which port does the gateway listen on for https?")
+    assert isinstance(await say(assistant, first), FinalReply)
+    chatter = replace(first, text="lunch anyone?", message_id="lunch.1", delivery_id="")
+    assert isinstance(await say(assistant, chatter), Refusal)
