@@ -5,8 +5,8 @@ or model would say. Real gate and answerer (USE, Milvus Lite, embedded Redis, no
 from __future__ import annotations
 
 import itertools
-from dataclasses import replace
 from collections.abc import AsyncIterator
+from dataclasses import replace
 
 import pytest
 import pytest_asyncio
