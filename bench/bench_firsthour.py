@@ -57,6 +57,7 @@ class FirstHourSet:
     docs: Path | None  # a folder in place, or None: materialised from `corpus`
     corpus: dict[str, Any] | None
     tuned_on: tuple[str, ...] = ()
+    about: Path | None = None  # the set's README: its documents' source and its questions
 
 
 @dataclass
@@ -93,6 +94,7 @@ def read_sets(path: Path = SETS_FILE) -> list[FirstHourSet]:
                 docs=_path(entry["docs"], path.parent) if "docs" in entry else None,
                 corpus=corpus,
                 tuned_on=tuple(entry.get("tuned_on", ())),
+                about=_path(entry["about"], path.parent) if "about" in entry else None,
             )
         )
     return sets

@@ -35,11 +35,13 @@ def test_every_set_names_its_source_and_reads_as_eval_answers_reads_it() -> None
     assert len(sets) >= 3
     for entry in sets:
         assert entry.docs is not None or entry.corpus is not None, entry.name
+        assert entry.about is not None, entry.name  # where its documents and questions come from
         if entry.corpus is not None:
             assert entry.corpus["repository"].startswith("https://")
             assert len(entry.corpus["commit"]) == 40 and entry.corpus["licence"]
         if not entry.questions.exists():  # the shared data is beside the repository
             pytest.skip(f"{entry.questions} is not here")
+        assert entry.about.is_file(), entry.about
         items = read_answers(entry.questions)
         kinds = {kind: sum(1 for i in items if i.kind == kind) for kind in ("covered",)}
         assert kinds["covered"] >= 25, entry.name
