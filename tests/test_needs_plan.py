@@ -42,7 +42,8 @@ def test_several_parts_arithmetic_or_a_list_of_names_are_planned(question: str) 
         "每周五几点之后禁止向生产环境发布？",
         "商户说没有收到付款通知，应该先用什么命令查投递记录？",
         "周末去哪玩比较好",
-        "KilnAdmissionError: project 'vision-lab' exceeded GHQ (120.4% of 10000 GPU-hours) — what do I do?",
+        "KilnAdmissionError: project 'vision-lab' exceeded GHQ (120.4% of 10000 GPU-hours) — "
+        "what do I do?",
         "lol anyone up for lunch? the noodle place opens at 12 🍜",
         "hi there",
     ],

@@ -12,7 +12,8 @@ questions). needs_plan() is the rule, over the question's text alone:
 - several asks: parts joined by "and", a comma, a semicolon or a second sentence (以及, 并且,
   还有, "，", "；"), two or more of which ask something (a question word: what, which, who, how,
   when, where, why within its first words, or is/does/can … as its first word; 什么, 哪, 谁,
-  几, 多少, 怎么, 如何, 吗, 是否); a statement before the ask ("One partition is stuck. How do I get past it?") is context, not an ask;
+  几, 多少, 怎么, 如何, 吗, 是否); a statement before the ask ("One partition is stuck. How
+  do I get past it?") is context, not an ask;
 - several named things: a list of three or more distinct identifiers (words holding "-", "_",
   "." or a digit, CamelCase, or `quoted`, with only a comma, "and", "or", "、" or "/" between
   them), as in a question about each of a list of services; names strewn through a pasted
