@@ -181,9 +181,7 @@ async def test_a_plan_of_several_steps_answers_from_its_sub_answers_without_a_pr
     assert any(isinstance(e, Status) and e.stage == "planning" for e in events)
 
 
-async def test_a_single_lookup_is_answered_from_dual_level_without_a_plan(
-    stores, embedder
-) -> None:
+async def test_a_single_lookup_is_answered_from_dual_level_without_a_plan(stores, embedder) -> None:
     llm = (
         FakeLLM()
         .script("keywords", KEYWORDS)
