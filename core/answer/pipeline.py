@@ -57,7 +57,7 @@ from core.answer.extractive import (
 )
 from core.answer.metered_llm import MeteredLLM
 from core.answer.not_covered import NOT_COVERED_MARKER, StreamHold
-from core.answer.screened_llm import ScreenedLLM
+from core.answer.screened_llm import ScreenedLLM, ScreenedOut
 from core.answer.shaped import Shaped, numbered, shape
 from core.answer.trace import StageRecord, Trace
 from core.answer.widening import Seen, cited_keys, fit, recut
@@ -143,6 +143,7 @@ class _Streamed:
     not_covered: bool = False  # the model said the sources do not hold the answer
     failed: bool = False  # the LLM failed before any text (nothing shown)
     problem: str = ""  # why the answer was unusable, when it was
+    screened_out: bool = False  # the gate's screening refused the message: no call was made
 
 
 class MultiStageAnswerer:
@@ -576,6 +577,9 @@ class _Run:
         if first.not_covered:
             yield self._refusal("the model found that the sources do not answer the question")
             return
+        if first.screened_out:
+            yield self._refusal("the gate's screening refused the message")
+            return
         if first.failed and self.deferred:
             # no extractive stand-in from passages the gate's rule did not find to cover it
             if first.text:
@@ -884,6 +888,9 @@ class _Run:
             except LLMError as exc:
                 record.outcome = "failed"
                 record.detail["error"] = str(exc)[:300]
+                if isinstance(exc, ScreenedOut):  # not answered at all: no stand-in
+                    out.failed, out.problem, out.screened_out = True, "screened out", True
+                    return
                 if shown:
                     note = "\n\n" + CUT_SHORT[self.language]
                     shown.append(note)
