@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+
 import pytest
 
 from core.answer.events import Answer, AnswerEvent, Delta, Final, Retract
