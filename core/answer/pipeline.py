@@ -17,11 +17,15 @@ explicit "the knowledge base does not cover this":
   when the model fails or its answer is unusable, the reply is "not covered", not the
   extractive answer from passages the rule judged not to cover it.
 
-Latency: the dual-level keywords and retrieval start while the plan is written, so
-a plan that fails or is not supported costs no extra round trip; a plan that is one lookup
-answers straight from that lookup's context (no sub-answer, no pre-check); the pre-check reads
-the compact context the sub-answers read, not the union of everything retrieved (measured in
-docs/BENCHMARKS.md, "Answer latency with a 7B-like endpoint").
+Latency (issue 33, the lean model path): a single lookup makes no plan (core.reason.needs_plan)
+and answers from dual-level retrieval, keywords → answer; a planned question's steps name the
+keywords, so the dual-level retrieval runs beside them with no call of its own, and one answer
+call follows the sub-answers, with no pre-check before it (the answer's not-covered marker is
+the check). The judge runs after the answer has streamed; it widens for a part it names only
+when retrieval for that part finds something new, and an answer it finds answers nothing is a
+refusal. With the gate's LLM screening running beside the answer, the answer's model calls
+after its first wait for the verdict (core.answer.screened_llm). Calls per path:
+docs/BENCHMARKS.md, "A lean model path".
 
 Feedback rounds stream too: the user watches the first answer arrive; if the judge finds it
 unfaithful or incomplete, the context is widened (within the budgets: core.answer.widening)
