@@ -63,7 +63,9 @@ class AnswerSource(Protocol):
     `history`: the thread's earlier turns, oldest first, against which a follow-up question is
     read; a source that has no use for them still takes them. `deferred`: the gate's coverage
     rule did not cover the question and left it to the model (GateDecision.deferred).
-    `covered`: the gate judged the KB covers it; the source does not judge coverage again."""
+    `covered`: the gate judged the KB covers it; the source does not judge coverage again.
+    `screening` (passed only while the gate's LLM screening runs): whether the screening lets
+    the message through, which the source's model calls after its first wait for."""
 
     def ask(
         self,
@@ -73,6 +75,7 @@ class AnswerSource(Protocol):
         history: Sequence[ChatMessage] = (),
         deferred: bool = False,
         covered: bool = False,
+        screening: Awaitable[bool] | None = None,
     ) -> AsyncIterator[AnswerEvent]: ...
 
 
@@ -333,14 +336,27 @@ class TacitAssistant:
                 return
             if addressed:
                 yield Thinking()
-            answering = self._answer(
-                message, config, trace_id, decision, silent_or, gate_scores, deferred, covered
-            )
             if confirm is None:
-                async for event in answering:
+                async for event in self._answer(
+                    message, config, trace_id, decision, silent_or, gate_scores, deferred, covered
+                ):
                     yield event
                 return
-            async for item in _confirmed(answering, asyncio.ensure_future(confirm())):
+            # The answer's first model call runs beside the screening; its later ones wait for
+            # the verdict (core.answer.screened_llm), and nothing is shown before it.
+            screened_verdict = asyncio.ensure_future(confirm())
+            answering = self._answer(
+                message,
+                config,
+                trace_id,
+                decision,
+                silent_or,
+                gate_scores,
+                deferred,
+                covered,
+                screening=screened_verdict,
+            )
+            async for item in _confirmed(answering, screened_verdict):
                 if isinstance(item, Overturned):
                     yield await refused_by_gate(item.verdict)
                     return
@@ -388,14 +404,17 @@ class TacitAssistant:
         gate_scores: dict[str, float],
         deferred: bool = False,
         covered: bool = False,
+        *,
+        screening: asyncio.Future[GateVerdict] | None = None,
     ) -> AsyncIterator[ReplyEvent]:
         addressed = message.addressed or message.direct
         history = await self.state.history(message)
         held: Delta | None = None  # the first delta waits until we know it is no refusal
         released = False
         restart = False  # a Retract came: the next text shown replaces what was streamed
+        extra: dict[str, Any] = {} if screening is None else {"screening": _lets_through(screening)}
         asked = self.answerer.ask(
-            config.kb, message.text, history=history, deferred=deferred, covered=covered
+            config.kb, message.text, history=history, deferred=deferred, covered=covered, **extra
         )
         async for event in asked:
             if isinstance(event, Status):
@@ -615,6 +634,21 @@ class TacitAssistant:
             raise InputError("re-indexing is not available in this process")
         # Always the channel's own KB: an admin of one channel cannot touch another's.
         return await self.reindex(config.kb)
+
+
+def _lets_through(verdict: asyncio.Future[GateVerdict]) -> asyncio.Future[bool]:
+    """Whether the screening lets the message through, as the answerer waits for it: False
+    when it refuses, fails or is cancelled (the answer then makes no more model calls)."""
+    through: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+
+    def settle(done: asyncio.Future[GateVerdict]) -> None:
+        if through.done():
+            return
+        ok = not done.cancelled() and done.exception() is None and not done.result().refused
+        through.set_result(ok)
+
+    verdict.add_done_callback(settle)
+    return through
 
 
 def _rounded(scores: Mapping[str, float]) -> dict[str, float]:

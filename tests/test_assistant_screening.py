@@ -75,6 +75,8 @@ async def test_the_answer_starts_while_the_llm_screens_and_shows_after_it_agrees
     assistant.gate = gate
     events = await run(assistant, message(QUESTION))
     assert gate.answer_started_before_verdict  # concurrently, not one after the other
+    # the answerer is handed the verdict, which its model calls after the first wait for
+    assert answerer.screening is not None and await answerer.screening is True
     reply = final(events)
     assert isinstance(reply, FinalReply) and reply.text == ANSWER
     assert "".join(e.text for e in events if isinstance(e, TextDelta)) == ANSWER

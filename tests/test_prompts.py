@@ -154,7 +154,7 @@ def test_the_safety_screen_keeps_colleagues_work_apart_from_private_data(
 @pytest.mark.parametrize(
     ("language", "partial", "not_citable"),
     [
-        ("en", "answer only part of the question", "not this list"),
+        ("en", "When they answer part of it, answer that part", "not this list"),
         ("zh", "一部分", "而不是这个列表"),
     ],
 )
@@ -397,28 +397,37 @@ def test_a_sub_answer_prompt_says_how_to_use_the_sub_answers_so_far(
 
 
 @pytest.mark.parametrize(
-    ("language", "only_when", "gone", "local"),
+    ("language", "only_when", "nothing_else", "partial", "local", "gone"),
     [
         (
             "en",
-            "Only when they answer no part of the question, reply with exactly NOT_COVERED",
-            "contain none of the answer",
-            "say in one short sentence at the end of your answer that the sources do not cover it",
+            "When the sources answer no part of what the question asks, reply with exactly "
+            "NOT_COVERED",
+            "and nothing else: no related facts, no sentence about what they lack",
+            "When they answer part of it, answer that part",
+            "when no part is answered, reply only NOT_COVERED",
+            "say in one short sentence at the end of your answer",
         ),
         (
             "zh",
-            "只有资料对问题的任何一部分都没有回答时，才只回复 NOT_COVERED",
-            "完全没有答案",
+            "资料对问题所问的任何一部分都没有回答时，只回复 NOT_COVERED",
+            "不写相关事实，也不写资料缺什么",
+            "只回答了一部分时",
+            "一部分都没有回答时，只回复 NOT_COVERED",
             "否则在回答末尾用一句话说明这部分没有涉及",
         ),
     ],
 )
 def test_the_answer_prompt_refuses_only_when_no_part_is_covered(
-    language: str, only_when: str, gone: str, local: str
+    language: str, only_when: str, nothing_else: str, partial: str, local: str, gone: str
 ) -> None:
     # "If the sources contain none of the answer, reply only NOT_COVERED" read, beside the
-    # partial-answer rule, as a licence to refuse a half-covered question; and the unanswered
-    # list pointed back to "your one short sentence" from far above (relay run).
+    # partial-answer rule, as a licence to refuse a half-covered question (relay run). And two
+    # instructions disagreed when nothing is answered: "reply with exactly NOT_COVERED" and the
+    # unanswered list's "say in one short sentence at the end of your answer that the sources
+    # do not cover it" — a model wrote a side answer plus that sentence (issue 33). Now the
+    # list's uncovered part goes in a partial answer's closing sentence, and with no part
+    # answered the reply is the marker alone, as the system prompt says.
     prompt = render(
         "answer",
         language,
@@ -431,10 +440,9 @@ def test_the_answer_prompt_refuses_only_when_no_part_is_covered(
     system, user = (
         m.content.replace("\n", " " if language == "en" else "") for m in prompt.messages
     )
-    assert only_when in system and gone not in system
-    partial = "answer only part of the question" if language == "en" else "如果只能回答问题的一部分"
-    assert system.index(partial) < system.index(only_when)
-    assert local in user
+    assert only_when in system and nothing_else in system
+    assert system.index(only_when) < system.index(partial)
+    assert local in user and gone not in user
 
 
 @pytest.mark.parametrize(

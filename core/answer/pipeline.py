@@ -17,11 +17,15 @@ explicit "the knowledge base does not cover this":
   when the model fails or its answer is unusable, the reply is "not covered", not the
   extractive answer from passages the rule judged not to cover it.
 
-Latency: the dual-level keywords and retrieval start while the plan is written, so
-a plan that fails or is not supported costs no extra round trip; a plan that is one lookup
-answers straight from that lookup's context (no sub-answer, no pre-check); the pre-check reads
-the compact context the sub-answers read, not the union of everything retrieved (measured in
-docs/BENCHMARKS.md, "Answer latency with a 7B-like endpoint").
+Latency (issue 33, the lean model path): a single lookup makes no plan (core.reason.needs_plan)
+and answers from dual-level retrieval, keywords → answer; a planned question's steps name the
+keywords, so the dual-level retrieval runs beside them with no call of its own, and one answer
+call follows the sub-answers, with no pre-check before it (the answer's not-covered marker is
+the check). The judge runs after the answer has streamed; it widens for a part it names only
+when retrieval for that part finds something new, and an answer it finds answers nothing is a
+refusal. With the gate's LLM screening running beside the answer, the answer's model calls
+after its first wait for the verdict (core.answer.screened_llm). Calls per path:
+docs/BENCHMARKS.md, "A lean model path".
 
 Feedback rounds stream too: the user watches the first answer arrive; if the judge finds it
 unfaithful or incomplete, the context is widened (within the budgets: core.answer.widening)
@@ -38,7 +42,6 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal, TypeVar
 
 import prompts
-from core.answer.background import Background
 from core.answer.context_text import (
     cited,
     knowledge_lines,
@@ -58,6 +61,7 @@ from core.answer.extractive import (
 )
 from core.answer.metered_llm import MeteredLLM
 from core.answer.not_covered import NOT_COVERED_MARKER, StreamHold
+from core.answer.screened_llm import ScreenedLLM, ScreenedOut
 from core.answer.shaped import Shaped, numbered, shape
 from core.answer.trace import StageRecord, Trace
 from core.answer.widening import Seen, cited_keys, fit, recut
@@ -75,8 +79,17 @@ from core.models import ChatMessage
 from core.ports import LLM, Embedder
 from core.reason.executor import PlanOutcome, execute_plan, history_lines
 from core.reason.followup import standalone_question
-from core.reason.judge import FeedbackPolicy, JudgeScores, judge
-from core.reason.plan import OutputStep, Plan, PlanError, RetrieveStep, is_variable, make_plan
+from core.reason.judge import FeedbackPolicy, JudgeScores, judge, nothing_answered
+from core.reason.needs_plan import plan_reason
+from core.reason.plan import (
+    REFERENCE,
+    OutputStep,
+    Plan,
+    PlanError,
+    RetrieveStep,
+    is_variable,
+    make_plan,
+)
 from core.reason.verify import postcheck, precheck
 from core.retrieve.context import Keywords, RetrievedContext, ScoredChunk
 from core.retrieve.keywords import nlp_keywords
@@ -109,6 +122,9 @@ class PipelineOptions:
     temperature: float = 0.0
     max_tokens: int | None = None
     short_reply_max_tokens: int = 1024  # verdicts and rewrites: room for a reasoning model
+    # Model calls an answer makes beside the gate's LLM screening before it waits for the
+    # verdict (core.answer.screened_llm): 1 costs no call in sequence, 0 costs one.
+    calls_beside_screening: int = 1
 
 
 @dataclass(slots=True)
@@ -131,6 +147,7 @@ class _Streamed:
     not_covered: bool = False  # the model said the sources do not hold the answer
     failed: bool = False  # the LLM failed before any text (nothing shown)
     problem: str = ""  # why the answer was unusable, when it was
+    screened_out: bool = False  # the gate's screening refused the message: no call was made
 
 
 class MultiStageAnswerer:
@@ -155,18 +172,28 @@ class MultiStageAnswerer:
         history: Sequence[ChatMessage] = (),
         deferred: bool = False,
         covered: bool = False,
+        screening: Awaitable[bool] | None = None,
     ) -> AsyncIterator[AnswerEvent]:
         """Status events, text deltas (and Retracts), and always exactly one Final at the end.
         `deferred`: the gate's coverage rule did not cover the question and left it to the
         model's check of the sources (GateDecision.deferred). `covered`: the gate judged the
         KB covers it (by its rule, its fit or an admin's label): one judgment per message, so
-        the answerer does not refuse it on coverage again."""
+        the answerer does not refuse it on coverage again. `screening`: the gate's LLM
+        screening, running beside the answer (True: answer it); the answer's model calls after
+        its first wait for it (core.answer.screened_llm)."""
         question = question.strip()
         if not question:
             raise InputError("the question is empty")
         if len(question) > MAX_QUESTION_CHARS:
             raise InputError(f"the question is longer than {MAX_QUESTION_CHARS} characters")
-        run = _Run(self, kb, question, deferred=deferred, covered=covered and not deferred)
+        run = _Run(
+            self,
+            kb,
+            question,
+            deferred=deferred,
+            covered=covered and not deferred,
+            screening=screening,
+        )
         try:
             async for event in run.events(history):
                 yield event
@@ -185,10 +212,14 @@ class _Run:
         *,
         deferred: bool = False,
         covered: bool = False,
+        screening: Awaitable[bool] | None = None,
     ) -> None:
         self.options = owner.options
         self.embedder = owner.embedder
-        self.llm = MeteredLLM(owner.llm) if owner.llm is not None else None
+        llm = owner.llm
+        if llm is not None and screening is not None:
+            llm = ScreenedLLM(llm, screening, free_calls=self.options.calls_beside_screening)
+        self.llm = MeteredLLM(llm) if llm is not None else None
         # The same retriever, its keyword calls counted on this question's meter.
         self.retriever = copy.copy(owner.retriever)
         if owner.retriever.llm is not None:
@@ -205,16 +236,16 @@ class _Run:
         # The gate judged the KB covers it: its judgment stands (never judged twice).
         self.judged_covered = covered
         self.keywords: Keywords | None = None  # the dual-level keywords, once extracted
-        # The first dual-level retrieval (shared by a background answer and a later one), and
-        # the dual-level answer written in the background while the plan is (see _multi).
+        # The first dual-level retrieval, started beside the plan's steps (see _multi).
         self._first: asyncio.Task[RetrievedContext | None] | None = None
-        self._background: Background | None = None
         # What the steps of a plan that gave way found (their sub-answers and the passages
         # they read): the dual-level answer starts from them, so a step's work is not lost.
         self._found: PlanOutcome | None = None
         # The sub-questions those steps looked up and found no answer for (found=false): the
         # dual-level answer is shown them, to name as the part not covered rather than guess.
         self._unanswered: tuple[str, ...] = ()
+        # Every step of the plan found its part: the answer is the logic form's.
+        self._planned = False
 
     def _status(self, stage: Stage, **values: object) -> Status:
         return Status(STAGE_STATUS[stage][self.language].format(**values), stage)
@@ -250,46 +281,50 @@ class _Run:
             yield event
 
     async def _multi(self) -> AsyncIterator[AnswerEvent]:
-        """Both stages, the dual-level one started while the plan is written.
+        """The lean model path: a plan only when the question is worth one, one answer call.
 
-        The dual-level keywords, retrieval and answer run in the background from the start
-        (nothing of them is shown yet). A plan that fails, or that is one lookup — a lookup of
-        the question's own terms, which is what the dual-level retrieval already did with the
-        keywords of the whole question — adopts that answer: no second retrieval, no
-        sub-answer, no pre-check, and its first token is there about when the plan is. A plan
-        of several steps stops it and runs; if it gives way, dual-level answers again from the
-        context already retrieved.
+        Whether to plan is decided without a call (core.reason.needs_plan): a single lookup is
+        answered straight from dual-level retrieval (keywords → answer: two calls before the
+        first token). A question of several parts or with arithmetic is planned; the plan's
+        retrieve steps name the dual-level keywords too (subjects and objects low, predicates
+        high), so the dual-level retrieval starts, with no call of its own, while the steps
+        run; then one answer call reads the sub-answers and their passages first, then that
+        retrieval (plan → sub-answers → answer: three calls in sequence before the first
+        token). No pre-check runs before the answer: the answer prompt's not-covered marker is
+        the check, and a plan that gave way hands on what its steps found (see _dual_level).
+        The judge reads the answer after it has streamed.
         """
-        yield self._status("planning")
-        background = Background(self._dual_level())
-        self._background = background
-        plan = await self._plan()
-        if plan is None or _single_lookup(plan) is not None:
-            self.trace.plan = {
-                **(self.trace.plan or {}),
-                "answered_by": "dual-level, started while the plan was written",
-            }
-            async for event in background.drain():
-                if isinstance(event, Final):  # its trace was taken before the plan was done
-                    event = Final(replace(event.answer, trace=self._finished_trace()))
-                yield event
-            return
-        await background.cancel()
-        answered = False
-        async for event in self._logic_form_steps(plan):
-            if isinstance(event, Final):
-                answered = True
-            yield event
-        if not answered:
+        why = plan_reason(self.query)
+        if not why:
+            self.trace.plan = {"planned": False, "why": "a single lookup (core.reason.needs_plan)"}
             async for event in self._dual_level():
                 yield event
+            return
+        yield self._status("planning")
+        plan = await self._plan()
+        self.trace.plan = {**(self.trace.plan or {}), "planned": True, "why": why}
+        if plan is None:
+            async for event in self._dual_level():
+                yield event
+            return
+        self.keywords = plan_keywords(plan, limit=self.retriever.options.max_keywords)
+        if _single_lookup(plan) is not None:
+            self.trace.plan["answered_by"] = "dual-level, on the plan's keywords"
+            async for event in self._dual_level():
+                yield event
+            return
+        # The dual-level retrieval (no model call) runs beside the steps.
+        self._first = asyncio.create_task(self._retrieve(widen=0))
+        outcome = await self._execute(plan)
+        if outcome is not None and not outcome.context.is_empty():
+            self._found = outcome
+            self._planned = True
+        async for event in self._dual_level():
+            yield event
 
     async def cancel_speculation(self) -> None:
-        """Stop a speculative retrieval nobody will read (the plan answered, or the caller
-        stopped listening: a refusal, a closed stream)."""
-        background, self._background = self._background, None
-        if background is not None:
-            await background.cancel()
+        """Stop a speculative retrieval nobody will read (the caller stopped listening: a
+        refusal, a closed stream)."""
         task, self._first = self._first, None
         if task is None:
             return
@@ -522,9 +557,12 @@ class _Run:
         context = await self._first_context()
         steps = self._found
         if self._found is not None:
-            # the found sub-answers' sources, then the passages they read, first: so they can
-            # be cited, and are shown with their numbers (_sub_answers)
+            # the found sub-answers' sources, then the passages they read (then, when every
+            # step found its part, the rest the steps retrieved), first: so they can be cited,
+            # and are shown with their numbers (_sub_answers)
             found = self._found.supported.merged(self._found.read)
+            if self._planned:
+                found = found.merged(self._found.context)
             context = self._fit(found.merged(context or RetrievedContext()))
         if context is None or not context.chunks:
             yield self._refusal("retrieval found no evidence")
@@ -542,6 +580,9 @@ class _Run:
             yield event
         if first.not_covered:
             yield self._refusal("the model found that the sources do not answer the question")
+            return
+        if first.screened_out:
+            yield self._refusal("the gate's screening refused the message")
             return
         if first.failed and self.deferred:
             # no extractive stand-in from passages the gate's rule did not find to cover it
@@ -567,15 +608,21 @@ class _Run:
             self.trace.rounds[-1].update(next=decision.action, why=decision.why)
             if decision.action != "widen":
                 break
+            # The part to retrieve for: the one the judge named, or the whole question when
+            # the judge found no part of it answered.
+            lacking = policy.lacking(current.scores) or (
+                self.query if nothing_answered(current.scores) else ""
+            )
             wider = await self._wider(
-                current,
-                seen,
-                widen,
-                policy.max_rounds - len(rounds),
-                policy.lacking(current.scores),
+                current, seen, widen, policy.max_rounds - len(rounds), lacking
             )
             if wider is None:
-                self.trace.rounds[-1].update(next="stop", why="no wider retrieval found more")
+                why = (
+                    f"retrieval for the part lacking found nothing new: {lacking}"
+                    if lacking
+                    else "no wider retrieval found more"
+                )
+                self.trace.rounds[-1].update(next="stop", why=why)
                 break
             widen, context = wider
             seen.add(context)
@@ -599,6 +646,16 @@ class _Run:
             shown = _Round(out.text, context)
             rounds.append(shown)
         best = _best_round(rounds)
+        if best.scores is not None and nothing_answered(best.scores):
+            # An answer with caveats where nothing asked is answered is a refusal: the judge
+            # found the whole ask missing, and wider retrieval for it found nothing that
+            # answers it (issue 33: honest when not covered).
+            yield Retract("the judge found no part of the question answered")
+            yield self._refusal(
+                "the judge found no part of the question answered by the sources, and "
+                "retrieval for it found nothing new that does"
+            )
+            return
         if best is not shown:
             yield Retract("an earlier round was judged better")
             yield Delta(best.text)
@@ -619,15 +676,21 @@ class _Run:
                     record.outcome = "passed" if verdict.passed else "rejected"
         self.trace.retrieved = best.context.as_trace()
         self.fell_back = best.extractive
-        yield self._final(best.text, best.context, "generated", "answered (dual-level)")
+        reason = "answered (logic form)" if self._planned else "answered (dual-level)"
+        yield self._final(best.text, best.context, "generated", reason)
 
     async def _wider(
         self, current: _Round, seen: Seen, widen: int, rounds_left: int, lacking: str
     ) -> tuple[int, RetrievedContext] | None:
         """The next round's context: wider retrievals until one finds something new (at most
         the rounds left), re-cut to the budgets. None: nothing new to answer from. `lacking`:
-        the part of the question the judge said the context lacks; each wider round also
-        retrieves for it, and what that finds new goes ahead of the other new items."""
+        the part of the question the judge said the context lacks (or the whole question,
+        when nothing of it was answered); each wider round also retrieves for it, and what
+        that finds new goes ahead of the other new items. With a part lacking, a round is
+        answered only when the retrieval for that part finds something new: what only the
+        wider question retrieval finds does not answer the part the judge named, and the
+        part's retrieval is the same at every width, so the first that finds nothing ends
+        the widening (no more rounds, no more calls)."""
         options = self.retriever.options
         evidence = cited_keys(current.context, [c.n for c in cited(current.text, current.context)])
         if self._found is not None:  # the found sub-answers' passages stay citable
@@ -644,7 +707,11 @@ class _Run:
             new = seen.novelty(wider if steered is None else wider.merged(steered))
             self.trace.stages[-1].detail["new_items"] = new
             if steered is not None:
-                self.trace.stages[-1].detail["lacking_new_items"] = seen.novelty(steered)
+                for_part = seen.novelty(steered)
+                self.trace.stages[-1].detail["lacking_new_items"] = for_part
+                if for_part == 0:
+                    self.trace.stages[-1].outcome = "skipped"
+                    return None
             if new == 0:
                 self.trace.stages[-1].outcome = "skipped"
                 continue
@@ -825,6 +892,9 @@ class _Run:
             except LLMError as exc:
                 record.outcome = "failed"
                 record.detail["error"] = str(exc)[:300]
+                if isinstance(exc, ScreenedOut):  # not answered at all: no stand-in
+                    out.failed, out.problem, out.screened_out = True, "screened out", True
+                    return
                 if shown:
                     note = "\n\n" + CUT_SHORT[self.language]
                     shown.append(note)
@@ -985,6 +1055,26 @@ def _sub_answers(found: PlanOutcome | None, context: RetrievedContext) -> list[d
     if found is None:
         return []
     return history_lines(found.history, found.support, context)
+
+
+def plan_keywords(plan: Plan, *, limit: int) -> Keywords | None:
+    """The dual-level keywords a plan names (the keywords call it saves): its retrieve steps'
+    literal subjects and objects are the low level, their predicates the high level. None
+    when no step names one (the retriever then asks for them)."""
+    low: list[str] = []
+    high: list[str] = []
+    for step in plan.steps:
+        if not isinstance(step, RetrieveStep):
+            continue
+        for role, part in zip(("subject", "predicate", "object"), step.args.parts(), strict=True):
+            if part is None or is_variable(part) or not part.strip() or REFERENCE.search(part):
+                continue
+            kept = high if role == "predicate" else low
+            if part.strip() not in kept:
+                kept.append(part.strip())
+    if not low and not high:
+        return None
+    return Keywords(high=tuple(high[:limit]), low=tuple(low[:limit]), source="llm")
 
 
 def _single_lookup(plan: Plan) -> RetrieveStep | None:

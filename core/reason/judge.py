@@ -46,6 +46,9 @@ Action = Literal["accept", "widen", "stop"]
 # imagines 1–5 and writes 4 is asked again instead of being read as 0.4 of 10.
 # tests/test_reason_judge.py checks the templates still name this scale.
 JUDGE_SCALE = 1.0
+# A completeness at most this is "nothing is answered" (the prompt's 0; a model that hedges
+# writes 0.1 for the same verdict).
+NOTHING_ANSWERED = 0.1
 MAX_MISSING_CHARS = 200  # "a few words"; a longer value is an essay, cut
 # Two named parts are one when the terms they share weigh at least this share of the lighter
 # one's terms ("who approves it" and "the approver" share "approv"); see same_part().
@@ -154,6 +157,13 @@ class JudgeScores:
         }
 
 
+def nothing_answered(scores: JudgeScores) -> bool:
+    """Whether the judge found no part of the question answered: completeness at most
+    NOTHING_ANSWERED (the prompt's 0, "nothing is answered"; a part the answer says the sources
+    do not cover is not answered). Such an answer is a refusal with caveats, not an answer."""
+    return scores.completeness <= NOTHING_ANSWERED
+
+
 @dataclass(frozen=True, slots=True)
 class Decision:
     action: Action
@@ -239,6 +249,7 @@ __all__ = [
     "JudgeScores",
     "clamp_score",
     "judge",
+    "nothing_answered",
     "read_missing",
     "same_part",
 ]

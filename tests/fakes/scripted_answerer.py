@@ -7,7 +7,7 @@ answer or a refusal, not how the answer was found (tests/test_answer.py covers t
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Sequence
 from dataclasses import dataclass, field
 
 from core.answer.events import Answer, AnswerEvent, Citation, Delta, Final, Status
@@ -34,6 +34,7 @@ class ScriptedAnswerer:
     answers: dict[str, str | BaseException] = field(default_factory=dict)
     calls: list[AskCall] = field(default_factory=list)
     delay: float = 0.0  # seconds per delta, to hold an answer in flight
+    screening: Awaitable[bool] | None = None  # what the last ask() was given
 
     async def ask(
         self,
@@ -43,7 +44,9 @@ class ScriptedAnswerer:
         history: Sequence[ChatMessage] = (),
         deferred: bool = False,
         covered: bool = False,
+        screening: Awaitable[bool] | None = None,
     ) -> AsyncIterator[AnswerEvent]:
+        self.screening = screening  # the gate's screening verdict, when one runs beside it
         self.calls.append(AskCall(kb, question, tuple(history), deferred, covered))
         if not question.strip():
             raise InputError("the question is empty")
