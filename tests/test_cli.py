@@ -172,8 +172,9 @@ def test_the_entry_point_runs_without_a_traceback(home: Path) -> None:
 def test_ask_with_an_llm_endpoint_streams_a_generated_answer(
     cli, docs: Path, monkeypatch: pytest.MonkeyPatch, home: Path
 ) -> None:
-    """The whole multi-stage path over the wire: an unusable plan (and its repair) gives way to
-    dual-level retrieval, whose answer streams and is judged good enough."""
+    """The whole multi-stage path over the wire: a question of two asks is planned, its unusable
+    plan (and the repair) gives way to dual-level retrieval, whose answer streams and is judged
+    good enough. (A single lookup is not planned: core.reason.needs_plan.)"""
     from tests.fakes.fake_openai_server import FakeOpenAIServer, Reply
 
     cli("index", str(docs), "--kb", "ops")
@@ -196,7 +197,7 @@ def test_ask_with_an_llm_endpoint_streams_a_generated_answer(
         # This test is about the answer's stream; the gate's LLM stages are tested in test_gate.
         monkeypatch.setenv("TACIT_GATE__LLM_INTENT", "false")
         monkeypatch.setenv("TACIT_GATE__LLM_SAFETY", "false")
-        question = "How long does the session cache keep entries?"
+        question = "How long does the session cache keep entries, and when do deploys freeze?"
         code, out, _ = cli("ask", question, "--kb", "ops", "--trace")
         assert code == 0, out
         assert "Entries stay 300 seconds [1]." in out
