@@ -48,7 +48,10 @@ class _Bar:
 async def index(
     paths: Annotated[
         list[Path],
-        typer.Argument(help="Files or folders (md, txt, rst, html, pdf, docx, json, jsonl)."),
+        typer.Argument(
+            help="Files or folders (md, txt, rst, html, pdf, docx, json, jsonl; a file without "
+            "an extension is read when it is text)."
+        ),
     ],
     kb: KbOption = None,
     extractor: Annotated[
