@@ -32,6 +32,14 @@ def test_help_documents_every_command(cli) -> None:
         assert name in out
 
 
+@pytest.mark.parametrize("command", [(), ("ask",), ("index",), ("gate", "eval"), ("demo",)])
+def test_help_shows_flags_as_flags(cli, command: tuple[str, ...]) -> None:
+    # A flag takes no value: `--json <bool>` read as if it took one.
+    code, out, _ = cli(*command, "--help")
+    assert code == 0 and "--help" in out
+    assert "<bool>" not in out
+
+
 def test_index_then_ask_as_json(cli, docs: Path) -> None:
     code, out, _ = cli("index", str(docs), "--kb", "ops", "--json")
     assert code == 0, out
