@@ -75,6 +75,22 @@ def test_index_then_ask_as_json(cli, docs: Path) -> None:
     assert {"n", "source", "text"} <= set(answer["citations"][0])
 
 
+def test_index_prints_one_set_of_counts_the_totals_and_what_changed(cli, docs: Path) -> None:
+    # The run's entity mentions were once printed beside the KB's entities, two numbers for
+    # one thing: now only the KB's totals, each with how much this run changed it.
+    code, out, _ = cli("index", str(docs), "--kb", "ops")
+    assert code == 0, out
+    assert "mention" not in out
+    assert out.count("entities") == 1 and out.count("relations") == 1
+    assert "knowledge base 'ops' now holds 2 document(s) (+2)" in out
+    code, out, _ = cli("index", str(docs), "--kb", "ops", "--json")
+    assert last_json(out)["changed"] == {"documents": 0, "chunks": 0, "entities": 0, "relations": 0}
+    code, out, _ = cli("remove", "docs/notes.txt", "--kb", "ops")
+    assert code == 0, out
+    assert out.startswith("removed 1 document(s)")
+    assert "now holds 1 document(s) (-1)" in out
+
+
 def test_ask_streams_text_and_lists_citations(cli, docs: Path) -> None:
     cli("index", str(docs), "--kb", "ops")
     code, out, _ = cli("ask", "When do deploys freeze?", "--kb", "ops")

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from bot.cli_base import JsonOption, KbOption, app, command, kb_name, settings
-from bot.commands.index import print_index_report
+from bot.commands.index import print_index_report, report_json
 from core.errors import InputError
 
 
@@ -28,6 +28,7 @@ async def remove(
     config = settings()
     name = kb_name(kb, config)
     async with open_services(config) as services:
+        before = await services.graph.stats(name)
         report = await services.indexer(name).remove(name, sources)
     if report.documents_removed == 0:
         # Nothing matched: most likely a path given instead of the stored source id.
@@ -36,6 +37,6 @@ async def remove(
             hint="source ids are relative to the indexed folder's parent, e.g. docs/faq.md",
         )
     if as_json:
-        print(json.dumps(report.as_dict(), ensure_ascii=False))
+        print(json.dumps(report_json(report, before), ensure_ascii=False))
     else:
-        print_index_report(report)
+        print_index_report(report, before, removing=True)
