@@ -121,10 +121,16 @@ async def doctor(as_json: JsonOption = False) -> None:
 
 @app.command()
 @command
-async def demo(as_json: JsonOption = False) -> None:
+async def demo(
+    as_json: JsonOption = False,
+    trace: Annotated[
+        bool,
+        typer.Option("--trace", help="Show each answering stage and the gate's measured reasons."),
+    ] = False,
+) -> None:
     """Index the bundled demo knowledge base and answer a few questions from it."""
     from bot.demo import run_demo
 
-    result = await run_demo(settings(), echo=not as_json, out=out, err=err)
+    result = await run_demo(settings(), echo=not as_json, out=out, err=err, trace=trace)
     if as_json:
         print(json.dumps(result, ensure_ascii=False))

@@ -6,6 +6,7 @@ import json
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+from rich.markup import escape
 
 from bot.cli_base import JsonOption, KbOption, app, command, err, kb_name, out, settings
 from core.answer.events import Answer, Delta, Final, Retract, Status
@@ -102,27 +103,52 @@ def declined(question: str, decision: GateDecision) -> Answer:
     )
 
 
-async def stream_answer(events: Any, *, echo: bool) -> Answer:
-    """Print deltas as they arrive (when echoing), then the citations; return the answer."""
+async def stream_answer(events: Any, *, echo: bool, quiet: bool = False) -> Answer:
+    """Print deltas as they arrive (when echoing), then the citations; return the answer.
+
+    `quiet` (the demo): the stages show on one transient status line instead of a line each,
+    and a decline's reason is left to the caller, who says it in plain words."""
     final: Answer | None = None
-    async for event in events:
-        if isinstance(event, Status) and echo:
-            err.print(f"[dim]… {event.text}[/]", markup=True)
-        elif isinstance(event, Retract) and echo:
-            out.print()
-            err.print(f"[dim]… {event.reason}; revised answer:[/]", markup=True)
-        elif isinstance(event, Delta) and echo:
-            out.print(event.text, end="", markup=False)
-        elif isinstance(event, Final):
-            final = event.answer
+    # rich's status line: one line rewritten in place on a terminal, nothing elsewhere
+    line = err.status("", spinner="dots") if echo and quiet else None
+    try:
+        async for event in events:
+            if isinstance(event, Status) and echo:
+                if line is not None:
+                    line.update(f"[dim]{escape(event.text)}[/]")
+                    line.start()
+                else:
+                    err.print(f"[dim]… {event.text}[/]", markup=True)
+                continue
+            if line is not None and isinstance(event, Delta | Retract | Final):
+                line.stop()  # the answer's text takes the terminal from here
+            if isinstance(event, Retract) and echo:
+                out.print()
+                err.print(f"[dim]… {event.reason}; revised answer:[/]", markup=True)
+            elif isinstance(event, Delta) and echo:
+                out.print(event.text, end="", markup=False)
+            elif isinstance(event, Final):
+                final = event.answer
+    finally:
+        if line is not None:
+            line.stop()
     assert final is not None, "answering always ends with a Final event"
     if echo:
         out.print()
-        if final.refused:
-            err.print(f"[dim]({final.reason})[/]", markup=True)
+        if final.refused and not quiet:
+            err.print(f"[dim]({escape(final.reason)})[/]", markup=True)
         for citation in final.citations:
             where = (
                 f"{citation.source} — {citation.heading}" if citation.heading else citation.source
             )
             out.print(f"  [{citation.n}] {where}", markup=False)
     return final
+
+
+def plain_reason(reason: str) -> str:
+    """Why an answer was declined, in the words a newcomer reads: the coverage rule's measured
+    detail ("0 % in one passage (need 70 %) …") is for --trace."""
+    if "not covered" in reason:
+        return "not covered by the knowledge base"
+    head = reason.split(":", 1)[0].strip()
+    return head or "declined"
