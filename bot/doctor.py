@@ -11,6 +11,7 @@ from typing import Any
 
 import prompts
 from bot import wiring
+from bot.knowledge_bases import configured_kbs, kb_rows, list_kbs
 from bot.settings import Settings
 from core.errors import TacitError
 from core.redact import redact_optional_url
@@ -131,33 +132,38 @@ async def _graph(settings: Settings) -> str:
     async def use(graph: Any) -> str:
         if settings.graph.kind == "nebula":
             return await _nebula(graph, settings)
-        stats = await graph.stats(settings.kb)
-        return (
-            f"sqlite {settings.graph_path}: kb '{settings.kb}' has {stats.documents} document(s), "
-            f"{stats.chunks} chunk(s), {stats.entities} entities, {stats.relations} relations"
-            + await _empty_kbs(graph, settings)
-        )
+        # Every KB of the home, not only the default: one file holds them all, and a KB a
+        # channel is bound to is as much the bot's as the default.
+        rows = await kb_rows(settings, graph)
+        held = []
+        for row in rows:
+            if row.documents:
+                stats = await graph.stats(row.kb)
+                held.append(
+                    f"kb '{row.kb}' has {stats.documents} document(s), {stats.chunks} chunk(s), "
+                    f"{stats.entities} entities, {stats.relations} relations"
+                )
+        empty = [row.kb for row in rows if not row.documents]
+        return f"sqlite {settings.graph_path}: " + "; ".join(held) + _empty_note(empty, held)
 
     return await _with(wiring.build_graph(settings), use)
 
 
-def _configured_kbs(settings: Settings) -> list[str]:
-    """The KBs the bot answers from: the default and every channel's, and those with sources."""
-    conversation = settings.conversation
-    named = [settings.kb, *(c.kb for c in conversation.channels.values() if c.kb)]
-    return list(dict.fromkeys([*named, *conversation.kb_sources]))
-
-
 async def _empty_kbs(graph: Any, settings: Settings) -> str:
-    """Which configured KBs hold no documents: the gate tells whoever asks there that nothing
-    is indexed (reason kb_empty), and the admin reads here how to index them. Not a failure:
-    a new install has indexed nothing yet."""
-    empty = [kb for kb in _configured_kbs(settings) if not await graph.get_documents(kb)]
+    """Which configured KBs hold no documents (for a store that cannot list its KBs)."""
+    empty = [kb for kb in configured_kbs(settings) if not await graph.get_documents(kb)]
+    return _empty_note(empty, ["…"])
+
+
+def _empty_note(empty: list[str], held: list[str]) -> str:
+    """The KBs with no documents: the gate tells whoever asks there that nothing is indexed
+    (reason kb_empty), and the admin reads here how to index them. Not a failure: a new
+    install has indexed nothing yet."""
     if not empty:
         return ""
     names = ", ".join(f"'{kb}'" for kb in empty)
     return (
-        f"; no documents in kb {names}: questions there are told so "
+        f"{'; ' if held else ''}no documents in kb {names}: questions there are told so "
         f"(index them: tacit index PATH --kb {empty[0]})"
     )
 
@@ -206,11 +212,24 @@ async def _vectors(settings: Settings) -> str:
     async def use(vectors: Any) -> str:
         version = getattr(vectors, "server_version", None)
         server = f" (server {await version()})" if version is not None else ""
-        count = await vectors.count("chunks", settings.kb) if await _has_collections(vectors) else 0
+        collections = await _has_collections(vectors)
+        counts = []
+        for kb in await _every_kb(settings):
+            count = await vectors.count("chunks", kb) if collections else 0
+            counts.append(f"kb '{kb}' has {count} chunk vector(s)")
         where = redact_optional_url(settings.vector_uri)
-        return f"milvus {where}{server}: kb '{settings.kb}' has {count} chunk vector(s)"
+        return f"milvus {where}{server}: " + "; ".join(counts)
 
     return await _with(wiring.build_vectors(settings), use)
+
+
+async def _every_kb(settings: Settings) -> list[str]:
+    """The home's KBs as the graph store lists them; the configured ones when it cannot be
+    read (its own check says why)."""
+    try:
+        return [row.kb for row in await list_kbs(settings)]
+    except Exception:
+        return configured_kbs(settings)
 
 
 async def _has_collections(vectors: Any) -> bool:

@@ -168,6 +168,42 @@ def test_doctor_reports_each_check(cli) -> None:
     assert code == 0
 
 
+def test_kb_list_and_doctor_see_every_kb_of_the_home(cli, docs: Path, tmp_path: Path) -> None:
+    # Two KBs in one home, a channel bound to one of them and one bound to a KB nobody
+    # indexed; `tacit doctor` once looked only at the configured default.
+    config = tmp_path / "two-kbs.toml"
+    config.write_text(
+        '[conversation.channels."slack:T1:C9"]\nkb = "lab"\n'
+        '[conversation.channels."telegram::-100"]\nkb = "ghost"\n'
+    )
+    assert cli("index", str(docs), "--kb", "ops")[0] == 0
+    assert cli("index", str(docs / "notes.txt"), "--kb", "lab")[0] == 0
+    code, out, _ = cli("--config", str(config), "kb", "list", "--json")
+    assert code == 0, out
+    listed = {row["kb"]: row for row in last_json(out)["kbs"]}
+    assert list(listed) == ["default", "ghost", "lab", "ops"]  # the default first
+    assert (listed["ops"]["documents"], listed["ops"]["chunks"]) == (2, 2)
+    assert listed["ops"]["channels"] == [] and not listed["ops"]["configured"]
+    assert listed["lab"]["documents"] == 1 and listed["lab"]["channels"] == ["slack:T1:C9"]
+    assert listed["lab"]["last_indexed"] > 0 and listed["lab"]["text_bytes"] > 0
+    assert listed["ghost"]["documents"] == 0 and listed["ghost"]["last_indexed"] is None
+    assert listed["default"]["default"] and listed["default"]["documents"] == 0
+    assert last_json(out)["home_bytes"] > 0
+
+    code, out, _ = cli("--config", str(config), "kb", "list")
+    assert code == 0 and "slack:T1:C9" in out
+    assert "no documents in 'default', 'ghost'" in " ".join(out.split())
+
+    code, out, _ = cli("--config", str(config), "doctor", "--json")
+    checks = {c["name"]: c for c in last_json(out)["checks"]}
+    graph = checks["graph store"]["detail"]
+    assert "kb 'lab' has 1 document(s)" in graph and "kb 'ops' has 2 document(s)" in graph
+    assert "no documents in kb 'default', 'ghost'" in graph
+    vectors = checks["vector store"]["detail"]
+    assert "kb 'lab' has 1 chunk vector(s)" in vectors
+    assert "kb 'ops' has 2 chunk vector(s)" in vectors
+
+
 def test_doctor_names_a_fix_for_an_unreachable_llm(cli, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TACIT_LLM__BASE_URL", "http://127.0.0.1:9/v1")
     monkeypatch.setenv("TACIT_LLM__MAX_RETRIES", "0")
