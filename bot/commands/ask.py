@@ -33,30 +33,36 @@ async def ask(
     ] = False,
 ) -> None:
     """Answer a question from a knowledge base, with numbered citations."""
+    from bot.local_endpoint import connect
     from bot.wiring import open_services
 
     if not question.strip():
         raise InputError("the question is empty", hint='tacit ask "How do I roll back a deploy?"')
     config = settings()
     name = kb_name(kb, config)
-    async with open_services(config) as services:
-        await require_documents(services, name)
-        decision = await gate_decision(services, name, question)
-        if decision.refused:
-            # `tacit ask` addresses Tacit directly, so a refusal is a decline, never silence.
-            answer = declined(question, decision)
-            if not as_json:
-                out.print(answer.text, markup=False)
-                err.print(f"[dim](gate: {decision.stage}: {decision.reason})[/]", markup=True)
-        else:
+    via = None
+    server = await connect(config)
+    if server is not None:
+        # the home is held by a running `tacit serve`: it answers (bot/local_endpoint.py)
+        async with server:
+            via = server.name
+            err.print(f"[dim]answered by {via}[/]", markup=True)
+            decision, events = await server.ask(name, question)
+            answer = await show_answer(question, decision, events, as_json=as_json)
+    else:
+        async with open_services(config) as services:
+            await require_documents(services, name)
+            decision = await gate_decision(services, name, question)
             # a question the gate left to the model (decision.deferred): the model answers it
             # or declines it, never the extractive fallback
             asked = services.answerer().ask(
                 name, question, deferred=decision.deferred, covered=not decision.deferred
             )
-            answer = await stream_answer(asked, echo=not as_json)
+            answer = await show_answer(question, decision, asked, as_json=as_json)
     if as_json:
         data = {**answer.as_dict(include_trace=trace), "kb": name, "gate": decision.as_dict()}
+        if via is not None:
+            data["via"] = via
         if trace and "trace" not in data:  # declined by the gate: the gate's decision is the trace
             data["trace"] = {
                 "stages": [{"name": "gate", "outcome": "rejected", "detail": decision.as_dict()}]
@@ -66,6 +72,22 @@ async def ask(
         out.print("\ntrace:", markup=False)
         shown = answer.trace or {"stages": [{"name": "gate", **decision.as_dict()}]}
         out.print(json.dumps(shown, ensure_ascii=False, indent=2), markup=False)
+
+
+async def show_answer(
+    question: str, decision: GateDecision, events: Any, *, as_json: bool
+) -> Answer:
+    """The gate's decline, or the answer streamed from `events` (never started when the gate
+    declined: an async generator runs nothing until it is iterated)."""
+    if decision.refused:
+        # `tacit ask` addresses Tacit directly, so a refusal is a decline, never silence.
+        answer = declined(question, decision)
+        if not as_json:
+            out.print(answer.text, markup=False)
+            err.print(f"[dim](gate: {escape(decision.stage)}: {escape(decision.reason)})[/]")
+        await events.aclose()
+        return answer
+    return await stream_answer(events, echo=not as_json)
 
 
 async def require_documents(services: Services, kb: str) -> None:

@@ -70,6 +70,7 @@ async def index(
     as_json: JsonOption = False,
 ) -> None:
     """Index documents into a knowledge base (unchanged files are skipped)."""
+    from bot.local_endpoint import connect
     from bot.wiring import open_services
 
     missing = [str(p) for p in paths if not p.exists()]
@@ -77,24 +78,42 @@ async def index(
         raise InputError(f"no such file or folder: {', '.join(missing)}")
     config = settings()
     name = kb_name(kb, config)
-    async with open_services(config) as services:
-        indexer = services.indexer(name, extractor=extractor)
-        before = await services.graph.stats(name)
-        with Progress(
-            TextColumn("{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn("{task.fields[work]}"),
-            TimeElapsedColumn(),
-            TimeRemainingColumn(),
-            console=err,
-            transient=True,
-        ) as progress:
-            report = await indexer.index(name, paths, _Bar(progress), prune=prune)
+    server = await connect(config)
+    if server is not None:
+        # the home is held by a running `tacit serve`: its indexer runs this, and the
+        # progress comes back here (bot/local_endpoint.py)
+        async with server:
+            err.print(f"[dim]indexed by {server.name}[/]", markup=True)
+            with _progress() as progress:
+                report, before = await server.index(
+                    name, paths, _Bar(progress), extractor=extractor, prune=prune
+                )
+    else:
+        async with open_services(config) as services:
+            indexer = services.indexer(name, extractor=extractor)
+            before = await services.graph.stats(name)
+            with _progress() as progress:
+                report = await indexer.index(name, paths, _Bar(progress), prune=prune)
     if as_json:
-        print(json.dumps(report_json(report, before), ensure_ascii=False))
+        data = report_json(report, before)
+        if server is not None:
+            data["via"] = server.name
+        print(json.dumps(data, ensure_ascii=False))
     else:
         print_index_report(report, before)
+
+
+def _progress() -> Progress:
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[work]}"),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+        console=err,
+        transient=True,
+    )
 
 
 def report_json(report: IndexReport, before: GraphStats) -> dict[str, Any]:
