@@ -93,6 +93,19 @@ class LocalEndpoint:
         if await _answers(self.path):
             logger.warning("no local endpoint: another tacit serve answers at %s", self.path)
             return False
+        try:
+            sock = self._bind()
+        except OSError as exc:  # serving goes on without it: these commands then say why
+            logger.warning("no local endpoint at %s: %s", self.path, exc)
+            return False
+        self._inode = os.stat(self.path).st_ino
+        self._server = await asyncio.start_unix_server(self._serve, sock=sock, limit=MAX_LINE_BYTES)
+        return True
+
+    def _bind(self) -> socket.socket:
+        """A listening socket at self.path that was never reachable by anyone else: bound
+        inside a fresh 0700 folder, made 0600, then moved into place (which replaces the
+        socket a dead server left)."""
         private = Path(tempfile.mkdtemp(prefix=".serve-", dir=self.path.parent))  # mode 0700
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
@@ -100,15 +113,13 @@ class LocalEndpoint:
             sock.bind(os.fspath(bound))
             os.chmod(bound, 0o600)
             sock.listen(16)
-            os.replace(bound, self.path)  # a stale socket of a dead server is replaced
+            os.replace(bound, self.path)
         except OSError:
             sock.close()
             raise
         finally:
             shutil.rmtree(private, ignore_errors=True)
-        self._inode = os.stat(self.path).st_ino
-        self._server = await asyncio.start_unix_server(self._serve, sock=sock, limit=MAX_LINE_BYTES)
-        return True
+        return sock
 
     async def aclose(self) -> None:
         if self._server is None:
@@ -140,8 +151,8 @@ class LocalEndpoint:
                 send({"type": "error", "message": str(exc), "hint": exc.hint})
             except (ValueError, asyncio.LimitOverrunError) as exc:
                 send({"type": "error", "message": f"bad request: {exc}", "hint": None})
-            except Exception as exc:
-                logger.exception("local %s failed", "request")
+            except Exception as exc:  # a bug: the client is told, the log keeps the trace
+                logger.exception("a local command's request failed")
                 send({"type": "error", "message": f"unexpected {type(exc).__name__}: {exc}"})
             with contextlib.suppress(ConnectionError):
                 await writer.drain()
