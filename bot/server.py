@@ -39,7 +39,7 @@ import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, TypeVar, cast
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import BaseModel, Field, ValidationError
@@ -377,13 +377,13 @@ def build_app(
             self.message = message
 
         async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-            events = assistant.handle(self.message)
+            # handle() is an async generator: closed here when its stream is not sent on
+            events = cast(AsyncGenerator[ReplyEvent, None], assistant.handle(self.message))
+            failed: TacitError | None = None
             try:
                 first = await anext(events, None)
             except TacitError as exc:
                 first, failed = None, exc
-            else:
-                failed = None
             if isinstance(first, RateLimited):
                 await events.aclose()
                 metrics.asks.labels("rate_limited").inc()
