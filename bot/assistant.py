@@ -27,6 +27,7 @@ from core.conversation import (
     Feedback,
     FinalReply,
     Message,
+    RateLimited,
     Refusal,
     ReplyEvent,
     TextDelta,
@@ -330,9 +331,17 @@ class TacitAssistant:
             limited = await self.state.rate_limited(message)
             if limited is not None:
                 await self.state.record(
-                    decision(outcome="rate_limited", stage="rate", reason=limited, kb=config.kb)
+                    decision(
+                        outcome="rate_limited", stage="rate", reason=limited.reason, kb=config.kb
+                    )
                 )
-                yield silent_or(SLOW_DOWN, limited)
+                yield RateLimited(
+                    SLOW_DOWN[language] if addressed else None,
+                    limited.reason,
+                    trace_id,
+                    setting=limited.setting,
+                    retry_after=limited.window,
+                )
                 return
             if addressed:
                 yield Thinking()

@@ -5,7 +5,7 @@ from __future__ import annotations
 from bot.cli_base import app
 
 # Importing a command module registers its commands on the app.
-from bot.commands import admin, ask, chat, gate, index, remove, serve, slack  # noqa: F401
+from bot.commands import admin, ask, chat, gate, index, kb, remove, serve, slack  # noqa: F401
 from bot.commands import console as _console  # noqa: F401  (the web console)
 from bot.commands import eval as _eval  # noqa: F401  (the module is named for its command)
 

@@ -17,11 +17,47 @@ from typing import Annotated, Any, TypeVar
 import typer
 from rich.console import Console
 from rich.markup import escape
+from typer.core import TyperGroup, TyperOption
 
 from bot.settings import Settings, load_settings
 from core.errors import InputError, TacitError
 
+
+class TacitGroup(TyperGroup):
+    """The root command group: shows every flag of every command as a flag in --help.
+
+    Typer renders a type beside every option, so a flag read `--json <bool>` as if it took a
+    value (`tacit ask --help`). A flag takes none: its type column is left empty (an empty
+    metavar), for the commands of sub-groups (`tacit gate fit`) and --help itself too.
+    """
+
+    def get_params(self, ctx: Any) -> list[Any]:
+        return _flags_as_flags(super().get_params(ctx))
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        found = super().get_command(ctx, cmd_name)
+        if found is not None:
+            _show_flags_as_flags(found, ctx)
+        return found
+
+
+def _flags_as_flags(params: list[Any]) -> list[Any]:
+    for param in params:
+        if isinstance(param, TyperOption) and param.is_flag and param.metavar is None:
+            param.metavar = ""
+    return params
+
+
+def _show_flags_as_flags(command: Any, ctx: Any) -> None:
+    sub_ctx = typer.Context(command, parent=ctx, info_name=command.name)
+    _flags_as_flags(command.get_params(sub_ctx))  # get_params holds --help too
+    if isinstance(command, TyperGroup):
+        for sub in command.commands.values():
+            _show_flags_as_flags(sub, sub_ctx)
+
+
 app = typer.Typer(
+    cls=TacitGroup,
     name="tacit",
     help="Tacit: a group-chat expert assistant that answers only what its knowledge base covers.",
     no_args_is_help=True,

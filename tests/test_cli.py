@@ -32,6 +32,14 @@ def test_help_documents_every_command(cli) -> None:
         assert name in out
 
 
+@pytest.mark.parametrize("command", [(), ("ask",), ("index",), ("gate", "eval"), ("demo",)])
+def test_help_shows_flags_as_flags(cli, command: tuple[str, ...]) -> None:
+    # A flag takes no value: `--json <bool>` read as if it took one.
+    code, out, _ = cli(*command, "--help")
+    assert code == 0 and "--help" in out
+    assert "<bool>" not in out
+
+
 def test_index_then_ask_as_json(cli, docs: Path) -> None:
     code, out, _ = cli("index", str(docs), "--kb", "ops", "--json")
     assert code == 0, out
@@ -65,6 +73,22 @@ def test_index_then_ask_as_json(cli, docs: Path) -> None:
     assert answer["citations"][0]["source"] == "docs/cache.md"
     assert answer["citations"][0]["heading"] == "Cache > TTL"
     assert {"n", "source", "text"} <= set(answer["citations"][0])
+
+
+def test_index_prints_one_set_of_counts_the_totals_and_what_changed(cli, docs: Path) -> None:
+    # The run's entity mentions were once printed beside the KB's entities, two numbers for
+    # one thing: now only the KB's totals, each with how much this run changed it.
+    code, out, _ = cli("index", str(docs), "--kb", "ops")
+    assert code == 0, out
+    assert "mention" not in out
+    assert out.count("entities") == 1 and out.count("relations") == 1
+    assert "knowledge base 'ops' now holds 2 document(s) (+2)" in out
+    code, out, _ = cli("index", str(docs), "--kb", "ops", "--json")
+    assert last_json(out)["changed"] == {"documents": 0, "chunks": 0, "entities": 0, "relations": 0}
+    code, out, _ = cli("remove", "docs/notes.txt", "--kb", "ops")
+    assert code == 0, out
+    assert out.startswith("removed 1 document(s)")
+    assert "now holds 1 document(s) (-1)" in out
 
 
 def test_ask_streams_text_and_lists_citations(cli, docs: Path) -> None:
@@ -142,6 +166,42 @@ def test_doctor_reports_each_check(cli) -> None:
     assert names == ["data home", "graph store", "vector store", "state store", "embedder", "llm"]
     assert report["ok"] is True, report
     assert code == 0
+
+
+def test_kb_list_and_doctor_see_every_kb_of_the_home(cli, docs: Path, tmp_path: Path) -> None:
+    # Two KBs in one home, a channel bound to one of them and one bound to a KB nobody
+    # indexed; `tacit doctor` once looked only at the configured default.
+    config = tmp_path / "two-kbs.toml"
+    config.write_text(
+        '[conversation.channels."slack:T1:C9"]\nkb = "lab"\n'
+        '[conversation.channels."telegram::-100"]\nkb = "ghost"\n'
+    )
+    assert cli("index", str(docs), "--kb", "ops")[0] == 0
+    assert cli("index", str(docs / "notes.txt"), "--kb", "lab")[0] == 0
+    code, out, _ = cli("--config", str(config), "kb", "list", "--json")
+    assert code == 0, out
+    listed = {row["kb"]: row for row in last_json(out)["kbs"]}
+    assert list(listed) == ["default", "ghost", "lab", "ops"]  # the default first
+    assert (listed["ops"]["documents"], listed["ops"]["chunks"]) == (2, 2)
+    assert listed["ops"]["channels"] == [] and not listed["ops"]["configured"]
+    assert listed["lab"]["documents"] == 1 and listed["lab"]["channels"] == ["slack:T1:C9"]
+    assert listed["lab"]["last_indexed"] > 0 and listed["lab"]["text_bytes"] > 0
+    assert listed["ghost"]["documents"] == 0 and listed["ghost"]["last_indexed"] is None
+    assert listed["default"]["default"] and listed["default"]["documents"] == 0
+    assert last_json(out)["home_bytes"] > 0
+
+    code, out, _ = cli("--config", str(config), "kb", "list")
+    assert code == 0 and "slack:T1:C9" in out
+    assert "no documents in 'default', 'ghost'" in " ".join(out.split())
+
+    code, out, _ = cli("--config", str(config), "doctor", "--json")
+    checks = {c["name"]: c for c in last_json(out)["checks"]}
+    graph = checks["graph store"]["detail"]
+    assert "kb 'lab' has 1 document(s)" in graph and "kb 'ops' has 2 document(s)" in graph
+    assert "no documents in kb 'default', 'ghost'" in graph
+    vectors = checks["vector store"]["detail"]
+    assert "kb 'lab' has 1 chunk vector(s)" in vectors
+    assert "kb 'ops' has 2 chunk vector(s)" in vectors
 
 
 def test_doctor_names_a_fix_for_an_unreachable_llm(cli, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -255,3 +255,46 @@ def test_source_ids_and_prefixes(tmp_path: Path) -> None:
     assert [s for _, s in discover([root])] == ["kb/sub/a.md"]
     assert source_prefix(root) == "kb/"
     assert source_prefix(root / "sub" / "a.md") == "a.md"
+
+
+def test_a_markdown_runbook_without_an_extension_is_read_as_markdown(tmp_path: Path) -> None:
+    # Runbook folders name files after their alert; such a file was once skipped as
+    # "unsupported file type (none)".
+    path = tmp_path / "PrometheusOperatorSyncFailed"
+    path.write_text(
+        "---\ntitle: Prometheus Operator Sync Failed\n---\n\n# PrometheusOperatorSyncFailed\n\n"
+        "## Meaning\nThe operator failed to sync a resource.\n\n## Mitigation\nCheck its logs.\n"
+    )
+    document = load(path, "runbooks/PrometheusOperatorSyncFailed")
+    assert document.markdown and document.title == "PrometheusOperatorSyncFailed"
+    chunks = split_document(document.text, markdown=True, splitter=RecursiveSplitter(64, 8))
+    assert "PrometheusOperatorSyncFailed > Mitigation" in [c.heading for c in chunks]
+
+
+def test_plain_text_without_an_extension_is_read_as_text(tmp_path: Path) -> None:
+    path = tmp_path / "NOTES"
+    path.write_text("Deploys freeze every Friday after 15:00 UTC.\nAsk #ops first.\n")
+    document = load_file(path, "NOTES").documents[0]
+    assert not document.markdown and document.title == "NOTES"
+    assert "Friday" in document.text
+
+
+@pytest.mark.parametrize(
+    ("content", "reason"),
+    [
+        (b"\x7fELF\x02\x01\x01\x00\x00\x00", "binary content (no file extension, and not text)"),
+        ("café".encode("latin-1") + b" au lait", "no file extension, and not UTF-8 text"),
+        (
+            b"\x1b\x02\x03\x04\x05\x06\x07\x08abc",
+            "binary content (no file extension, and not text)",
+        ),
+    ],
+)
+def test_a_binary_file_without_an_extension_is_skipped_saying_why(
+    tmp_path: Path, content: bytes, reason: str
+) -> None:
+    path = tmp_path / "tool"
+    path.write_bytes(content)
+    with pytest.raises(LoadError) as raised:
+        load_file(path, "tool")
+    assert str(raised.value) == reason

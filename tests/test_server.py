@@ -257,3 +257,37 @@ async def test_platform_routes_are_mounted_beside_the_api(stack: Stack) -> None:
         # The platform checks its own signatures: the API token does not apply there.
         response = await client.post("/slack/events", content=b"12345")
     assert response.status_code == 200 and response.text == "slack got 5 bytes"
+
+
+def _limited_stack(stack: Stack, user_rate: int) -> None:
+    settings = ConversationSettings(user_rate=user_rate)
+    state = ConversationState(stack.store, settings, default_kb="default")
+    stack.assistant = TacitAssistant(state, stack.answerer)
+
+
+async def test_open_api_callers_are_rate_limited_apart_by_their_address(stack: Stack) -> None:
+    # Every anonymous caller was the one user "api": the 11th question in a minute from
+    # anyone was refused. Each peer address is its own user now; X-Forwarded-For is no one's.
+    _limited_stack(stack, user_rate=2)
+    other = httpx.AsyncHTTPTransport(local_address="127.0.0.2")
+    # proxy_headers off, as `tacit serve` runs uvicorn: it would otherwise put the header's
+    # address in the ASGI client for a peer on 127.0.0.1
+    async with (
+        serving(stack.app(), lifespan="on", proxy_headers=False) as url,
+        httpx.AsyncClient(base_url=url) as first,
+        httpx.AsyncClient(base_url=url, transport=other) as second,
+    ):
+        for n in range(2):
+            spoofed = {"X-Forwarded-For": f"10.0.0.{n}"}  # a header any client writes
+            events = await sse(first, {"question": QUESTION}, **spoofed)
+            assert events[-1][0] == "answer"
+        third = await first.post("/v1/ask", json={"question": QUESTION})
+        answered = await sse(second, {"question": QUESTION})
+    assert answered[-1][0] == "answer"
+    assert third.status_code == 429
+    assert third.headers["retry-after"] == "60"
+    body = third.json()
+    assert "user api@127.0.0.1 is over 2 answers per 60s" in body["error"]
+    assert body["limit"] == "user_rate"
+    assert "raise [conversation] user_rate (TACIT_CONVERSATION__USER_RATE)" in body["fix"]
+    assert body["retry_after"] == 60 and body["text"]

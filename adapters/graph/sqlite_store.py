@@ -44,6 +44,7 @@ from core.models import (
     Entity,
     EntityMention,
     GraphStats,
+    KbSummary,
     Relation,
     RelationMention,
     Subgraph,
@@ -319,6 +320,11 @@ class SQLiteGraphStore:
 
     async def stats(self, kb: str) -> GraphStats:
         return await self._call(lambda conn: self._stats(conn, kb))
+
+    async def knowledge_bases(self) -> list[KbSummary]:
+        """Every KB this file holds anything of (documents, or entities a removal left), by
+        name: one file serves every KB of a home, so this is how a home's KBs are found."""
+        return await self._read(self._knowledge_bases)
 
     async def aclose(self) -> None:
         if self._closed:
@@ -988,6 +994,23 @@ class SQLiteGraphStore:
             (kb,),
         ).fetchone()
         return GraphStats(documents=row[0], chunks=row[1], entities=row[2], relations=row[3])
+
+    def _knowledge_bases(self, conn: sqlite3.Connection) -> list[KbSummary]:
+        documents = {
+            kb: (count, chunks, last)
+            for kb, count, chunks, last in conn.execute(
+                "SELECT kb, count(*), sum(chunk_count), max(indexed_at) FROM documents GROUP BY kb"
+            )
+        }
+        sizes = dict(
+            conn.execute("SELECT kb, sum(length(CAST(text AS BLOB))) FROM chunks GROUP BY kb")
+        )
+        names = {kb for (kb,) in conn.execute("SELECT DISTINCT kb FROM entities")}
+        summaries = []
+        for kb in sorted(names | set(documents) | set(sizes)):
+            count, chunks, last = documents.get(kb, (0, 0, None))
+            summaries.append(KbSummary(kb, count, chunks or 0, last, sizes.get(kb) or 0))
+        return summaries
 
 
 if TYPE_CHECKING:

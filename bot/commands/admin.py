@@ -102,14 +102,29 @@ def _print_toml(data: dict[str, Any], explained: dict[tuple[str, ...], str]) -> 
 @app.command()
 @command
 async def doctor(as_json: JsonOption = False) -> None:
-    """Check each configured store and endpoint; say what is wrong and how to fix it."""
+    """Check each store, endpoint and KB of the home; say what is wrong and how to fix it."""
     from bot.doctor import run_checks
+    from bot.local_endpoint import connect
 
-    checks = await run_checks(settings())
+    config = settings()
+    server = await connect(config)
+    via = None
+    if server is not None:
+        # the home is held by a running `tacit serve`: it checks the stores it holds open
+        async with server:
+            via = server.name
+            checks = await server.doctor()
+    else:
+        checks = await run_checks(config)
     ok = all(c.ok for c in checks)
     if as_json:
-        print(json.dumps({"ok": ok, "checks": [c.as_dict() for c in checks]}, ensure_ascii=False))
+        data: dict[str, Any] = {"ok": ok, "checks": [c.as_dict() for c in checks]}
+        if via is not None:
+            data["via"] = via
+        print(json.dumps(data, ensure_ascii=False))
     else:
+        if via is not None:
+            out.print(f"checked by {via}", markup=False)
         for check in checks:
             mark = "[green]ok[/]  " if check.ok else "[red]FAIL[/]"
             out.print(f"{mark} {check.name}: {check.detail}", markup=True)
@@ -121,10 +136,16 @@ async def doctor(as_json: JsonOption = False) -> None:
 
 @app.command()
 @command
-async def demo(as_json: JsonOption = False) -> None:
+async def demo(
+    as_json: JsonOption = False,
+    trace: Annotated[
+        bool,
+        typer.Option("--trace", help="Show each answering stage and the gate's measured reasons."),
+    ] = False,
+) -> None:
     """Index the bundled demo knowledge base and answer a few questions from it."""
     from bot.demo import run_demo
 
-    result = await run_demo(settings(), echo=not as_json, out=out, err=err)
+    result = await run_demo(settings(), echo=not as_json, out=out, err=err, trace=trace)
     if as_json:
         print(json.dumps(result, ensure_ascii=False))

@@ -6,6 +6,7 @@ import json
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+from rich.markup import escape
 
 from bot.cli_base import JsonOption, KbOption, app, command, err, kb_name, out, settings
 from core.answer.events import Answer, Delta, Final, Retract, Status
@@ -32,30 +33,36 @@ async def ask(
     ] = False,
 ) -> None:
     """Answer a question from a knowledge base, with numbered citations."""
+    from bot.local_endpoint import connect
     from bot.wiring import open_services
 
     if not question.strip():
         raise InputError("the question is empty", hint='tacit ask "How do I roll back a deploy?"')
     config = settings()
     name = kb_name(kb, config)
-    async with open_services(config) as services:
-        await require_documents(services, name)
-        decision = await gate_decision(services, name, question)
-        if decision.refused:
-            # `tacit ask` addresses Tacit directly, so a refusal is a decline, never silence.
-            answer = declined(question, decision)
-            if not as_json:
-                out.print(answer.text, markup=False)
-                err.print(f"[dim](gate: {decision.stage}: {decision.reason})[/]", markup=True)
-        else:
+    via = None
+    server = await connect(config)
+    if server is not None:
+        # the home is held by a running `tacit serve`: it answers (bot/local_endpoint.py)
+        async with server:
+            via = server.name
+            err.print(f"[dim]answered by {via}[/]", markup=True)
+            decision, events = await server.ask(name, question)
+            answer = await show_answer(question, decision, events, as_json=as_json)
+    else:
+        async with open_services(config) as services:
+            await require_documents(services, name)
+            decision = await gate_decision(services, name, question)
             # a question the gate left to the model (decision.deferred): the model answers it
             # or declines it, never the extractive fallback
             asked = services.answerer().ask(
                 name, question, deferred=decision.deferred, covered=not decision.deferred
             )
-            answer = await stream_answer(asked, echo=not as_json)
+            answer = await show_answer(question, decision, asked, as_json=as_json)
     if as_json:
         data = {**answer.as_dict(include_trace=trace), "kb": name, "gate": decision.as_dict()}
+        if via is not None:
+            data["via"] = via
         if trace and "trace" not in data:  # declined by the gate: the gate's decision is the trace
             data["trace"] = {
                 "stages": [{"name": "gate", "outcome": "rejected", "detail": decision.as_dict()}]
@@ -65,6 +72,22 @@ async def ask(
         out.print("\ntrace:", markup=False)
         shown = answer.trace or {"stages": [{"name": "gate", **decision.as_dict()}]}
         out.print(json.dumps(shown, ensure_ascii=False, indent=2), markup=False)
+
+
+async def show_answer(
+    question: str, decision: GateDecision, events: Any, *, as_json: bool
+) -> Answer:
+    """The gate's decline, or the answer streamed from `events` (never started when the gate
+    declined: an async generator runs nothing until it is iterated)."""
+    if decision.refused:
+        # `tacit ask` addresses Tacit directly, so a refusal is a decline, never silence.
+        answer = declined(question, decision)
+        if not as_json:
+            out.print(answer.text, markup=False)
+            err.print(f"[dim](gate: {escape(decision.stage)}: {escape(decision.reason)})[/]")
+        await events.aclose()
+        return answer
+    return await stream_answer(events, echo=not as_json)
 
 
 async def require_documents(services: Services, kb: str) -> None:
@@ -102,27 +125,52 @@ def declined(question: str, decision: GateDecision) -> Answer:
     )
 
 
-async def stream_answer(events: Any, *, echo: bool) -> Answer:
-    """Print deltas as they arrive (when echoing), then the citations; return the answer."""
+async def stream_answer(events: Any, *, echo: bool, quiet: bool = False) -> Answer:
+    """Print deltas as they arrive (when echoing), then the citations; return the answer.
+
+    `quiet` (the demo): the stages show on one transient status line instead of a line each,
+    and a decline's reason is left to the caller, who says it in plain words."""
     final: Answer | None = None
-    async for event in events:
-        if isinstance(event, Status) and echo:
-            err.print(f"[dim]… {event.text}[/]", markup=True)
-        elif isinstance(event, Retract) and echo:
-            out.print()
-            err.print(f"[dim]… {event.reason}; revised answer:[/]", markup=True)
-        elif isinstance(event, Delta) and echo:
-            out.print(event.text, end="", markup=False)
-        elif isinstance(event, Final):
-            final = event.answer
+    # rich's status line: one line rewritten in place on a terminal, nothing elsewhere
+    line = err.status("", spinner="dots") if echo and quiet else None
+    try:
+        async for event in events:
+            if isinstance(event, Status) and echo:
+                if line is not None:
+                    line.update(f"[dim]{escape(event.text)}[/]")
+                    line.start()
+                else:
+                    err.print(f"[dim]… {event.text}[/]", markup=True)
+                continue
+            if line is not None and isinstance(event, Delta | Retract | Final):
+                line.stop()  # the answer's text takes the terminal from here
+            if isinstance(event, Retract) and echo:
+                out.print()
+                err.print(f"[dim]… {event.reason}; revised answer:[/]", markup=True)
+            elif isinstance(event, Delta) and echo:
+                out.print(event.text, end="", markup=False)
+            elif isinstance(event, Final):
+                final = event.answer
+    finally:
+        if line is not None:
+            line.stop()
     assert final is not None, "answering always ends with a Final event"
     if echo:
         out.print()
-        if final.refused:
-            err.print(f"[dim]({final.reason})[/]", markup=True)
+        if final.refused and not quiet:
+            err.print(f"[dim]({escape(final.reason)})[/]", markup=True)
         for citation in final.citations:
             where = (
                 f"{citation.source} — {citation.heading}" if citation.heading else citation.source
             )
             out.print(f"  [{citation.n}] {where}", markup=False)
     return final
+
+
+def plain_reason(reason: str) -> str:
+    """Why an answer was declined, in the words a newcomer reads: the coverage rule's measured
+    detail ("0 % in one passage (need 70 %) …") is for --trace."""
+    if "not covered" in reason:
+        return "not covered by the knowledge base"
+    head = reason.split(":", 1)[0].strip()
+    return head or "declined"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 import typer
 from rich.progress import (
@@ -20,6 +20,7 @@ from bot.cli_base import JsonOption, KbOption, app, command, err, kb_name, out, 
 from core.errors import InputError
 from core.index.loaders import printable
 from core.index.pipeline import IndexReport
+from core.models import GraphStats
 
 ExtractorChoice = Literal["llm", "nlp", "none"]
 
@@ -48,7 +49,10 @@ class _Bar:
 async def index(
     paths: Annotated[
         list[Path],
-        typer.Argument(help="Files or folders (md, txt, rst, html, pdf, docx, json, jsonl)."),
+        typer.Argument(
+            help="Files or folders (md, txt, rst, html, pdf, docx, json, jsonl; a file without "
+            "an extension is read when it is text)."
+        ),
     ],
     kb: KbOption = None,
     extractor: Annotated[
@@ -66,6 +70,7 @@ async def index(
     as_json: JsonOption = False,
 ) -> None:
     """Index documents into a knowledge base (unchanged files are skipped)."""
+    from bot.local_endpoint import connect
     from bot.wiring import open_services
 
     missing = [str(p) for p in paths if not p.exists()]
@@ -73,34 +78,79 @@ async def index(
         raise InputError(f"no such file or folder: {', '.join(missing)}")
     config = settings()
     name = kb_name(kb, config)
-    async with open_services(config) as services:
-        indexer = services.indexer(name, extractor=extractor)
-        with Progress(
-            TextColumn("{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn("{task.fields[work]}"),
-            TimeElapsedColumn(),
-            TimeRemainingColumn(),
-            console=err,
-            transient=True,
-        ) as progress:
-            report = await indexer.index(name, paths, _Bar(progress), prune=prune)
-    if as_json:
-        print(json.dumps(report.as_dict(), ensure_ascii=False))
+    server = await connect(config)
+    if server is not None:
+        # the home is held by a running `tacit serve`: its indexer runs this, and the
+        # progress comes back here (bot/local_endpoint.py)
+        async with server:
+            err.print(f"[dim]indexed by {server.name}[/]", markup=True)
+            with _progress() as progress:
+                report, before = await server.index(
+                    name, paths, _Bar(progress), extractor=extractor, prune=prune
+                )
     else:
-        print_index_report(report)
+        async with open_services(config) as services:
+            indexer = services.indexer(name, extractor=extractor)
+            before = await services.graph.stats(name)
+            with _progress() as progress:
+                report = await indexer.index(name, paths, _Bar(progress), prune=prune)
+    if as_json:
+        data = report_json(report, before)
+        if server is not None:
+            data["via"] = server.name
+        print(json.dumps(data, ensure_ascii=False))
+    else:
+        print_index_report(report, before)
 
 
-def print_index_report(report: IndexReport) -> None:
-    out.print(
-        f"indexed {report.documents_indexed} document(s), skipped {report.documents_skipped} "
-        f"unchanged, {report.documents_failed} failed, {report.documents_removed} removed — "
-        f"{report.chunks} chunk(s), {report.entities} entity and {report.relations} relation "
-        f"mention(s) ({report.extractor}), {report.llm_calls} LLM call(s) "
-        f"({report.llm_cached_calls} cached), {report.tokens} token(s), "
-        f"in {report.seconds:.1f}s into knowledge base '{report.kb}'"
+def _progress() -> Progress:
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[work]}"),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+        console=err,
+        transient=True,
     )
+
+
+def report_json(report: IndexReport, before: GraphStats) -> dict[str, Any]:
+    """The run's report, and by how much each of the KB's totals changed (`changed`)."""
+    data = report.as_dict()
+    if report.totals is not None:
+        data["changed"] = {
+            key: getattr(report.totals, key) - getattr(before, key)
+            for key in ("documents", "chunks", "entities", "relations")
+        }
+    return data
+
+
+def print_index_report(
+    report: IndexReport, before: GraphStats | None = None, *, removing: bool = False
+) -> None:
+    """One set of counts: what this run did to the documents, then what the KB holds and by how
+    much that changed. The run's entity and relation *mentions* (the same entity in ten chunks
+    is ten mentions) were once printed beside the KB's *entities* and read as two disagreeing
+    counts; they stay in --json (`entities`, `relations`) only."""
+    calls = f", {report.llm_calls} LLM call(s) ({report.llm_cached_calls} cached)"
+    if removing:
+        out.print(
+            f"removed {report.documents_removed} document(s), {report.documents_failed} not "
+            f"found, in {report.seconds:.1f}s",
+            markup=False,
+        )
+    else:
+        out.print(
+            f"indexed {report.documents_indexed} document(s), skipped "
+            f"{report.documents_skipped} unchanged, {report.documents_failed} failed, "
+            f"{report.documents_removed} removed in {report.seconds:.1f}s (extractor "
+            f"{report.extractor}"
+            + (f"{calls}, {report.tokens} token(s)" if report.llm_calls or report.tokens else "")
+            + ")",
+            markup=False,
+        )
     if report.invalid_rows:
         out.print(f"  {report.invalid_rows} malformed extraction row(s) dropped")
     for failure in report.failed:
@@ -110,8 +160,16 @@ def print_index_report(report: IndexReport) -> None:
         out.print(line, markup=False, highlight=False, soft_wrap=True)
     if report.totals is not None:
         t = report.totals
+
+        def count(key: str, noun: str) -> str:
+            now = getattr(t, key)
+            change = 0 if before is None else now - getattr(before, key)
+            return f"{now} {noun}" + (f" ({change:+d})" if change else "")
+
         communities = "" if report.communities is None else f", {report.communities} communities"
         out.print(
-            f"  the knowledge base now holds {t.documents} document(s), {t.chunks} chunk(s), "
-            f"{t.entities} entities, {t.relations} relations{communities}"
+            f"  knowledge base '{report.kb}' now holds {count('documents', 'document(s)')}, "
+            f"{count('chunks', 'chunk(s)')}, {count('entities', 'entities')}, "
+            f"{count('relations', 'relations')}{communities}",
+            markup=False,
         )

@@ -7,8 +7,8 @@ from typing import Annotated
 
 import typer
 
-from bot.cli_base import JsonOption, KbOption, app, command, kb_name, settings
-from bot.commands.index import print_index_report
+from bot.cli_base import JsonOption, KbOption, app, command, err, kb_name, settings
+from bot.commands.index import print_index_report, report_json
 from core.errors import InputError
 
 
@@ -23,12 +23,21 @@ async def remove(
     as_json: JsonOption = False,
 ) -> None:
     """Remove documents, with every chunk, entity and relation that only they supported."""
+    from bot.local_endpoint import connect
     from bot.wiring import open_services
 
     config = settings()
     name = kb_name(kb, config)
-    async with open_services(config) as services:
-        report = await services.indexer(name).remove(name, sources)
+    server = await connect(config)
+    if server is not None:
+        # the home is held by a running `tacit serve`: its indexer removes them
+        async with server:
+            err.print(f"[dim]removed by {server.name}[/]", markup=True)
+            report, before = await server.remove(name, sources)
+    else:
+        async with open_services(config) as services:
+            before = await services.graph.stats(name)
+            report = await services.indexer(name).remove(name, sources)
     if report.documents_removed == 0:
         # Nothing matched: most likely a path given instead of the stored source id.
         raise InputError(
@@ -36,6 +45,9 @@ async def remove(
             hint="source ids are relative to the indexed folder's parent, e.g. docs/faq.md",
         )
     if as_json:
-        print(json.dumps(report.as_dict(), ensure_ascii=False))
+        data = report_json(report, before)
+        if server is not None:
+            data["via"] = server.name
+        print(json.dumps(data, ensure_ascii=False))
     else:
-        print_index_report(report)
+        print_index_report(report, before, removing=True)

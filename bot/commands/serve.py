@@ -21,6 +21,7 @@ import typer
 
 from bot.admission import Admission
 from bot.cli_base import JsonOption, app, command, err, settings
+from bot.local_endpoint import LocalEndpoint
 from bot.queue import Deliver, Worker, default_consumer_name
 from bot.runtime import Runtime, open_runtime
 from bot.server import HttpResults, build_app, with_http_admins
@@ -225,11 +226,20 @@ async def serve(
             )
         )
         platforms = ", ".join(service.platforms) or "none"
+        # `tacit ask`, `index`, `remove` and `doctor` on this home send their work here: the
+        # embedded vector store admits no second process (bot/local_endpoint.py).
+        local = LocalEndpoint(runtime)
+        listening = await local.start()
         err.print(
             f"tacit serving on http://{bind_host}:{bind_port} (platforms: {platforms}; "
-            f"consumer {service.worker.consumer})"
+            f"consumer {service.worker.consumer}"
+            + (f"; local commands at {local.path}" if listening else "")
+            + ")"
         )
-        await server.serve()
+        try:
+            await server.serve()
+        finally:
+            await local.aclose()
         if not server.started:
             raise ConfigError(f"could not serve on {bind_host}:{bind_port} (see the log above)")
     summary = {"stopped": True, "left_pending": service.left_pending, "platforms": platforms}

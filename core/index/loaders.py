@@ -1,6 +1,8 @@
 """Reading documents from disk. A file that cannot be read is reported, never fatal.
 
-Formats: Markdown and plain text as they are; reStructuredText, HTML and Word documents turned
+Formats: Markdown and plain text as they are (a file without an extension is sniffed: text that
+looks like Markdown is Markdown, other text is plain text, anything else is skipped as binary);
+reStructuredText, HTML and Word documents turned
 into Markdown-style headings (so every format keeps its heading path); PDF as text page by
 page; JSON and JSONL corpora as one document per record, found through a field mapping.
 
@@ -278,8 +280,10 @@ def iter_file(
 def load(path: Path, source: str) -> LoadedDocument:
     """Read one single-document file, or raise LoadError saying why it cannot be indexed."""
     suffix = path.suffix.lower()
+    if not suffix:
+        return _load_unnamed(path, source)
     if suffix not in SUPPORTED_SUFFIXES or suffix in CORPUS_SUFFIXES:
-        raise LoadError(f"unsupported file type {suffix or '(none)'}")
+        raise LoadError(f"unsupported file type {suffix}")
     raw = _read_bytes(path, MAX_FILE_BYTES)
     stem = safe_text(path.stem)
     if suffix in PDF_SUFFIXES:
@@ -297,6 +301,50 @@ def load(path: Path, source: str) -> LoadedDocument:
     markdown = suffix in MARKDOWN_SUFFIXES or suffix in RST_SUFFIXES
     title = _markdown_title(text) if markdown else None
     return _document(source, title or stem, text, markdown=markdown)
+
+
+def _load_unnamed(path: Path, source: str) -> LoadedDocument:
+    """A file without an extension, read by what it holds: runbook folders name files after
+    their alert (`PrometheusOperatorSyncFailed`), and such a file is text more often than not.
+
+    It is text when it decodes as UTF-8, holds no NUL byte and is mostly printable; Markdown
+    when it has a Markdown heading (or front matter and a heading). Anything else is binary
+    and skipped, saying so: an extension-less executable must not become a knowledge base
+    document.
+    """
+    raw = _read_bytes(path, MAX_FILE_BYTES)
+    if b"\x00" in raw:
+        raise LoadError("binary content (no file extension, and not text)")
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise LoadError("no file extension, and not UTF-8 text") from None
+    if not _mostly_printable(text):
+        raise LoadError("binary content (no file extension, and not text)")
+    markdown = _looks_like_markdown(text)
+    title = _markdown_title(text) if markdown else None
+    return _document(source, title or safe_text(path.name), text, markdown=markdown)
+
+
+# Text is at least this share of printable characters (line breaks and tabs count): control
+# bytes that happen to be valid UTF-8 (an escape-laden log, a packed binary) are not prose.
+_MIN_PRINTABLE_SHARE = 0.95
+# A Markdown ATX heading ("# Title", "## Step 1") or a fenced code block's opening line.
+_MARKDOWN_LINE = re.compile(r"^(#{1,6} \S|```|~~~)", re.M)
+
+
+def _mostly_printable(text: str) -> bool:
+    sample = text[:_SNIFF_BYTES]
+    if not sample:
+        return True  # empty: reported as "empty file" by _document
+    printable_chars = sum(1 for c in sample if c.isprintable() or c in "\n\r\t\f")
+    return printable_chars >= _MIN_PRINTABLE_SHARE * len(sample)
+
+
+def _looks_like_markdown(text: str) -> bool:
+    """Whether text reads as Markdown: a heading or a code fence at the start of some line.
+    Plain text (a LICENSE, notes) rarely starts a line with "# " followed by a word."""
+    return _MARKDOWN_LINE.search(text[: 16 * _SNIFF_BYTES]) is not None
 
 
 def _document(source: str, title: str, text: str, *, markdown: bool) -> LoadedDocument:
