@@ -501,3 +501,44 @@ def test_stream_hold_keeps_the_spaces_between_deltas() -> None:
     pieces = ["The Lumen gateway ", "listens on ", "port ", "8443 [1]."]
     shown = "".join(hold.feed(p) for p in pieces) + (hold.finish() or "")
     assert shown == "The Lumen gateway listens on port 8443 [1]."
+
+
+def _facts_of(*entities: Any) -> list[str]:
+    from core.models import ChunkRecord
+    from core.retrieve.context import RetrievedContext, ScoredChunk, ScoredEntity
+
+    chunk = ChunkRecord(id="c1", source="a.md", ordinal=0, text="Lag.")
+    context = RetrievedContext(
+        entities=tuple(ScoredEntity(e, 0.9 - i / 100) for i, e in enumerate(entities)),
+        chunks=(ScoredChunk(chunk, 0.8),),
+    )
+    return [f.name for f in numbered_facts(context)]
+
+
+def test_a_fact_about_a_word_of_general_language_is_left_out() -> None:
+    """An NLP graph makes an entity of every noun ("value", "level", 团队): such a fact tells a
+    model nothing of this KB. A kind a model gave it, an identifier or a rare word does."""
+    from core.models import Entity
+
+    kept = _facts_of(
+        Entity("value", "value", "term", ("The default value is plain.",), ("c1",)),
+        Entity("团队", "团队", "term", ("团队负责人审批。",), ("c1",)),
+        Entity("gateway", "gateway", "system", ("listens on 8443",), ("c1",)),
+        Entity("use_pg_rewind", "use_pg_rewind", "term", ("try pg_rewind first",), ("c1",)),
+        Entity("watchdog", "watchdog", "term", ("resets the node",), ("c1",)),
+        Entity("leader race", "leader race", "term", ("who takes the lock",), ("c1",)),
+    )
+    assert kept == ["gateway", "use_pg_rewind", "watchdog", "leader race"]
+
+
+def test_a_question_is_no_fact_and_facts_are_capped() -> None:
+    from core.answer.context_text import MAX_FACTS_PER_KIND
+    from core.models import Entity
+
+    asked = Entity("bootstrap", "bootstrap", "term", ("How does Patroni bootstrap?",), ("c1",))
+    assert _facts_of(asked) == []
+    many = [
+        Entity(f"svc-{i}", f"svc-{i}", "term", (f"service {i} runs jobs",), ("c1",))
+        for i in range(MAX_FACTS_PER_KIND + 5)
+    ]
+    assert _facts_of(*many) == [f"svc-{i}" for i in range(MAX_FACTS_PER_KIND)]  # best first

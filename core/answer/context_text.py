@@ -12,6 +12,11 @@ repeats a source that is already numbered; and one sentence naming five entities
 ten relations with the same description. Facts whose every description is a source's text are
 left out, and relations with the same description are one fact (measured on the demo KB: a
 widened answer prompt of 205 numbered items and 72 KB, the same sentence five times in a row).
+
+Nor does a fact about a word of general language ("value", "level", "mode", 团队: an NLP graph
+makes an entity of every noun) tell a model anything of this KB, nor a question ("How does
+Patroni create a primary Postgres node?" is a heading, not a fact); those are left out too, and
+the rest is capped (the best-ranked first): facts orient, the numbered sources answer.
 """
 
 from __future__ import annotations
@@ -24,9 +29,16 @@ from typing import Any
 
 from core.answer.events import Citation
 from core.retrieve.context import RetrievedContext, ScoredChunk, ScoredRelation
+from core.text import CJK_RUN
+from core.words import zipf
 
 # A fact line longer than this is cut: the graph section orients, the sources carry the detail.
 MAX_FACT_CHARS = 400
+# Facts of each kind (entities, relation descriptions) shown at most, best-ranked first.
+MAX_FACTS_PER_KIND = 12
+# A one-word name this common in general language (Zipf frequency, wordfreq) names nothing the
+# KB is about: "proxy", "replica", "value" are; "watchdog", "zookeeper", "failover" are not.
+GENERIC_ZIPF = 3.5
 GRAPH_SOURCE = "knowledge graph"
 _CITATION_MARK = r"\[(\d{1,3})\]"
 # An answer with no citation marks is credited to the best few sources, not all of a 12k budget.
@@ -84,12 +96,18 @@ def numbered_facts(context: RetrievedContext) -> list[Fact]:
 
 def _facts(context: RetrievedContext) -> list[Fact]:
     names = {s.entity.key: s.entity.name for s in context.entities}
+    telling = {s.entity.key: _telling(s.entity.name, s.entity.type) for s in context.entities}
     said = _said_in_sources(context)
     n = len(context.chunks)
     facts: list[Fact] = []
     for scored in context.entities:
         entity = scored.entity
-        described = _unsaid(entity.descriptions, said)
+        if not telling[entity.key] or len(facts) >= MAX_FACTS_PER_KIND:
+            continue
+        stated = _statements(entity.descriptions)
+        if entity.descriptions and not stated:
+            continue  # described only by questions: nothing stated about it
+        described = _unsaid(stated, said)
         if described is None:
             continue
         kind = f" ({entity.type})" if entity.type and entity.type != "unknown" else ""
@@ -100,13 +118,22 @@ def _facts(context: RetrievedContext) -> list[Fact]:
     grouped: dict[str, list[ScoredRelation]] = {}
     for scored_relation in context.relations:
         relation = scored_relation.relation
-        described = _unsaid(relation.descriptions, said)
+        # an end the context does not hold is judged by its name alone
+        if not any(
+            telling.get(end, _telling(names.get(end, end)))
+            for end in (relation.source, relation.target)
+        ):
+            continue
+        stated = _statements(relation.descriptions)
+        if relation.descriptions and not stated:
+            continue
+        described = _unsaid(stated, said)
         if described is None:
             continue
         # An undescribed relation says only its pair: it stays a fact of its own.
         key = described or f"\0{scored_relation.pair}"
         grouped.setdefault(key, []).append(scored_relation)
-    for key, group in grouped.items():
+    for key, group in list(grouped.items())[:MAX_FACTS_PER_KIND]:
         described = "" if key.startswith("\0") else key
         pairs = [
             f"{names.get(r.relation.source, r.relation.source)} — "
@@ -130,6 +157,29 @@ def _facts(context: RetrievedContext) -> list[Fact]:
             )
         )
     return facts
+
+
+def _telling(name: str, kind: str = "") -> bool:
+    """Whether a graph item says what the KB is about: an entity the extractor gave a kind (a
+    model named it a system, a person…), or a name that is not one word common in general
+    language (identifiers, phrases and rare words are telling; the NLP extractor's "term" is
+    every noun)."""
+    if kind and kind not in ("term", "unknown"):
+        return True
+    words = name.split()
+    if len(words) != 1:
+        return bool(words)
+    word = words[0].casefold()
+    if CJK_RUN.fullmatch(word):
+        return zipf(word, "zh") < GENERIC_ZIPF
+    if not word.isascii() or not word.isalpha():
+        return True
+    return zipf(word, "en") < GENERIC_ZIPF
+
+
+def _statements(descriptions: Sequence[str]) -> list[str]:
+    """The descriptions that state something: a question (an FAQ's heading) states nothing."""
+    return [d for d in descriptions if not d.rstrip().endswith(("?", "？"))]
 
 
 def _said_in_sources(context: RetrievedContext) -> str:
