@@ -1,0 +1,64 @@
+"""What the answer prompt's context holds for a set's covered questions: facts and sources.
+
+    python bench/bench_answer_context.py --home HOME --kb KB --questions FILE [--limit 15] [--show 2]
+
+For the first --limit covered messages of a `tacit eval answers` set, the retriever's context
+(no model: NLP keywords), and of it the knowledge-graph facts the answer prompt numbers after
+the sources (core.answer.context_text.numbered_facts): their count and characters, beside the
+sources' characters. --show N prints the first N questions' facts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+from pathlib import Path
+
+from bot.settings import Settings
+from bot.wiring import open_services
+from core.answer.context_text import numbered_facts, numbered_sources
+
+
+async def measure(home: Path, kb: str, questions: Path, limit: int, show: int) -> None:
+    rows = [json.loads(line) for line in questions.read_text("utf-8").splitlines() if line]
+    asked = [r["q"] for r in rows if r.get("kind") == "covered"][:limit]
+    async with open_services(Settings(home=home)) as services:
+        retriever = services.retriever()
+        facts = fact_chars = source_chars = 0
+        for i, question in enumerate(asked):
+            context = await retriever.retrieve(kb, question)
+            found = numbered_facts(context)
+            facts += len(found)
+            fact_chars += sum(len(f.text) + 6 for f in found)  # "[nn] " and the line break
+            source_chars += sum(len(s["text"]) for s in numbered_sources(context))
+            if i < show:
+                print(f"Q: {question[:100]}  ({len(found)} facts)")
+                for fact in found:
+                    print(f"    {fact.text[:110]}")
+    print(
+        json.dumps(
+            {
+                "questions": len(asked),
+                "facts": facts,
+                "fact_chars": fact_chars,
+                "source_chars": source_chars,
+                "fact_chars_per_question": round(fact_chars / max(len(asked), 1)),
+            }
+        )
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--home", type=Path, required=True)
+    parser.add_argument("--kb", required=True)
+    parser.add_argument("--questions", type=Path, required=True)
+    parser.add_argument("--limit", type=int, default=15)
+    parser.add_argument("--show", type=int, default=0)
+    args = parser.parse_args()
+    asyncio.run(measure(args.home, args.kb, args.questions, args.limit, args.show))
+
+
+if __name__ == "__main__":
+    main()
