@@ -1,6 +1,6 @@
 """What the answer prompt's context holds for a set's covered questions: facts and sources.
 
-    python bench/bench_answer_context.py --home HOME --kb KB --questions FILE [--limit 15] [--show 2]
+    python bench/bench_answer_context.py --home HOME --kb KB --questions FILE [--show 2]
 
 For the first --limit covered messages of a `tacit eval answers` set, the retriever's context
 (no model: NLP keywords), and of it the knowledge-graph facts the answer prompt numbers after
@@ -20,9 +20,7 @@ from bot.wiring import open_services
 from core.answer.context_text import numbered_facts, numbered_sources
 
 
-async def measure(home: Path, kb: str, questions: Path, limit: int, show: int) -> None:
-    rows = [json.loads(line) for line in questions.read_text("utf-8").splitlines() if line]
-    asked = [r["q"] for r in rows if r.get("kind") == "covered"][:limit]
+async def measure(home: Path, kb: str, asked: list[str], show: int) -> None:
     async with open_services(Settings(home=home)) as services:
         retriever = services.retriever()
         facts = fact_chars = source_chars = 0
@@ -57,7 +55,9 @@ def main() -> None:
     parser.add_argument("--limit", type=int, default=15)
     parser.add_argument("--show", type=int, default=0)
     args = parser.parse_args()
-    asyncio.run(measure(args.home, args.kb, args.questions, args.limit, args.show))
+    rows = [json.loads(line) for line in args.questions.read_text("utf-8").splitlines() if line]
+    asked = [r["q"] for r in rows if r.get("kind") == "covered"][: args.limit]
+    asyncio.run(measure(args.home, args.kb, asked, args.show))
 
 
 if __name__ == "__main__":
