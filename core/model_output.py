@@ -532,6 +532,29 @@ def is_refusal(text: str) -> bool:
 _FENCE_LINE = re.compile(r"^\s*```[\w-]*\s*$", re.MULTILINE)
 
 
+# A model's politeness around an answer: an opening line that acknowledges the request ("Sure,
+# here is what could be going on.") and a closing one that offers more ("Let me know if …").
+# Neither cites a source nor holds a fact, and a chat would show them as part of the answer.
+_PREAMBLE = re.compile(
+    r"\A\s*(?:sure|certainly|of course|absolutely|great question|good question|happy to help"
+    r"|好的|当然|没问题)(?![a-z])[^\n\[]{0,160}(?:\n|\Z)",
+    re.IGNORECASE,
+)
+_SIGN_OFF = re.compile(
+    r"(?:\A|\n)\s*(?:let me know|hope (?:this|that) helps|i hope this|feel free"
+    r"|如有(?:其他|任何)?(?:问题|疑问)|希望(?:这些|以上)?(?:内容)?(?:能)?对你有(?:所)?帮助)"
+    r"[^\n\[]{0,200}\s*\Z",
+    re.IGNORECASE,
+)
+
+
+def without_pleasantries(text: str) -> str:
+    """An answer without the model's acknowledging first line and offering last line (lines
+    that cite nothing); the text as it was when nothing else would remain."""
+    trimmed = _SIGN_OFF.sub("", _PREAMBLE.sub("", text, count=1), count=1).strip()
+    return trimmed if trimmed else text
+
+
 def clean_text_reply(text: str) -> str:
     """A plain-text reply without reasoning blocks and code-fence lines, stripped."""
     return _FENCE_LINE.sub("", strip_reasoning(text)).strip()
@@ -547,5 +570,6 @@ __all__ = [
     "read_verdict",
     "reasoning_only",
     "strip_reasoning",
+    "without_pleasantries",
     "without_reasoning",
 ]

@@ -187,3 +187,26 @@ def test_prose_braces_and_foreign_objects_never_win() -> None:
     # Braces in prose are not repaired into objects; near-JSON with a quoted key is.
     assert json_values("Use {name} as a placeholder, and [1].") == [[1]]
     assert json_values("{'a': 1,}") == [{"a": 1}]
+
+
+@pytest.mark.parametrize(
+    ("reply", "shown"),
+    [
+        (
+            "Sure, here is what could be going on.\nThe spool is full [1].\nLet me know if you "
+            "need more help!",
+            "The spool is full [1].",
+        ),
+        (
+            "好的，以下是步骤：\n执行 patronictl pause [2]。\n希望对你有帮助。",
+            "执行 patronictl pause [2]。",
+        ),
+        ("Certainly!", "Certainly!"),  # nothing else: the reply stays whole
+        ("Surely the spool is full [1].", "Surely the spool is full [1]."),  # a word, not "sure"
+        ("The answer [1].\nHope this helps [2].", "The answer [1].\nHope this helps [2]."),
+    ],
+)
+def test_a_models_pleasantries_around_an_answer_are_left_out(reply: str, shown: str) -> None:
+    from core.model_output import without_pleasantries
+
+    assert without_pleasantries(reply) == shown

@@ -74,7 +74,7 @@ from core.answer.wording import (
 )
 from core.errors import EmbedderError, InputError, LLMError, StoreError
 from core.gate.coverage import CoverageRule
-from core.model_output import is_refusal, without_reasoning
+from core.model_output import is_refusal, without_pleasantries, without_reasoning
 from core.models import ChatMessage
 from core.ports import LLM, Embedder
 from core.reason.executor import PlanOutcome, execute_plan, history_lines
@@ -1030,6 +1030,8 @@ class _Run:
             mode, reason = "extractive", "answered from evidence (LLM unavailable)"
         if self.deferred:
             reason = f"{reason} {DEFERRED_NOTE}"
+        if mode != "extractive":
+            text = without_pleasantries(text)
         citations = cited(text, context)
         return Final(
             Answer(
