@@ -914,6 +914,63 @@ class ConsoleSettings(Section):
     )
 
 
+class SourceSettings(Section):
+    """A [[sources]] entry: a git repository, a folder or a web site kept synced into a KB
+    (`tacit sources sync`, and on its schedule inside `tacit serve`)."""
+
+    name: str = Field(
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$",
+        description="the source's name (letters, digits, _ . -): `tacit sources sync NAME`, and "
+        "the first part of its documents' ids",
+    )
+    kind: Literal["git", "folder"] = Field(
+        description="git: a repository by URL (https, git, ssh, file) or path; folder: a folder "
+        "on this machine"
+    )
+    where: str = Field(
+        min_length=1, max_length=2000, description="the repository's URL or path, or the folder"
+    )
+    kb: str | None = Field(None, description="the knowledge base it feeds; default: kb")
+    schedule: float | Literal["off"] = Field(
+        "off",
+        description='seconds between syncs inside `tacit serve` (at least 10), or "off": only '
+        "`tacit sources sync` syncs it",
+    )
+    include: list[str] = Field(
+        default_factory=list,
+        description='gitignore-style patterns of the files to index (e.g. "runbooks/**/*.md"); '
+        "empty: every supported file",
+    )
+    exclude: list[str] = Field(
+        default_factory=list, description="gitignore-style patterns of files never indexed"
+    )
+    branch: str = Field(
+        "",
+        max_length=255,
+        pattern=r"^([A-Za-z0-9._/-]*)$",
+        description="git: the branch synced; empty: the repository's default branch",
+    )
+
+    @field_validator("kb")
+    @classmethod
+    def _kb_name(cls, value: str | None) -> str | None:
+        from core.kb import validate_kb_name
+
+        return None if value is None else validate_kb_name(value)
+
+    @field_validator("schedule")
+    @classmethod
+    def _schedule(cls, value: float | str) -> float | str:
+        if isinstance(value, float | int) and value < 10:
+            raise ValueError('a schedule is at least 10 seconds between syncs, or "off"')
+        return value
+
+    @property
+    def every(self) -> float | None:
+        """Seconds between scheduled syncs, or None when it is off."""
+        return None if self.schedule == "off" else float(self.schedule)
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix="TACIT_",
@@ -948,6 +1005,20 @@ class Settings(BaseSettings):
     slack: SlackSettings = Field(default_factory=SlackSettings)
     telegram: TelegramSettings = Field(default_factory=TelegramSettings)
     console: ConsoleSettings = Field(default_factory=ConsoleSettings)
+    sources: list[SourceSettings] = Field(
+        default_factory=list,
+        description="git repositories and folders kept synced into knowledge bases (tables "
+        "below; `tacit sources list`)",
+    )
+
+    @field_validator("sources")
+    @classmethod
+    def _unique_sources(cls, value: list[SourceSettings]) -> list[SourceSettings]:
+        names = [s.name for s in value]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise ValueError(f"two sources are named {', '.join(twice)}: names are unique")
+        return value
 
     @field_validator("kb")
     @classmethod
