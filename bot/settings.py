@@ -915,7 +915,7 @@ class ConsoleSettings(Section):
 
 
 class SourceSettings(Section):
-    """A [[sources]] entry: a git repository, a folder or a web site kept synced into a KB
+    """A [[sources]] entry: a git repository or a folder kept synced into a knowledge base
     (`tacit sources sync`, and on its schedule inside `tacit serve`)."""
 
     name: str = Field(
@@ -933,8 +933,9 @@ class SourceSettings(Section):
     kb: str | None = Field(None, description="the knowledge base it feeds; default: kb")
     schedule: float | Literal["off"] = Field(
         "off",
-        description='seconds between syncs inside `tacit serve` (at least 10), or "off": only '
-        "`tacit sources sync` syncs it",
+        description='seconds between syncs inside `tacit serve` (at least 1; a git fetch of an '
+        'unchanged repository costs well under a second), or "off": only `tacit sources sync` '
+        "syncs it",
     )
     include: list[str] = Field(
         default_factory=list,
@@ -961,8 +962,8 @@ class SourceSettings(Section):
     @field_validator("schedule")
     @classmethod
     def _schedule(cls, value: float | str) -> float | str:
-        if isinstance(value, float | int) and value < 10:
-            raise ValueError('a schedule is at least 10 seconds between syncs, or "off"')
+        if isinstance(value, float | int) and value < 1:
+            raise ValueError('a schedule is at least 1 second between syncs, or "off"')
         return value
 
     @property

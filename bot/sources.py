@@ -40,6 +40,8 @@ from core.sources.folder import FolderNaming, FolderSnapshot
 from core.sources.sync import (
     Globs,
     Progress,
+    SourceError,
+    SourceState,
     SourceStates,
     SyncReport,
     apply_changes,
@@ -52,6 +54,10 @@ SCHEDULER_LEASE = "sources:{scheduler}:lease"
 # A source synced by one process at a time (the scheduler and a `tacit sources sync` of the
 # same source would index the same files twice over); renewed while the sync runs.
 SYNC_LEASE_TTL = 60.0
+
+
+class SourceBusy(SourceError):
+    """Another process (a replica's scheduler, a `tacit sources sync`) is syncing the source."""
 
 
 class GitNaming:
@@ -115,8 +121,8 @@ class SourceSync:
         report = SyncReport(source=source.name, kind=source.kind, kb=kb, started_at=time.time())
         lease = f"sources:{{{source.name}}}:sync"
         if not await self.store.hold_lease(lease, self.holder, ttl=SYNC_LEASE_TTL):
-            report.error = "another process is syncing this source now"
-            return report  # not recorded: the run in progress records its own
+            # Not recorded: the run in progress records its own.
+            raise SourceBusy(f"another process is syncing source {source.name} now")
         state = await self.states.get(source.name)
         state.running_since = report.started_at
         await self.states.put(source.name, state)
@@ -143,10 +149,10 @@ class SourceSync:
             if report.ok:
                 state.revision, state.fingerprint = report.revision, print_
                 state.last_ok_at = time.time()
-            with contextlib.suppress(StoreError):
-                # Shielded: a cancelled sync still records that it was interrupted.
-                await asyncio.shield(self.states.put(source.name, state))
-                await asyncio.shield(self.store.release_lease(lease, self.holder))
+            # In a task of its own: a cancelled sync (a scheduler stopping, its lease lost)
+            # still records that it was interrupted and lets the source go at once.
+            done = asyncio.create_task(self._record(source.name, state, lease))
+            await asyncio.shield(done)
         changed = report.files_changed or report.files_removed
         if report.ok and changed and self.on_synced is not None:
             self.on_synced(kb)
@@ -180,6 +186,12 @@ class SourceSync:
             progress=progress,
         )
         report.revision = changes.revision
+
+    async def _record(self, name: str, state: SourceState, lease: str) -> None:
+        with contextlib.suppress(StoreError):
+            await self.states.put(name, state)
+        with contextlib.suppress(StoreError):
+            await self.store.release_lease(lease, self.holder)
 
     async def _renew(self, lease: str) -> None:
         while True:
@@ -253,7 +265,10 @@ class SourceScheduler:
             state = await self.sync.states.get(source.name)
             due_at = 0.0 if state.last is None else _finished(state.last) + every
             if time.time() >= due_at:
-                report = await self.sync.sync(source)
+                try:
+                    report = await self.sync.sync(source)
+                except SourceBusy:  # a `tacit sources sync` of it: look again at the next tick
+                    continue
                 self.synced.append(report)
                 if report.ok:
                     log.info("source %s synced in %.1fs", source.name, report.seconds)
@@ -266,3 +281,20 @@ class SourceScheduler:
 
 def _finished(report: SyncReport) -> float:
     return report.started_at + report.seconds
+
+
+def start_source_scheduler(runtime: Any) -> SourceScheduler | None:
+    """`tacit serve`'s scheduler (bot/runtime.Runtime), started when a source has a schedule;
+    a sync that changed a KB makes the service check that KB's vectors at once."""
+    settings = runtime.settings
+    if not any(s.every is not None for s in settings.sources):
+        return None
+    sync = SourceSync(
+        settings,
+        runtime.services,
+        runtime.store,
+        on_synced=runtime.services.vector_cache().recheck,
+    )
+    scheduler = SourceScheduler(sync)
+    scheduler.start()
+    return scheduler

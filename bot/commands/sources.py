@@ -95,6 +95,9 @@ async def sync_sources(
     as_json: JsonOption = False,
 ) -> None:
     """Sync sources now: fetch, index what changed, remove what is gone."""
+    from bot.sources import SourceBusy
+    from core.sources.sync import SyncReport
+
     reports = []
     async with open_sync(services=True) as sync:
         chosen = sync.named(name)
@@ -114,7 +117,11 @@ async def sync_sources(
                 def progress(done: int, total: int, path: str, task: Any = task, bar: Any = bar):
                     bar.update(task, completed=done, total=total, description=path[-40:])
 
-                report = await sync.sync(source, progress)
+                try:
+                    report = await sync.sync(source, progress)
+                except SourceBusy as exc:  # the scheduler is at it: its run is the one recorded
+                    report = SyncReport(source.name, source.kind, sync.kb(source), time.time())
+                    report.error = str(exc)
             reports.append(report)
             if not as_json:
                 print_report(report.as_dict())
