@@ -933,7 +933,7 @@ class SourceSettings(Section):
     kb: str | None = Field(None, description="the knowledge base it feeds; default: kb")
     schedule: float | Literal["off"] = Field(
         "off",
-        description='seconds between syncs inside `tacit serve` (at least 1; a git fetch of an '
+        description="seconds between syncs inside `tacit serve` (at least 1; a git fetch of an "
         'unchanged repository costs well under a second), or "off": only `tacit sources sync` '
         "syncs it",
     )
