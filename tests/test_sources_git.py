@@ -4,7 +4,7 @@ half-way, and the state every replica reads."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -174,7 +174,7 @@ class FailingEmbedder(HashEmbedder):
         super().__init__()
         self.left = calls
 
-    async def embed(self, texts: list[str]) -> Vectors:  # type: ignore[override]
+    async def embed(self, texts: Sequence[str]) -> Vectors:
         if self.left <= 0:
             raise EmbedderError("embedder went away")
         self.left -= 1

@@ -45,7 +45,7 @@ async def stores(tmp_path: Path) -> AsyncIterator[Stores]:
 
 
 def scheduler(
-    home: Path, stores: Stores, store: RedisStateStore, *sources: dict
+    home: Path, stores: Stores, store: RedisStateStore, *sources: dict[str, object]
 ) -> SourceScheduler:
     return SourceScheduler(
         SourceSync(settings(home, *sources), stores, store),

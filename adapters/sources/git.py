@@ -80,14 +80,15 @@ class GitRepository:
         except SourceError as exc:
             name = f"branch {self.branch!r}" if self.branch else "the default branch"
             raise SourceError(f"cannot fetch {name} of {self.shown_url}: {exc}") from None
-        return (await self._git("rev-parse", "--verify", "FETCH_HEAD^{commit}")).strip()
+        head: str = await self._git("rev-parse", "--verify", "FETCH_HEAD^{commit}")
+        return head.strip()
 
     async def has(self, commit: str) -> bool:
         return await self._git("cat-file", "-e", f"{commit}^{{commit}}", check=False) is not None
 
     async def files(self, commit: str) -> list[str]:
         """Every regular file of the commit's tree."""
-        out = await self._git("ls-tree", "-r", "-z", "--full-tree", commit)
+        out: str = await self._git("ls-tree", "-r", "-z", "--full-tree", commit)
         paths = []
         for entry in filter(None, out.split("\0")):
             meta, path = entry.split("\t", 1)
@@ -97,7 +98,7 @@ class GitRepository:
 
     async def diff(self, old: str, new: str) -> tuple[list[str], list[str]]:
         """(paths to index again, paths whose documents go) from `old` to `new`."""
-        out = await self._git("diff", "--raw", "-z", "-M", "--no-abbrev", old, new)
+        out: str = await self._git("diff", "--raw", "-z", "-M", "--no-abbrev", old, new)
         fields = out.split("\0")
         changed: list[str] = []
         removed: list[str] = []

@@ -114,7 +114,9 @@ async def sync_sources(
             ) as bar:
                 task = bar.add_task(f"{source.name}: fetching", total=None)
 
-                def progress(done: int, total: int, path: str, task: Any = task, bar: Any = bar):
+                def progress(
+                    done: int, total: int, path: str, task: Any = task, bar: Any = bar
+                ) -> None:
                     bar.update(task, completed=done, total=total, description=path[-40:])
 
                 try:
