@@ -32,6 +32,7 @@ from typing import Any
 
 from adapters.chat.lease import LeasedWork, replica_name
 from adapters.sources.git import GitRepository
+from adapters.sources.web import WebLimits, WebSite
 from bot.settings import Settings, SourceSettings
 from core.errors import InputError, StoreError, TacitError
 from core.ports import StateStore
@@ -167,10 +168,28 @@ class SourceSync:
         progress: Progress | None,
     ) -> None:
         naming: Any
+        globs = Globs(source.include, source.exclude)
         if source.kind == "git":
             repository = GitRepository(source.where, self.cache(source), branch=source.branch)
             snapshot: Any = repository
             naming = GitNaming(source.name, repository)
+        elif source.kind == "web":
+            site = WebSite(
+                source.name,
+                source.where,
+                self.cache(source),
+                limits=WebLimits(
+                    max_pages=source.max_pages,
+                    max_depth=source.max_depth,
+                    max_page_bytes=source.max_page_bytes,
+                    max_total_bytes=source.max_total_bytes,
+                    max_seconds=source.max_seconds,
+                    page_timeout=source.page_timeout,
+                ),
+                allowed=source.allow_networks,
+                globs=Globs(source.include, source.exclude),
+            )
+            snapshot, naming, globs = site, site, Globs()  # the site applies them to URLs
         else:
             snapshot, naming = FolderSnapshot(Path(source.where)), FolderNaming(source.name)
         changes = await snapshot.changes(since)
@@ -181,7 +200,7 @@ class SourceSync:
             source.name,
             changes,
             naming=naming,
-            globs=Globs(source.include, source.exclude),
+            globs=globs,
             report=report,
             progress=progress,
         )

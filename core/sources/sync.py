@@ -50,6 +50,7 @@ class ChangeSet:
     changed: list[str] = field(default_factory=list)  # POSIX paths under root to index
     removed: list[str] = field(default_factory=list)  # paths whose documents go
     full: bool = False  # `changed` lists every file: any other path's documents go
+    failed: dict[str, str] = field(default_factory=dict)  # what could not be read, and why
 
 
 class Snapshot(Protocol):
@@ -81,6 +82,10 @@ class Globs:
     def __call__(self, path: str) -> bool:
         if PurePosixPath(path).suffix.lower() not in SUPPORTED_SUFFIXES:
             return False  # a repository's code and images are not documents
+        return self.matches(path)
+
+    def matches(self, path: str) -> bool:
+        """The patterns alone (a web page's URL path has no file suffix to check)."""
         if self.include is not None and not self.include.match_file(path):
             return False
         return self.exclude is None or not self.exclude.match_file(path)
@@ -180,6 +185,7 @@ async def apply_changes(
 ) -> None:
     """Make the KB hold what `changes` says the source holds now (see the module docstring)."""
     extractor = indexer.extractor.name if indexer.extractor else "none"
+    report.failed.extend({"path": p, "reason": r} for p, r in changes.failed.items())
     by_path = await documents_by_path(indexer, kb, source)
     wanted = [p for p in dict.fromkeys(changes.changed) if globs(p)]
     gone = set(changes.removed)
