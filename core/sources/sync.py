@@ -184,6 +184,29 @@ async def apply_changes(
     progress: Progress | None = None,
 ) -> None:
     """Make the KB hold what `changes` says the source holds now (see the module docstring)."""
+    # Communities are detected once, after the whole change set, as `tacit index` does once a
+    # run: the indexer's own calls would detect them again after every batch and removal.
+    options = indexer.options
+    indexer.options = replace(options, communities=False)
+    try:
+        await _apply(indexer, kb, source, changes, naming, globs, report, progress)
+    finally:
+        indexer.options = options
+    changed = report.files_changed or report.files_removed
+    if changed and options.communities and indexer.extractor is not None:
+        await indexer.refresh_communities(kb)
+
+
+async def _apply(
+    indexer: Indexer,
+    kb: str,
+    source: str,
+    changes: ChangeSet,
+    naming: DocumentNaming,
+    globs: Globs,
+    report: SyncReport,
+    progress: Progress | None,
+) -> None:
     extractor = indexer.extractor.name if indexer.extractor else "none"
     report.failed.extend({"path": p, "reason": r} for p, r in changes.failed.items())
     by_path = await documents_by_path(indexer, kb, source)
