@@ -29,6 +29,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -134,7 +135,7 @@ async def run(files: int, repeats: int) -> dict[str, object]:
     }
 
 
-async def _answer(services: object, decision: object, question: str) -> object:
+async def _answer(services: Any, decision: Any, question: str) -> Any:
     from bot.commands.ask import stream_answer
 
     asked = services.answerer().ask(  # type: ignore[attr-defined]
