@@ -138,11 +138,11 @@ async def run(files: int, repeats: int) -> dict[str, object]:
 async def _answer(services: Any, decision: Any, question: str) -> Any:
     from bot.commands.ask import stream_answer
 
-    asked = services.answerer().ask(  # type: ignore[attr-defined]
+    asked = services.answerer().ask(
         KB,
         question,
         deferred=decision.deferred,
-        covered=not decision.deferred,  # type: ignore[attr-defined]
+        covered=not decision.deferred,
     )
     return await stream_answer(asked, echo=False)
 
