@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from core.index.loaders import SkippedFile, discover
+from core.index.loaders import OUTSIDE_TREE, SkippedFile, discover
 from core.sources.sync import ChangeSet, SourceError
 
 
@@ -28,7 +28,17 @@ class FolderSnapshot:
         # are "<folder name>/<path>", so the path in the folder is what follows the first "/".
         paths = [source.split("/", 1)[1] for _, source in discover([self.root], skipped)]
         stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-        return ChangeSet(root=self.root.resolve(), revision=stamp, changed=paths, full=True)
+        changes = ChangeSet(root=self.root.resolve(), revision=stamp, changed=paths, full=True)
+        for problem in skipped:
+            path = problem.source.split("/", 1)[-1]
+            if problem.reason == OUTSIDE_TREE:
+                # A link out of the folder is never read: its document, if any, goes.
+                changes.failed[path] = problem.reason
+            else:
+                # Unreadable this time (permissions...): listed, so its read fails and is
+                # reported, and its earlier version stays, as `tacit index` keeps it.
+                changes.changed.append(path)
+        return changes
 
 
 class FolderNaming:
