@@ -241,7 +241,7 @@ class WebSite:
             if self.globs.matches(urlsplit(url).path.lstrip("/") or "/"):
                 changes.changed.append(self.pages[url]["file"])
             if depth < max_depth and suffix == ".html":
-                for link in links(body, page.url):
+                for link in await asyncio.to_thread(links, body, page.url):  # off the loop
                     if self._same_site(link) and link not in seen:
                         seen.add(link)
                         queue.append((link, depth + 1))

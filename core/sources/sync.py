@@ -19,6 +19,7 @@ that are gone. `apply_changes` then makes the KB agree with it:
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -225,7 +226,11 @@ async def _apply(
     batch: list[LoadedDocument] = []
     batch_paths: set[str] = set()
     for path in wanted:
-        documents, failure = _read(changes.root, path, changes.revision, naming, indexer)
+        # Parsing a PDF or a Word file takes seconds: never on the event loop, which serves
+        # the chat (and renews the scheduler's lease) meanwhile.
+        documents, failure = await asyncio.to_thread(
+            _read, changes.root, path, changes.revision, naming, indexer
+        )
         done += 1
         if progress is not None:
             progress(done, total, path)
