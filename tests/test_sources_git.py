@@ -245,3 +245,53 @@ async def test_a_forge_remote_names_documents_by_their_page_at_the_commit(
         assert url not in docs
         assert f"https://github.com/acme/runbooks/blob/{head}/runbooks/db.md" in docs
         assert len(docs) == 3
+
+
+async def test_a_repository_over_http(
+    tmp_path: Path, repo: Repo, stores: Stores, store: RedisStateStore
+) -> None:
+    """git's HTTP transport (the one https uses), here git's "dumb" protocol: a bare copy's
+    files served by http.server on 127.0.0.1."""
+    import functools
+    import subprocess
+    import threading
+    from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+
+    served = tmp_path / "served"
+    served.mkdir()
+    bare = served / "runbooks.git"
+
+    def publish() -> None:
+        if not bare.exists():
+            subprocess.run(["git", "init", "--quiet", "--bare", str(bare)], check=True)
+        subprocess.run(["git", "-C", str(repo.path), "push", "--quiet", "--force", str(bare),
+                        "main"], check=True)  # fmt: skip
+        subprocess.run(["git", "-C", str(bare), "update-server-info"], check=True)
+
+    publish()
+
+    class Quiet(SimpleHTTPRequestHandler):
+        def log_message(self, *args: object) -> None:
+            return None
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=served))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/runbooks.git"
+        async with source_sync(
+            tmp_path / "home", stores, store, runbooks(url, branch="main")
+        ) as sync:
+            (source,) = sync.named("runbooks")
+            first = await sync.sync(source)
+            assert first.ok, first.error
+            assert first.files_changed == 3
+            head = repo.rename("runbooks/db.md", "runbooks/database.md")
+            publish()
+            second = await sync.sync(source)
+            assert second.ok and second.revision == head
+            assert (second.files_changed, second.files_removed) == (1, 1)
+            assert "runbooks/runbooks/database.md" in await stores.sources()
+    finally:
+        server.shutdown()
+        server.server_close()
