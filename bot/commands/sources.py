@@ -66,6 +66,12 @@ def describe_last(row: dict[str, Any]) -> str:
     running = row["running_since"]
     if last is None:
         return f"syncing since {_when(running)}" if running else "never synced"
+    if last["error"]:
+        text = f"last sync {_when(last['started_at'])} FAILED after {last['seconds']:.1f}s: "
+        text += printable(last["error"])
+        good = row["last_ok_at"]
+        text += f" (last good sync {_when(good)})" if good else " (never synced fully)"
+        return text + (f" (syncing again since {_when(running)})" if running else "")
     parts = [
         f"last sync {_when(last['started_at'])}, {last['seconds']:.1f}s: "
         f"{last['files_changed']} file(s) changed, {last['files_removed']} removed"
@@ -75,8 +81,6 @@ def describe_last(row: dict[str, Any]) -> str:
     if row["revision"]:
         parts.append(f"at {row['revision'][:12]}")
     text = ", ".join(parts)
-    if last["error"]:
-        text += f" — FAILED: {printable(last['error'])}"
     if running:
         text += f" (syncing again since {_when(running)})"
     return text
