@@ -8,6 +8,7 @@ from bot.cli_base import app
 from bot.commands import admin, ask, chat, gate, index, kb, remove, serve, slack  # noqa: F401
 from bot.commands import console as _console  # noqa: F401  (the web console)
 from bot.commands import eval as _eval  # noqa: F401  (the module is named for its command)
+from bot.commands import sources as _sources  # noqa: F401  (tacit sources list|sync)
 
 
 def main() -> None:

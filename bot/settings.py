@@ -914,6 +914,101 @@ class ConsoleSettings(Section):
     )
 
 
+class SourceSettings(Section):
+    """A [[sources]] entry: a git repository, a folder or a web site kept synced into a KB
+    (`tacit sources sync`, and on its schedule inside `tacit serve`)."""
+
+    name: str = Field(
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$",
+        description="the source's name (letters, digits, _ . -): `tacit sources sync NAME`, and "
+        "the first part of its documents' ids",
+    )
+    kind: Literal["git", "folder", "web"] = Field(
+        description="git: a repository by URL (https, git, ssh, file) or path; folder: a folder "
+        "on this machine; web: a site crawled from a page, or the pages of a sitemap (.xml)"
+    )
+    where: str = Field(
+        min_length=1,
+        max_length=2000,
+        description="the repository's URL or path, the folder, or the web page or sitemap URL",
+    )
+    kb: str | None = Field(None, description="the knowledge base it feeds; default: kb")
+    schedule: float | Literal["off"] = Field(
+        "off",
+        description="seconds between syncs inside `tacit serve` (at least 1; a git fetch of an "
+        'unchanged repository costs well under a second), or "off": only `tacit sources sync` '
+        "syncs it",
+    )
+    include: list[str] = Field(
+        default_factory=list,
+        description='gitignore-style patterns of the files to index (e.g. "runbooks/**/*.md"); '
+        "empty: every supported file",
+    )
+    exclude: list[str] = Field(
+        default_factory=list, description="gitignore-style patterns of files never indexed"
+    )
+    branch: str = Field(
+        "",
+        max_length=255,
+        pattern=r"^([A-Za-z0-9._/-]*)$",
+        description="git: the branch synced; empty: the repository's default branch",
+    )
+
+    max_pages: int = Field(200, ge=1, le=100_000, description="web: pages fetched per sync")
+    max_depth: int = Field(
+        3, ge=0, le=50, description="web: links followed from the start page (0: it alone)"
+    )
+    max_page_bytes: int = Field(
+        5_000_000, ge=1024, description="web: bytes of one page; a larger page is skipped"
+    )
+    max_total_bytes: int = Field(
+        200_000_000, ge=1024, description="web: bytes fetched per sync, all pages together"
+    )
+    max_seconds: float = Field(600.0, gt=0, description="web: seconds one crawl may take")
+    page_timeout: float = Field(
+        30.0, gt=0, description="web: seconds for one page, from request to its last byte"
+    )
+    allow_networks: list[str] = Field(
+        default_factory=list,
+        description="web: networks (CIDR, e.g. 10.20.0.0/16) reachable although loopback, "
+        "private or link-local; such addresses are refused otherwise, at every redirect",
+    )
+
+    @field_validator("kb")
+    @classmethod
+    def _kb_name(cls, value: str | None) -> str | None:
+        from core.kb import validate_kb_name
+
+        return None if value is None else validate_kb_name(value)
+
+    @field_validator("allow_networks")
+    @classmethod
+    def _networks(cls, value: list[str]) -> list[str]:
+        import ipaddress
+
+        for network in value:
+            ipaddress.ip_network(network, strict=False)  # ValueError names the bad one
+        return value
+
+    @model_validator(mode="after")
+    def _web_url(self) -> SourceSettings:
+        if self.kind == "web" and not self.where.startswith(("http://", "https://")):
+            raise ValueError(f"a web source's where is an http(s) URL, not {self.where!r}")
+        return self
+
+    @field_validator("schedule")
+    @classmethod
+    def _schedule(cls, value: float | str) -> float | str:
+        if isinstance(value, float | int) and value < 1:
+            raise ValueError('a schedule is at least 1 second between syncs, or "off"')
+        return value
+
+    @property
+    def every(self) -> float | None:
+        """Seconds between scheduled syncs, or None when it is off."""
+        return None if self.schedule == "off" else float(self.schedule)
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix="TACIT_",
@@ -948,6 +1043,20 @@ class Settings(BaseSettings):
     slack: SlackSettings = Field(default_factory=SlackSettings)
     telegram: TelegramSettings = Field(default_factory=TelegramSettings)
     console: ConsoleSettings = Field(default_factory=ConsoleSettings)
+    sources: list[SourceSettings] = Field(
+        default_factory=list,
+        description="git repositories, folders and web sites kept synced into knowledge bases "
+        "(tables below; `tacit sources list`)",
+    )
+
+    @field_validator("sources")
+    @classmethod
+    def _unique_sources(cls, value: list[SourceSettings]) -> list[SourceSettings]:
+        names = [s.name for s in value]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise ValueError(f"two sources are named {', '.join(twice)}: names are unique")
+        return value
 
     @field_validator("kb")
     @classmethod

@@ -55,6 +55,9 @@ def sections() -> list[SectionDoc]:
         model = _model(field.annotation)
         if model is None:
             top.append(_setting((name,), field, env=True))
+            entry = _entries(field.annotation)  # a top-level array of tables: [[sources]]
+            if entry is not None and entry[0] == "array":
+                found.extend(_sections_of(entry[1], (name,), f"[[{name}]]", env=False))
         else:
             found.extend(_sections_of(model, (name,), f"[{name}]", env=True))
     return [SectionDoc("", "Keys outside any table.", tuple(top)), *found]

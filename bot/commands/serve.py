@@ -26,6 +26,7 @@ from bot.queue import Deliver, Worker, default_consumer_name
 from bot.runtime import Runtime, open_runtime
 from bot.server import HttpResults, build_app, with_http_admins
 from bot.settings import Settings
+from bot.sources import start_source_scheduler
 from bot.wiring import build_chat_adapters
 from core.errors import ConfigError
 
@@ -114,6 +115,8 @@ class Service:
         await self.runtime.store.ping()  # fail fast (StoreUnavailable) before listening
         worker = asyncio.create_task(self.worker.run(), name="tacit-worker")
         refits = start_refits(self.runtime)  # [gate] refit_every (bot/gate_labels.py)
+        # [[sources]] with a schedule: synced by one replica at a time (bot/sources.py)
+        sources = start_source_scheduler(self.runtime)
         started: list[ChatAdapter] = []
         try:
             for name, adapter in self.platforms.items():
@@ -122,6 +125,8 @@ class Service:
                 logger.info("%s adapter started", name)
             yield
         finally:
+            if sources is not None:  # a sync cut short resumes at the next one
+                await sources.stop()
             # Intake first (no new events), then the answers already accepted.
             for adapter in reversed(started):
                 with contextlib.suppress(Exception):
