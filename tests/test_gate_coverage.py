@@ -649,3 +649,20 @@ def test_the_two_old_thresholds_are_accepted_with_a_deprecation(
     warned = [r.getMessage() for r in caplog.records]
     assert any("[gate] unfitted_min_score is deprecated" in m for m in warned)
     assert any("[answer] min_score is deprecated" in m for m in warned)
+
+
+def test_the_signals_say_what_the_verdict_read_besides_the_thresholds() -> None:
+    # headed, valued, general and context are measured for every request, not only where the
+    # rule reads them, for the coverage model's table (bench/fit_coverage_model.py)
+    kb = KbTerms.build(
+        ["Loom FAQ > Why is yesterday's number different today?\nLate data reopens partitions."]
+    )
+    asked = judge(
+        "Why is yesterday's number different today?", dense_max=0.3, request_dense=None, kb=kb
+    )
+    assert asked.covered and asked.signals["headed"] == 1.0
+    general = judge(
+        "How do I fix a late partition in general?", dense_max=0.5, request_dense=None, kb=kb
+    )
+    assert general.signals["general"] == 1.0 and general.signals["headed"] == 0.0
+    assert {"valued", "context"} <= set(general.signals)

@@ -229,6 +229,11 @@ def judge(
         request_dense = None
         empty = True
     focus = dense_max if request_dense is None else min(dense_max, request_dense)
+    # a passage's heading holds all the looked-up words, or one line holds them and the value
+    # a question word asks for: the rule's evidence for a request of everyday words, measured
+    # for every request since the shipped coverage model (core.gate.coverage_model) reads it
+    headed = kb is not None and kb.headed(looked_up)
+    valued = not headed and kb is not None and valued_line(looked_up, kb, a.values)
     signals = {
         "dense_max": dense_max,
         "request_dense": focus,
@@ -239,8 +244,13 @@ def judge(
         "stuffed": stuffed,
         "request_cue": 1.0 if request.cue else 0.0,
         "request_prefixed": 0.0 if request.whole or empty else 1.0,
-        # not one of SIGNALS (the fitted gate's features): the rule's own
+        # not one of SIGNALS (the fitted gate's features): the rule's own, and the shipped
+        # coverage model's
         "ask_coverage": evidence.ask,
+        "headed": 1.0 if headed else 0.0,
+        "valued": 1.0 if valued else 0.0,
+        "general": 1.0 if a.general else 0.0,
+        "context": 1.0 if empty else 0.0,
     }
     if stuffed >= STUFFED:
         why = (
@@ -269,10 +279,9 @@ def judge(
         # about — an FAQ
         # entry's heading is its question, and the similarity of the whole entry, answer
         # included, to its own question was 0.25-0.36 (docs/BENCHMARKS.md).
-        headed = kb is not None and kb.headed(looked_up)
         # …or a line that holds all of them and writes the value a question word asks for
-        # (core.gate.evidence.valued_line: "What are the next release dates?")
-        valued = not headed and kb is not None and valued_line(looked_up, kb, a.values)
+        # (core.gate.evidence.valued_line: "What are the next release dates?"); both measured
+        # above
         covered = focus >= o.dense_only or headed or valued
         why = (
             f"the request has no terms to look up; best chunk similarity {focus:.2f} vs "
