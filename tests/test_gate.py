@@ -607,7 +607,11 @@ async def test_an_unreachable_state_store_degrades_to_the_coverage_rule(
         # the unfitted coverage rule decided, with the request prior
         assert set(decision.scores) == {
             *SIGNALS,
-            "ask_coverage",  # the rule's own, not a feature of the fitted gate
+            "ask_coverage",  # the rule's own, not features of the fitted gate
+            "headed",
+            "valued",
+            "general",
+            "context",
             "prior_request",
             "prior_marked",
             "prior_asks",
