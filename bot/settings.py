@@ -679,6 +679,18 @@ class ConversationSettings(Section):
         gt=0,
         description="seconds a quiet thread's messages are kept for /tacit remember",
     )
+    candidates: bool = Field(
+        True,
+        description="propose knowledge candidates: in a channel bound to a KB, a thread whose "
+        "question Tacit did not answer and another person did waits for an admin's approval "
+        "(/tacit candidates, `tacit sources candidates`)",
+    )
+    candidates_ttl: float = Field(
+        30 * 86400.0,
+        gt=0,
+        description="seconds a candidate waits for an admin before it expires (and an "
+        "approved or dropped thread is not proposed again)",
+    )
 
 
 class ApiToken(Section):
