@@ -79,6 +79,12 @@ class GitNaming:
             "kind": "git",
             "commit": revision,
             "repository": self.repository.shown_url,
+            # the file's last commit, not the sync: what a citation shows as its date
+            **(
+                {"changed_at": self.repository.changed_at[path]}
+                if path in self.repository.changed_at
+                else {}
+            ),
         }
 
 
