@@ -18,7 +18,8 @@ from core.index.loaders import printable
 
 sources_app = typer.Typer(
     name="sources",
-    help="Git repositories and folders kept synced into knowledge bases ([[sources]]).",
+    help="Git repositories, folders, web sites and wiki exports kept synced into knowledge "
+    "bases ([[sources]]), and the answers from chat waiting to join them (candidates).",
     no_args_is_help=True,
 )
 app.add_typer(sources_app, name="sources")
