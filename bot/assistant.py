@@ -18,6 +18,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequenc
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
+from bot.candidates import Candidates
 from bot.conversation_state import ChannelConfig, ConversationState, Decision
 from bot.gate_labels import GateLabels, Label, label_decision
 from bot.thread_memory import ThreadMemory
@@ -51,7 +52,9 @@ COMMAND_HELP = (
     "/tacit label answer|silent <trace-or-message-id> — should have answered / stayed silent\n"
     "/tacit remember [link or id] — in a thread people answered: keep its question and answer "
     "as a document of this channel's knowledge base\n"
-    "/tacit forget [link or document id] — remove a remembered thread"
+    "/tacit forget [link or document id] — remove a remembered thread\n"
+    "/tacit candidates [approve ID | edit ID <text> | drop ID] — answers people gave in chat "
+    "to questions I did not answer, waiting to become documents"
 )
 COMMAND_PREFIX = "/tacit"
 
@@ -183,16 +186,19 @@ class TacitAssistant:
         reindex: Reindex | None = None,
         labels: GateLabels | None = None,
         memory: ThreadMemory | None = None,
+        candidates: Candidates | None = None,
     ) -> None:
         """Without a gate, the answerer's own refusal (evidence below its threshold) is the
         gate's verdict. `labels`: where /tacit label and 👍/👎 teach the gate (bot/gate_labels.py).
-        `memory`: what /tacit remember and /tacit forget index into the channel's KB."""
+        `memory`: what /tacit remember and /tacit forget index into the channel's KB.
+        `candidates`: where people's answers to unanswered questions wait for an admin."""
         self.state = state
         self.answerer = answerer
         self.gate = gate
         self.reindex = reindex
         self.labels = labels if labels is not None else GateLabels(state.store)
         self.memory = memory
+        self.candidates = candidates
 
     async def record_feedback(self, feedback: Feedback) -> bool:
         stored = await self.state.add_feedback(feedback)
@@ -255,6 +261,9 @@ class TacitAssistant:
         # Every person's message of an enabled channel, addressed or not: the question and the
         # replies a thread is remembered from (/tacit remember).
         await self.state.add_post(message)
+        if self.candidates is not None:
+            # A person answering a question Tacit did not: a candidate for an admin to approve.
+            await self.candidates.consider(message, config)
         if not addressed and config.mode == "mention" and not await self.state.engaged(message):
             reason = "not addressed in a mention-only channel"
             await self.state.record(
@@ -516,6 +525,7 @@ class TacitAssistant:
             "label": self._label,
             "remember": self._remember,
             "forget": self._forget,
+            "candidates": self._candidates,
         }.get(name)
         if handler is None:
             text, reason = COMMAND_HELP, "help"
@@ -637,6 +647,27 @@ class TacitAssistant:
         if self.memory is None:
             raise InputError("forgetting threads is not available in this process")
         return await self.memory.forget(message, config, args)
+
+    async def _candidates(self, message: Message, config: ChannelConfig, args: list[str]) -> str:
+        """/tacit candidates [approve ID | edit ID <text> | drop ID]: this channel's KB's
+        candidates (bot/candidates.py); an admin of one channel judges only its own KB's."""
+        if self.candidates is None:
+            raise InputError("knowledge candidates are not available in this process")
+        verb = args[0].lower() if args else "list"
+        by = f"{message.platform}:{message.user}"
+        if verb == "list":
+            return await self.candidates.describe(config.kb)
+        if len(args) < 2:
+            raise InputError(f"name the candidate: /tacit candidates {verb} ID")
+        if verb == "approve":
+            return await self.candidates.approve(args[1], by, kb=config.kb)
+        if verb == "drop":
+            return await self.candidates.drop(args[1], kb=config.kb)
+        if verb == "edit":
+            # The text as typed after the id (line breaks kept), not the split words.
+            text = message.text.split(args[1], 1)[1] if args[1] in message.text else ""
+            return await self.candidates.edit(args[1], text, by, kb=config.kb)
+        raise InputError(f"unknown candidates action {verb!r}: list, approve, edit or drop")
 
     async def _reindex(self, message: Message, config: ChannelConfig, args: list[str]) -> str:
         if self.reindex is None:

@@ -36,7 +36,16 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from core.answer.events import Answer, AnswerEvent, Citation, Delta, Final, Retract, Status
+from core.answer.events import (
+    Answer,
+    AnswerEvent,
+    Citation,
+    Delta,
+    Final,
+    Retract,
+    Status,
+    parse_iso_time,
+)
 from core.errors import InputError, TacitError
 from core.gate.decision import GateDecision
 from core.index.loaders import SkippedFile
@@ -476,7 +485,13 @@ def _decision(data: dict[str, Any]) -> GateDecision:
 
 def _answer(data: dict[str, Any]) -> Answer:
     citations = tuple(
-        Citation(c["n"], c["source"], c.get("heading", ""), c.get("text", ""))
+        Citation(
+            c["n"],
+            c["source"],
+            c.get("heading", ""),
+            c.get("text", ""),
+            parse_iso_time(c.get("changed_at")),
+        )
         for c in data.get("citations", [])
     )
     return Answer(

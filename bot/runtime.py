@@ -9,6 +9,7 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 
 from bot.assistant import TacitAssistant
+from bot.candidates import Candidates
 from bot.conversation_state import ConversationState
 from bot.metrics import Metrics
 from bot.queue import EventIngest
@@ -88,18 +89,17 @@ async def open_runtime(
         state = ConversationState(
             store, settings.conversation, default_kb=default_kb or settings.kb
         )
+        memory = ThreadMemory(
+            state, services.graph, services.indexer, invalidate=services.vector_cache().invalidate
+        )
         assistant = TacitAssistant(
             state,
             services.answerer(in_memory=True),  # many questions: one copy of the vectors
             gate=services.gate(store),
             reindex=KnowledgeBaseReindexer(services, settings),
             # /tacit remember indexes here too (the embedded vector store admits one process)
-            memory=ThreadMemory(
-                state,
-                services.graph,
-                services.indexer,
-                invalidate=services.vector_cache().invalidate,
-            ),
+            memory=memory,
+            candidates=Candidates(state, memory),
         )
         metrics = Metrics()
         yield Runtime(

@@ -679,6 +679,18 @@ class ConversationSettings(Section):
         gt=0,
         description="seconds a quiet thread's messages are kept for /tacit remember",
     )
+    candidates: bool = Field(
+        True,
+        description="propose knowledge candidates: in a channel bound to a KB, a thread whose "
+        "question Tacit did not answer and another person did waits for an admin's approval "
+        "(/tacit candidates, `tacit sources candidates`)",
+    )
+    candidates_ttl: float = Field(
+        30 * 86400.0,
+        gt=0,
+        description="seconds a candidate waits for an admin before it expires (and an "
+        "approved or dropped thread is not proposed again)",
+    )
 
 
 class ApiToken(Section):
@@ -923,14 +935,17 @@ class SourceSettings(Section):
         description="the source's name (letters, digits, _ . -): `tacit sources sync NAME`, and "
         "the first part of its documents' ids",
     )
-    kind: Literal["git", "folder", "web"] = Field(
+    kind: Literal["git", "folder", "web", "export"] = Field(
         description="git: a repository by URL (https, git, ssh, file) or path; folder: a folder "
-        "on this machine; web: a site crawled from a page, or the pages of a sitemap (.xml)"
+        "on this machine; web: a site crawled from a page, or the pages of a sitemap (.xml); "
+        "export: a Confluence space, Notion or Google Docs export (a zip file or a folder), each "
+        "page indexed under its parent pages"
     )
     where: str = Field(
         min_length=1,
         max_length=2000,
-        description="the repository's URL or path, the folder, or the web page or sitemap URL",
+        description="the repository's URL or path, the folder, the web page or sitemap URL, or "
+        "the export's zip file or folder",
     )
     kb: str | None = Field(None, description="the knowledge base it feeds; default: kb")
     schedule: float | Literal["off"] = Field(
@@ -962,11 +977,23 @@ class SourceSettings(Section):
         5_000_000, ge=1024, description="web: bytes of one page; a larger page is skipped"
     )
     max_total_bytes: int = Field(
-        200_000_000, ge=1024, description="web: bytes fetched per sync, all pages together"
+        200_000_000,
+        ge=1024,
+        description="web: bytes fetched per sync, all pages together; export: bytes "
+        "the zip's pages may inflate to, all together (the entries past it are refused)",
     )
     max_seconds: float = Field(600.0, gt=0, description="web: seconds one crawl may take")
     page_timeout: float = Field(
         30.0, gt=0, description="web: seconds for one page, from request to its last byte"
+    )
+    max_entries: int = Field(
+        20_000, ge=1, description="export: entries of the zip read; those past it are refused"
+    )
+    max_entry_bytes: int = Field(
+        50 * 1024 * 1024,
+        ge=1024,
+        description="export: bytes one zip entry may inflate to (declared and actually "
+        "inflated, checked while unpacking); a larger entry is refused",
     )
     allow_networks: list[str] = Field(
         default_factory=list,

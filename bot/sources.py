@@ -37,6 +37,7 @@ from bot.settings import Settings, SourceSettings
 from core.errors import InputError, StoreError, TacitError
 from core.ports import StateStore
 from core.redact import redact_url, redact_urls_in_text
+from core.sources.export import ExportLimits, ExportSource
 from core.sources.folder import FolderNaming, FolderSnapshot
 from core.sources.sync import (
     Globs,
@@ -78,6 +79,12 @@ class GitNaming:
             "kind": "git",
             "commit": revision,
             "repository": self.repository.shown_url,
+            # the file's last commit, not the sync: what a citation shows as its date
+            **(
+                {"changed_at": self.repository.changed_at[path]}
+                if path in self.repository.changed_at
+                else {}
+            ),
         }
 
 
@@ -190,6 +197,14 @@ class SourceSync:
                 globs=Globs(source.include, source.exclude),
             )
             snapshot, naming, globs = site, site, Globs()  # the site applies them to URLs
+        elif source.kind == "export":
+            limits = ExportLimits(
+                max_entries=source.max_entries,
+                max_entry_bytes=source.max_entry_bytes,
+                max_total_bytes=source.max_total_bytes,
+            )
+            export = ExportSource(source.name, Path(source.where), self.cache(source), limits)
+            snapshot, naming = export, export
         else:
             snapshot, naming = FolderSnapshot(Path(source.where)), FolderNaming(source.name)
         changes = await snapshot.changes(since)

@@ -19,7 +19,8 @@ from typing import Any
 from bot.conversation_state import ChannelConfig, ConversationState
 from core.conversation import Message
 from core.errors import InputError, TacitError
-from core.index.pipeline import Indexer
+from core.index.loaders import LoadedDocument
+from core.index.pipeline import Indexer, IndexReport
 from core.models import DocumentRecord
 from core.ports import GraphStore
 from core.thread_qa import (
@@ -95,7 +96,7 @@ class ThreadMemory:
         strict = message.platform == "slack" or (
             message.platform == "telegram" and "topic_id" not in message.extra
         )
-        source = await self._link(message, thread)
+        source = await self.link(message, thread)
         try:
             document = thread_document(
                 posts,
@@ -127,23 +128,14 @@ class ThreadMemory:
                 f"Nothing to remember yet: {exc}. Once a person has replied, run it again."
                 + privacy
             ) from None
-        async with self._lock(config.kb):
-            try:
-                earlier = [d for d in await self.graph.get_documents(config.kb) if _of(d, key)]
-                indexer = self.indexer(config.kb)
-                moved = [d.source for d in earlier if d.source != document.source]
-                if moved:  # the link changed (say the platform gave none last time)
-                    await indexer.remove(config.kb, moved)
-                report = await indexer.index_documents(config.kb, [document])
-            except TacitError as exc:
-                logger.warning("remembering %s in %s failed: %s", key, config.kb, exc)
-                return (
-                    f"I could not store this thread in knowledge base {config.kb}: {exc}. "
-                    "Run /tacit remember again once the store is back (it replaces whatever "
-                    "part was stored)."
-                )
-            finally:
-                self._changed(config.kb)
+        try:
+            earlier, report = await self.store(config.kb, document, key)
+        except TacitError as exc:
+            return (
+                f"I could not store this thread in knowledge base {config.kb}: {exc}. "
+                "Run /tacit remember again once the store is back (it replaces whatever "
+                "part was stored)."
+            )
         meta = document.metadata
         answered = ", ".join(meta["answered_by"])
         what = "Updated" if earlier else "Remembered"
@@ -160,6 +152,28 @@ class ThreadMemory:
             lines.append(f"Entity extraction failed ({report.failed[0].reason}); run it again.")
         lines.append("It is searchable now; /tacit forget in this thread removes it.")
         return "\n".join(lines)
+
+    async def store(
+        self, kb: str, document: LoadedDocument, key: str
+    ) -> tuple[list[DocumentRecord], IndexReport]:
+        """Index a thread's document into `kb`, replacing what was remembered of the thread
+        before (`key`: its thread_key); the earlier documents and the index report. A store
+        that fails raises its TacitError (logged), and whatever part was stored is replaced
+        by the next attempt."""
+        async with self._lock(kb):
+            try:
+                earlier = [d for d in await self.graph.get_documents(kb) if _of(d, key)]
+                indexer = self.indexer(kb)
+                moved = [d.source for d in earlier if d.source != document.source]
+                if moved:  # the link changed (say the platform gave none last time)
+                    await indexer.remove(kb, moved)
+                report = await indexer.index_documents(kb, [document])
+            except TacitError as exc:
+                logger.warning("remembering %s in %s failed: %s", key, kb, exc)
+                raise
+            finally:
+                self._changed(kb)
+        return earlier, report
 
     # -- forget ------------------------------------------------------------------------------
 
@@ -224,7 +238,8 @@ class ThreadMemory:
             )
         return message.thread
 
-    async def _link(self, message: Message, root: str) -> str:
+    async def link(self, message: Message, root: str) -> str:
+        """The thread's link: the platform's permalink, else a stable fallback form."""
         link: str | None = None
         making = self.links.get(message.platform)
         if making is not None:

@@ -300,3 +300,29 @@ def _web_ref(host: str, path: str, query: str, ref: str) -> ThreadRef:
         if pieces[0] != "c" and len(pieces) >= 2:
             return ThreadRef(pieces[-1], f"@{pieces[0]}")  # a public group, by its @username
     raise InputError(f"not a thread link or message id: {ref[:80]!r}")
+
+
+# --- questions --------------------------------------------------------------------------------
+
+# A thread's first message is worth an admin's look as a question when it asks something:
+# a question mark (ASCII or full-width), or a question word first ("how do I…", "怎么…").
+_ASKING_START = re.compile(
+    r"^\s*(how|what|why|where|when|who|which|can|could|does|do|is|are|should|would|will|"
+    r"anyone|any idea)\b",
+    re.IGNORECASE,
+)
+_ASKING_END = re.compile(r"(吗|呢|么)\s*[。.!！]?\s*$")
+_ASKING_ZH = re.compile(r"怎么|怎样|如何|为什么|为何|什么|哪|谁|能否|是否|多少")
+
+
+def looks_like_question(text: str) -> bool:
+    """Whether a message asks something (not "lunch at noon" or "deployed 🎉"): a chat
+    thread's question becomes a knowledge candidate only then (bot/candidates.py)."""
+    words = plain(text)
+    if not words:
+        return False
+    return (
+        "?" in words
+        or "？" in words
+        or bool(_ASKING_START.match(words) or _ASKING_END.search(words) or _ASKING_ZH.search(words))
+    )

@@ -112,3 +112,65 @@ async def until(check: Callable[[], bool], within: float = 30.0) -> None:
     while not check():
         assert time.monotonic() < deadline, "timed out"
         await asyncio.sleep(0.1)
+
+
+def test_candidates_listed_edited_approved_and_dropped(
+    cli: Callable[..., CliResult], home: Path, tmp_path: Path
+) -> None:
+    """`tacit sources candidates` on candidates the chat proposed (put in the home's state
+    store as a replica would): list, edit, approve (indexed as a remembered thread), drop."""
+    from bot.candidates import Candidate, CandidateStore
+    from bot.settings import Settings
+    from bot.wiring import build_state
+    from core.thread_qa import ThreadPost
+
+    (tmp_path / "tacit.toml").write_text('kb = "ops"\n[index]\nextractor = "none"\n', "utf-8")
+
+    async def propose() -> None:
+        store = await build_state(Settings(home=home, kb="ops"))
+        candidates = CandidateStore(store, ttl=3600)
+        for n, (question, answer) in enumerate(
+            [
+                ("How do I rotate the quasar spool?", "quasarctl spool rotate --force"),
+                ("Who owns the billing cron?", "Team Ledger, ask in #ledger"),
+            ]
+        ):
+            await candidates.put(
+                Candidate(
+                    id=f"c{n}",
+                    kb="ops",
+                    thread=f"slack:T1:C1:{n}",
+                    channel="slack:T1:C1",
+                    platform="slack",
+                    link=f"https://acme.slack.com/archives/C1/p{n}",
+                    question=ThreadPost(str(n), "U1", "Ann", question, 1.0 + n).as_dict(),
+                    replies=[ThreadPost(f"{n}.1", "U2", "Bo", answer, 2.0 + n).as_dict()],
+                ),
+                new=True,
+            )
+        await store.aclose()
+
+    asyncio.run(propose())
+    code, out, _ = cli("sources", "candidates", "--json")
+    assert code == 0, out
+    listed = last_json(out)["candidates"]
+    assert [c["id"] for c in listed] == ["c0", "c1"]
+    assert listed[0]["answered_by"] == ["Bo"] and listed[0]["asked_by"] == "Ann"
+
+    code, out, _ = cli("sources", "candidates", "edit", "c0", "Run quasarctl spool rotate.")
+    assert code == 0 and out.startswith("Edited c0"), out
+    code, out, _ = cli("sources", "candidates", "approve", "c0")
+    assert code == 0, out
+    assert "answered by Bo" in out and "https://acme.slack.com/archives/C1/p0" in out
+    code, out, _ = cli("sources", "candidates", "drop", "c1")
+    assert code == 0 and out.startswith("Dropped c1"), out
+    code, out, _ = cli("sources", "candidates")
+    assert code == 0 and "No candidates waiting" in out
+    code, out, err = cli("sources", "candidates", "approve", "c1")
+    assert code != 0 and "no candidate 'c1'" in out + err
+
+    code, out, _ = cli("ask", "How do I rotate the quasar spool?", "--json")
+    answer = last_json(out)
+    assert code == 0 and not answer["refused"], answer
+    sources = [c["source"] for c in answer["citations"]]
+    assert "https://acme.slack.com/archives/C1/p0" in sources

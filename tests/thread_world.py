@@ -13,6 +13,7 @@ from adapters.graph.sqlite_store import SQLiteGraphStore
 from adapters.state import RedisStateStore
 from adapters.vector.milvus_store import MilvusVectorStore
 from bot.assistant import TacitAssistant
+from bot.candidates import Candidates
 from bot.conversation_state import ConversationState
 from bot.settings import ChannelSettings, ConversationSettings, Settings
 from bot.thread_memory import ThreadMemory
@@ -74,7 +75,12 @@ async def open_world(
         invalidate=services.vector_cache().invalidate,
         limits=limits,
     )
-    assistant = TacitAssistant(state, services.answerer(in_memory=True), memory=memory)
+    assistant = TacitAssistant(
+        state,
+        services.answerer(in_memory=True),
+        memory=memory,
+        candidates=Candidates(state, memory),
+    )
     try:
         yield World(services, store, state, assistant)
     finally:

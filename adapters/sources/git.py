@@ -46,6 +46,7 @@ class GitRepository:
         self.cache = cache
         self.branch = branch
         self.timeout = timeout
+        self.changed_at: dict[str, float] = {}  # path -> its last commit's time (changes())
 
     @property
     def shown_url(self) -> str:
@@ -58,11 +59,40 @@ class GitRepository:
         if since is not None and since != head and not await self.has(since):
             since = None  # history rewritten past it (a force-push): read the whole head
         if since is None:
-            return ChangeSet(self.cache, head, await self.files(head), full=True)
-        if since == head:
+            changes = ChangeSet(self.cache, head, await self.files(head), full=True)
+        elif since == head:
             return ChangeSet(self.cache, head)
-        changed, removed = await self.diff(since, head)
-        return ChangeSet(self.cache, head, changed, removed)
+        else:
+            changed, removed = await self.diff(since, head)
+            changes = ChangeSet(self.cache, head, changed, removed)
+        self.changed_at = await self.commit_times(head, since, changes.changed)
+        return changes
+
+    async def commit_times(
+        self, head: str, since: str | None, paths: list[str]
+    ) -> dict[str, float]:
+        """When each path last changed: the time of the newest commit (up to `head`, after
+        `since`) that touched it — what a citation shows as the document's date. A path no
+        commit of the range names (a shallow history) gets the head commit's time."""
+        wanted = set(paths)
+        found: dict[str, float] = {}
+        span = head if since is None else f"{since}..{head}"
+        out: str = await self._git(
+            "log", "-z", "--no-renames", "--format=%x01%ct", "--name-only", span, "--"
+        )
+        when = 0.0
+        for field in out.split("\0"):
+            field = field.strip("\n")
+            if field.startswith("\x01"):  # a commit: its time, then the paths it touched
+                stamp, _, field = field[1:].partition("\n")
+                when = float(stamp)
+            if field in wanted and field not in found:
+                found[field] = when
+        if len(found) < len(wanted):
+            stamp = (await self._git("log", "-1", "--format=%ct", head)).strip()
+            for path in wanted - set(found):
+                found[path] = float(stamp)
+        return found
 
     async def fetch(self) -> str:
         """Fetch the branch (the remote's default branch when none is named); its head commit."""

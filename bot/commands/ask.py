@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import json
+import time
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.markup import escape
 
 from bot.cli_base import JsonOption, KbOption, app, command, err, kb_name, out, settings
-from core.answer.events import Answer, Delta, Final, Retract, Status
+from core.answer.events import Answer, Citation, Delta, Final, Retract, Status
 from core.errors import InputError
 from core.gate.decision import GateDecision
+from core.index.loaders import printable
 
 if TYPE_CHECKING:
     from bot.wiring import Services
@@ -160,11 +162,17 @@ async def stream_answer(events: Any, *, echo: bool, quiet: bool = False) -> Answ
         if final.refused and not quiet:
             err.print(f"[dim]({escape(final.reason)})[/]", markup=True)
         for citation in final.citations:
-            where = (
-                f"{citation.source} — {citation.heading}" if citation.heading else citation.source
-            )
-            out.print(f"  [{citation.n}] {where}", markup=False)
+            out.print(citation_line(citation), markup=False)
     return final
+
+
+def citation_line(citation: Citation) -> str:
+    """`  [1] runbooks/db.md — Failover (changed 2026-03-02)`: where, and how fresh it is."""
+    where = f"{citation.source} — {citation.heading}" if citation.heading else citation.source
+    if citation.changed_at is not None:
+        day = time.strftime("%Y-%m-%d", time.gmtime(citation.changed_at))
+        where += f" (changed {day})"
+    return f"  [{citation.n}] {printable(where)}"
 
 
 def plain_reason(reason: str) -> str:

@@ -12,6 +12,7 @@ from typing import Annotated, Any
 import typer
 
 from bot.cli_base import JsonOption, KbOption, app, command, err, kb_name, out, settings
+from bot.commands.ask import citation_line
 from core.conversation import Feedback, FinalReply, Message, Refusal, TextDelta, Thinking
 
 HELP = (
@@ -122,8 +123,7 @@ async def _converse(events: Any, *, echo: bool) -> dict[str, Any]:
                     out.print(f"tacit> {event.text}", end="", markup=False)
                 out.print()
                 for c in event.citations:
-                    where = f"{c.source} — {c.heading}" if c.heading else c.source
-                    out.print(f"  [{c.n}] {where}", markup=False)
+                    out.print(citation_line(c), markup=False)
         elif isinstance(event, Refusal):
             result = {
                 "event": "refusal",

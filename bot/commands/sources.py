@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -17,7 +18,8 @@ from core.index.loaders import printable
 
 sources_app = typer.Typer(
     name="sources",
-    help="Git repositories and folders kept synced into knowledge bases ([[sources]]).",
+    help="Git repositories, folders, web sites and wiki exports kept synced into knowledge "
+    "bases ([[sources]]), and the answers from chat waiting to join them (candidates).",
     no_args_is_help=True,
 )
 app.add_typer(sources_app, name="sources")
@@ -158,3 +160,66 @@ def print_report(report: dict[str, Any]) -> None:
         out.print(
             f"  failed: {printable(failure['path'])}: {printable(failure['reason'])}", markup=False
         )
+
+
+@sources_app.command("candidates")
+@command
+async def candidates(
+    action: Annotated[
+        str, typer.Argument(help="list, approve, edit or drop (default: list).")
+    ] = "list",
+    candidate: Annotated[str | None, typer.Argument(help="The candidate's id.")] = None,
+    text: Annotated[str | None, typer.Argument(help="edit: the answer's new text.")] = None,
+    kb: Annotated[
+        str | None, typer.Option("--kb", help="Only this knowledge base's candidates.")
+    ] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Answers people gave in chat to questions Tacit did not answer, waiting for an admin:
+    list them, approve one (it is indexed as /tacit remember indexes a thread), edit its
+    answer, or drop it."""
+    from bot.candidates import Candidates
+    from bot.conversation_state import ConversationState
+    from bot.thread_memory import ThreadMemory
+    from bot.wiring import build_state, open_services
+
+    action = action.lower()
+    if action not in ("list", "approve", "edit", "drop"):
+        raise TacitError(f"unknown action {action!r}: list, approve, edit or drop")
+    if action != "list" and not candidate:
+        raise TacitError(f"name the candidate: tacit sources candidates {action} ID")
+    config = settings()
+    store = await build_state(config)
+    try:
+        state = ConversationState(store, config.conversation, default_kb=config.kb)
+        by = "cli:" + (os.environ.get("USER") or "admin")
+        if action == "approve":
+            assert candidate is not None
+            async with open_services(config) as services:
+                memory = ThreadMemory(state, services.graph, services.indexer)
+                report = await Candidates(state, memory).approve(candidate, by, kb=kb)
+        else:
+            chosen = Candidates(state)  # the state store alone
+            if action == "list":
+                if as_json:
+                    waiting = await chosen.store.listing(kb)
+                    print(
+                        json.dumps(
+                            {"candidates": [c.as_dict() for c in waiting]}, ensure_ascii=False
+                        )
+                    )
+                    return
+                report = await chosen.describe(kb)
+            elif action == "edit":
+                assert candidate is not None
+                report = await chosen.edit(candidate, text or "", by, kb=kb)
+            else:
+                assert candidate is not None
+                report = await chosen.drop(candidate, kb=kb)
+    finally:
+        await store.aclose()
+    if as_json:
+        print(json.dumps({"result": report}, ensure_ascii=False))
+    else:
+        for line in report.splitlines():  # a chat's text is shown, never run as escapes
+            out.print(printable(line), markup=False)

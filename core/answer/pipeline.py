@@ -50,7 +50,15 @@ from core.answer.context_text import (
     render_context,
     valid_marks,
 )
-from core.answer.events import Answer, AnswerEvent, Delta, Final, Retract, Status
+from core.answer.events import (
+    Answer,
+    AnswerEvent,
+    Delta,
+    Final,
+    Retract,
+    Status,
+    changed_at,
+)
 from core.answer.extractive import (
     _answer_order,
     asked_of,
@@ -95,6 +103,7 @@ from core.retrieve.context import Keywords, RetrievedContext, ScoredChunk
 from core.retrieve.keywords import nlp_keywords
 from core.retrieve.retriever import Retriever
 from core.text import Language, detect_language
+from core.vector_cache import DocumentListing
 
 T = TypeVar("T")
 # How an answer's reason says the gate deferred its question (GateDecision.deferred).
@@ -196,9 +205,29 @@ class MultiStageAnswerer:
         )
         try:
             async for event in run.events(history):
+                if isinstance(event, Final) and event.answer.citations:
+                    event = await self._dated(kb, event)
                 yield event
         finally:
             await run.cancel_speculation()
+
+    async def _dated(self, kb: str, final: Final) -> Final:
+        """The answer's citations with when each cited document last changed, read from the
+        documents' records in one call. A graph that cannot list documents (a test's fake
+        of the four retrieval reads) or fails here costs the dates, never the answer."""
+        graph = self.retriever.graph
+        if not isinstance(graph, DocumentListing):
+            return final
+        sources = list(dict.fromkeys(c.source for c in final.answer.citations))
+        try:
+            records = await graph.get_documents(kb, sources)
+        except StoreError:
+            return final
+        dates = {r.source: changed_at(r.metadata or {}) for r in records}
+        citations = tuple(
+            replace(c, changed_at=dates.get(c.source)) for c in final.answer.citations
+        )
+        return Final(replace(final.answer, citations=citations))
 
 
 class _Run:

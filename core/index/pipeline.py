@@ -364,6 +364,12 @@ class Indexer:
         all_chunks = [c for item in batch for c in item.chunks]
         await self._store_chunks(kb, all_chunks, await self._chunk_vectors(all_chunks))
 
+        # No answer cites a stale chunk: a passage is citable only through the graph's chunk
+        # records (retrieval looks every vector or BM25 hit up there by id, and drops an id it
+        # does not find), and put_document swaps a document's chunks in one transaction. So the
+        # new vectors stored above stay unreadable until the swap, and the old ones, deleted
+        # just after it, already are: a question sees one version or the other, never both,
+        # and only the new one once the batch returned.
         pending = PendingVectors()
         for item in batch:
             record = DocumentRecord(
@@ -371,7 +377,13 @@ class Indexer:
                 title=item.document.title,
                 content_hash="",  # recorded at the end of the batch: see the module docstring
                 chunk_count=len(item.chunks),
-                metadata={**item.document.metadata, "extractor": report.extractor},
+                # When this version came in: the date a citation of it shows (a source may
+                # add its own, such as a git file's last commit: core.answer.events).
+                metadata={
+                    **item.document.metadata,
+                    "extractor": report.extractor,
+                    "indexed_at": time.time(),
+                },
             )
             removed = await self.graph.put_document(kb, record, item.chunks)
             pending.add_report(removed)

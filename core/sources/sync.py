@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path, PurePosixPath
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from core.errors import TacitError
 from core.index.loaders import SUPPORTED_SUFFIXES, LoadedDocument, LoadError, SkippedFile, iter_file
@@ -67,6 +67,14 @@ class DocumentNaming(Protocol):
     def source_id(self, path: str, revision: str) -> str: ...
 
     def metadata(self, path: str, revision: str) -> dict[str, Any]: ...
+
+
+@runtime_checkable
+class PageReader(Protocol):
+    """A source whose files are not read as `tacit index` reads them (an export's pages carry
+    their place in the wiki): the documents of one file, or LoadError saying why not."""
+
+    def read_page(self, root: Path, path: str, source_id: str) -> list[LoadedDocument]: ...
 
 
 class Globs:
@@ -278,6 +286,9 @@ def _read(
     meta = {**naming.metadata(path, revision), "path": path}
     documents: list[LoadedDocument] = []
     try:
+        if isinstance(naming, PageReader):
+            pages = naming.read_page(root, path, source_id)
+            return [replace(d, metadata={**d.metadata, **meta}) for d in pages], None
         for item in iter_file(root / path, source_id, indexer.options.corpus_fields):
             if isinstance(item, SkippedFile):
                 continue  # a corpus record that cannot be read; the others are indexed
