@@ -141,3 +141,102 @@ async def test_telegram_update_delivered_twice_gets_one_reply(
         await adapter.aclose()
     [reply] = telegram.replies_to(GROUP["id"], 900)
     assert reply.text.startswith(ANSWER)
+
+
+# --- answers people gave in the chat become candidates -----------------------------------------
+
+ROOT_QUESTION = "How do I rotate the quasar spool when it is full?"
+PEOPLES_ANSWER = "Run quasarctl spool rotate --force, then raise QUASAR_SPOOL_SEGMENTS to 12."
+
+
+@pytest.fixture
+def proposing(store: RedisStateStore) -> TacitAssistant:
+    """A channel of each platform bound to the ops KB; Tacit answers nothing (scripted)."""
+    from bot.candidates import Candidates
+    from bot.settings import ChannelSettings
+
+    bound = {
+        f"slack:{TEAM_ID}:C0CAND": ChannelSettings(kb="ops"),
+        f"telegram::{GROUP['id']}": ChannelSettings(kb="ops"),
+    }
+    state = ConversationState(
+        store, ConversationSettings(mode="mention", channels=bound), default_kb="default"
+    )
+    return TacitAssistant(state, ScriptedAnswerer({}), candidates=Candidates(state))
+
+
+async def test_a_thread_people_answered_on_slack_becomes_a_candidate(
+    slack: FakeSlack, store: RedisStateStore, proposing: TacitAssistant
+) -> None:
+    from bot.candidates import Candidates
+
+    queue = RedisEventQueue(store)
+    adapter = SlackAdapter(
+        bot_token="xoxb-test",
+        signing_secret=SLACK_SIGNING_SECRET,
+        submit=EventIngest(queue).submit,
+        feedback=proposing.record_feedback,
+        api_url=slack.api_url,
+    )
+
+    async def dispatch(event: dict[str, object], event_id: str) -> None:
+        body = event_body(event, event_id=event_id)
+        headers = sign(body, SLACK_SIGNING_SECRET) | {"content-type": "application/json"}
+        response = await adapter.app.async_dispatch(AsyncBoltRequest(body=body, headers=headers))
+        assert response.status == 200
+
+    root = "1700002000.000100"
+    base = {"type": "message", "channel": "C0CAND", "channel_type": "channel"}
+    async with serving(Worker(queue, proposing, {"slack": adapter.deliver}, poll=0.05)):
+        await dispatch(base | {"user": "U1", "text": ROOT_QUESTION, "ts": root}, "EvQ")
+        reply = {"user": "U2", "text": PEOPLES_ANSWER, "ts": "1700002001.000200"}
+        await dispatch(base | reply | {"thread_ts": root}, "EvR")
+        await drained(store)
+    (candidate,) = await Candidates(proposing.state).store.listing("ops")
+    assert candidate.question["text"] == ROOT_QUESTION
+    assert [r["text"] for r in candidate.replies] == [PEOPLES_ANSWER]
+    assert slack.thread("C0CAND", root) == []  # Tacit itself said nothing
+
+
+async def test_a_reply_chain_people_answered_on_telegram_becomes_a_candidate(
+    telegram: FakeTelegram, store: RedisStateStore, proposing: TacitAssistant
+) -> None:
+    from bot.candidates import Candidates
+    from tests.fakes.fake_telegram import ANA
+
+    queue = RedisEventQueue(store)
+    adapter = TelegramAdapter(
+        bot_token=TOKEN,
+        submit=EventIngest(queue).submit,
+        feedback=proposing.record_feedback,
+        mode="webhook",
+        webhook_secret=TELEGRAM_WEBHOOK_SECRET,
+        api_url=telegram.base_url,
+    )
+    await adapter.start()
+    transport = httpx.ASGITransport(app=Starlette(routes=adapter.routes()))
+    question = text_update(ROOT_QUESTION, message_id=950)
+    someone = {"id": 5151, "is_bot": False, "first_name": "Bo", "username": "bo"}
+    answer = text_update(
+        PEOPLES_ANSWER, message_id=951, sender=someone, reply_to=question["message"]
+    )
+    assert question["message"]["from"] == ANA
+    try:
+        async with (
+            httpx.AsyncClient(transport=transport, base_url="http://tacit.test") as http,
+            serving(Worker(queue, proposing, {"telegram": adapter.deliver}, poll=0.05)),
+        ):
+            for update in (question, answer):
+                response = await http.post(
+                    "/telegram/webhook",
+                    json=update,
+                    headers={SECRET_HEADER: TELEGRAM_WEBHOOK_SECRET},
+                )
+                assert response.status_code == 200
+            await drained(store)
+    finally:
+        await adapter.aclose()
+    listed = await Candidates(proposing.state).store.listing("ops")
+    (candidate,) = [c for c in listed if c.platform == "telegram"]
+    assert candidate.question["text"] == ROOT_QUESTION
+    assert [r["text"] for r in candidate.replies] == [PEOPLES_ANSWER]
