@@ -734,7 +734,8 @@ class ServerSettings(Section):
         ge=1024,
         le=64 * 1024 * 1024,
         description="largest request body on any route (/v1/*, /slack/events, "
-        "/telegram/webhook); larger ones get 413 before more is read",
+        "/telegram/webhook, the console's forms but its upload); larger ones get 413 before "
+        "more is read",
     )
     workers: int = Field(
         8, ge=1, le=1024, description="queued chat events answered at once per replica"
@@ -906,6 +907,13 @@ class ConsoleSettings(Section):
     )
     upload_dir: Path | None = Field(
         None, description="where uploaded documents are kept; default <home>/uploads"
+    )
+    max_upload_bytes: int = Field(
+        50 * 1024 * 1024,
+        ge=1024,
+        le=1024 * 1024 * 1024,
+        description="largest body of the console's upload form, files included (413 beyond, "
+        "before it is parsed); every other console form is capped at [server] max_body_bytes",
     )
     index_roots: list[Path] = Field(
         default_factory=list,

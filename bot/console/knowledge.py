@@ -22,7 +22,6 @@ from core.kb import validate_kb_name
 from core.models import normalise_name
 
 DOCS_PER_PAGE = 100
-MAX_UPLOAD_BYTES = 50 * 1024 * 1024
 GRAPH_PAGE = 200  # neighbours drawn at first and added by each "show more"
 GRAPH_MAX = 1000  # most neighbours one request may ask for
 # Most edges one page sends: 500 neighbours of a hub in the refusal KB share 6,344 relations,
@@ -92,7 +91,7 @@ def _job_started(console: Console, request: Request, session: Session, job: Job)
 
 
 async def upload(console: Console, request: Request, session: Session) -> Response:
-    form = await request.form(max_part_size=MAX_UPLOAD_BYTES)
+    form = await console.form(request)
     kb = _kb(console, request, form.get("kb"))
     files = [f for f in form.getlist("files") if isinstance(f, UploadFile) and f.filename]
     if not files:
@@ -122,7 +121,7 @@ def _allowed(console: Console, path: Path) -> bool:
 
 
 async def index_path(console: Console, request: Request, session: Session) -> Response:
-    form = await request.form()
+    form = await console.form(request)
     kb = _kb(console, request, form.get("kb"))
     raw = form.get("path")
     path = Path(raw.strip()) if isinstance(raw, str) and raw.strip() else None
@@ -138,7 +137,7 @@ async def index_path(console: Console, request: Request, session: Session) -> Re
 
 
 async def reindex(console: Console, request: Request, session: Session) -> Response:
-    form = await request.form()
+    form = await console.form(request)
     kb = _kb(console, request, form.get("kb"))
     source = form.get("source")
     paths: list[Path] = []
@@ -164,7 +163,7 @@ async def reindex(console: Console, request: Request, session: Session) -> Respo
 
 
 async def remove(console: Console, request: Request, session: Session) -> Response:
-    form = await request.form()
+    form = await console.form(request)
     kb = _kb(console, request, form.get("kb"))
     source = form.get("source")
     if not isinstance(source, str) or not source:
