@@ -895,7 +895,8 @@ class ConsoleSettings(Section):
     trusted_proxies: list[str] = Field(
         default_factory=list,
         description="addresses or networks (CIDR) of the reverse proxies trusted to set "
-        "trusted_user_header",
+        "trusted_user_header, matched against the connecting peer's own address (tacit serve "
+        "never believes X-Forwarded-For for it)",
     )
     session_ttl: float = Field(12 * 3600.0, gt=0, description="seconds a console session lasts")
     public_url: str = Field(
