@@ -316,6 +316,21 @@ class IndexSettings(Section):
         description="detect entity communities after each run (a feedback round widens to "
         "them); false saves that step on a very large graph",
     )
+    document_timeout: float = Field(
+        300.0,
+        gt=0,
+        le=86400,
+        description="seconds one document may take to be read and split (in a worker process, "
+        "off the event loop); a document over it fails alone, with this reason, and the run "
+        "goes on. Raise it for very large Word or PDF files",
+    )
+    document_memory_mb: int = Field(
+        2048,
+        ge=256,
+        le=1024 * 1024,
+        description="MiB of address space the worker process may use to read and split one "
+        "document; a document over it fails alone, with this reason, and the run goes on",
+    )
     corpus_id_fields: list[str] = Field(
         default_factory=lambda: ["id", "_id", "doc_id", "idx"],
         description="JSON/JSONL corpus: the fields that may hold a record's id, first present "

@@ -12,6 +12,7 @@ from core.answer.pipeline import MultiStageAnswerer, PipelineOptions
 from core.gate.coverage import CoverageOptions, CoverageRule
 from core.gate.gate import Gate, GateOptions
 from core.index.pipeline import Indexer, IndexOptions
+from core.index.reading import DocumentBudget
 from core.ports import (
     LLM,
     DecisionLog,
@@ -278,6 +279,10 @@ def build_indexer(services: Services, kb: str, extractor: str | None = None) -> 
             id=tuple(index.corpus_id_fields),
             title=tuple(index.corpus_title_fields),
             text=tuple(index.corpus_text_fields),
+        ),
+        document_budget=DocumentBudget(
+            seconds=index.document_timeout,
+            memory_bytes=index.document_memory_mb * 1024 * 1024,
         ),
     )
     return Indexer(

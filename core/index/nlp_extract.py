@@ -18,6 +18,7 @@ never starts or ends with a stop word.
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections import Counter
 from functools import lru_cache
@@ -103,7 +104,9 @@ class NLPExtractor:
         return "nlp"
 
     async def extract(self, chunk: ChunkRecord) -> Extraction:
-        return self.extract_sync(chunk)
+        # In a thread: a run's chunks are extracted as concurrent tasks, and run on the event
+        # loop they would all go in one turn of it, holding up every request meanwhile.
+        return await asyncio.to_thread(self.extract_sync, chunk)
 
     def extract_sync(self, chunk: ChunkRecord) -> Extraction:
         text = _INLINE_URL.sub(" ", table_rows_as_text(_CODE_FENCE.sub("\n", chunk.text)))

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -110,3 +111,32 @@ def console_login(serving: Serving, client: httpx.Client) -> None:
         headers={"Origin": serving.origin},
     )
     assert reply.status_code == 303, reply.text
+
+
+def console_client(serving: Serving) -> tuple[httpx.Client, dict[str, str]]:
+    """A logged-in client and the headers a console action needs (its Origin and the session's
+    CSRF token, as the console's pages send them)."""
+    client = httpx.Client(base_url=serving.url, timeout=60)
+    console_login(serving, client)
+    page = client.get("/console/knowledge")
+    match = re.search(r'<meta name="csrf-token" content="([^"]+)"', page.text)
+    assert match, page.text[:500]
+    return client, {"Origin": serving.origin, "X-CSRF-Token": match.group(1), "HX-Request": "true"}
+
+
+def job_id(fragment: str) -> str:
+    """The id of the run a console action started, from the fragment it answered."""
+    match = re.search(r'id="job-([0-9a-f]+)"', fragment)
+    assert match, fragment[:500]
+    return match.group(1)
+
+
+def wait_for_job(client: httpx.Client, job: str, headers: dict[str, str], timeout: float) -> str:
+    """The finished run's fragment (done or failed)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        fragment = client.get(f"/console/jobs/{job}", headers=headers).text
+        if 'class="job running"' not in fragment:
+            return fragment
+        assert time.monotonic() < deadline, f"the run did not finish in {timeout} s: {fragment}"
+        time.sleep(0.5)
