@@ -933,8 +933,9 @@ class ConsoleSettings(Section):
     )
     index_roots: list[Path] = Field(
         default_factory=list,
-        description="folders the console may index from a typed path; empty: any path the "
-        "server can read",
+        description="folders the console may index from a typed path or re-index from (a "
+        "path is resolved, symlinks and .. included, before it is checked); empty, the "
+        "default: no typed path, only uploads and the KB's [conversation] kb_sources",
     )
 
 
