@@ -11,15 +11,20 @@ reason, and the next one gets a fresh worker. Corpus files (JSON, JSONL) stream 
 records and are read record by record in a thread instead.
 
 One worker serves the whole process (indexing runs take turns on it); it is started on first
-use, with the `spawn` method (a fork of a threaded server process could inherit a held lock).
+use as a fresh interpreter (not a fork: a fork of a threaded server process could inherit a
+held lock; nor multiprocessing's spawn, which re-runs the parent's main script and fails for
+one read from stdin), talking over a socket pair.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import multiprocessing
+import json
 import resource
+import socket
+import subprocess
+import sys
 import threading
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
@@ -72,6 +77,11 @@ def _read(request: _Request) -> ReadDocument:
     splitter = RecursiveSplitter(request.chunk_size, request.chunk_overlap)
     pieces = split_document(document.text, markdown=document.markdown, splitter=splitter)
     return ReadDocument(document, pieces)
+
+
+def worker_main(fd: int) -> None:
+    """The worker process's entry point: serve requests on the socket `fd`."""
+    _worker(Connection(fd))
 
 
 def _worker(conn: Connection) -> None:
@@ -167,18 +177,25 @@ class DocumentReader:
             return value  # type: ignore[no-any-return]
 
     def _started(self) -> Connection:
-        if self._conn is not None and self._process is not None and self._process.is_alive():
+        if self._conn is not None and self._process is not None and self._process.poll() is None:
             return self._conn
         self._stop()
-        context = multiprocessing.get_context("spawn")
-        parent, child = context.Pipe()
-        process = context.Process(
-            target=_worker, args=(child,), name="tacit-document-reader", daemon=True
+        ours, theirs = socket.socketpair()
+        # The worker imports what this process imports: the same interpreter and sys.path.
+        boot = (
+            "import json, sys; sys.path[:] = json.loads(sys.argv[1]); "
+            "from core.index.reading import worker_main; worker_main(int(sys.argv[2]))"
         )
-        process.start()
-        child.close()
-        self._process, self._conn = process, parent
-        return parent
+        with ours, theirs:
+            process = subprocess.Popen(
+                [sys.executable, "-c", boot, json.dumps(sys.path), str(theirs.fileno())],
+                pass_fds=(theirs.fileno(),),
+                stdin=subprocess.DEVNULL,
+                close_fds=True,
+            )
+            conn = Connection(ours.detach())
+        self._process, self._conn = process, conn
+        return conn
 
     def _stop(self) -> None:
         process, conn = self._process, self._conn
@@ -187,9 +204,10 @@ class DocumentReader:
             with contextlib.suppress(OSError):
                 conn.close()
         if process is not None:
-            if process.is_alive():
+            if process.poll() is None:
                 process.kill()
-            process.join(5)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.wait(5)
 
     def close(self) -> None:
         with self._lock:
