@@ -752,6 +752,23 @@ class ServerSettings(Section):
         "/telegram/webhook, the console's forms but its upload); larger ones get 413 before "
         "more is read",
     )
+    header_timeout: float = Field(
+        10.0,
+        gt=0,
+        le=600,
+        description="seconds a client has to send a request's headers, from when it connects "
+        "and again after each response; a slower one (slowloris) gets 408 and is closed. "
+        "Bodies and streamed answers are not under it",
+    )
+    max_connections: int = Field(
+        512,
+        ge=1,
+        le=1_000_000,
+        description="open HTTP connections per replica; past it a new one gets 503 with "
+        "Retry-After at once. Lowered at start to fit the process's open-file limit "
+        "(ulimit -n), less room for the stores and for connections not yet refused; at "
+        "ulimit -n 1024 it stays 512",
+    )
     workers: int = Field(
         8, ge=1, le=1024, description="queued chat events answered at once per replica"
     )

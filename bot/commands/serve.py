@@ -177,6 +177,10 @@ def uvicorn_config(app: Any, config: Settings, host: str, port: int) -> Any:
     """
     import uvicorn
 
+    from bot.http_protocol import connection_limits, guarded_protocol
+
+    server = config.server
+    limits = connection_limits(server.max_connections)
     return uvicorn.Config(
         app,
         host=host,
@@ -184,8 +188,12 @@ def uvicorn_config(app: Any, config: Settings, host: str, port: int) -> Any:
         lifespan="on",
         log_level=config.log_level.lower(),
         access_log=config.log_level == "DEBUG",
-        timeout_graceful_shutdown=max(1, int(config.server.drain_timeout)),
+        timeout_graceful_shutdown=max(1, int(server.drain_timeout)),
         proxy_headers=False,
+        # A deadline for each request's headers and a cap on open connections: a slow or
+        # silent client cannot hold descriptors until none are left (bot/http_protocol.py).
+        http=guarded_protocol(server.header_timeout, limits.max_connections),
+        backlog=limits.backlog,
     )
 
 

@@ -7,12 +7,13 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import resource
 import signal
 import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -50,6 +51,13 @@ class Serving:
         return self.process.poll() is None
 
 
+def _limit_open_files(limit: int) -> Callable[[], None]:
+    def limit_them() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit))
+
+    return limit_them
+
+
 def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -57,9 +65,12 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def tacit_serve(tmp_path: Path, env: dict[str, str] | None = None) -> Iterator[Serving]:
+def tacit_serve(
+    tmp_path: Path, env: dict[str, str] | None = None, open_files: int | None = None
+) -> Iterator[Serving]:
     """`python -m bot serve` with the worktree's code, a console admin token and `env` on top
-    of a clean TACIT_* environment; stopped with SIGTERM (then killed) at the end."""
+    of a clean TACIT_* environment (and at most `open_files` descriptors, when given);
+    stopped with SIGTERM (then killed) at the end."""
     home = tmp_path / "serve-home"
     home.mkdir(exist_ok=True)
     port = free_port()
@@ -79,6 +90,7 @@ def tacit_serve(tmp_path: Path, env: dict[str, str] | None = None) -> Iterator[S
             env=environ,
             stdout=out,
             stderr=subprocess.STDOUT,
+            preexec_fn=None if open_files is None else _limit_open_files(open_files),
         )
     serving = Serving(f"http://127.0.0.1:{port}", port, process, log)
     try:
