@@ -731,7 +731,8 @@ class ServerSettings(Section):
     api_token: SecretStr = Field(
         SecretStr(""),
         description='one anonymous, non-admin bearer token for /v1/* (user "api"); with '
-        "neither this nor tokens set, /v1/* is open to anonymous callers",
+        "neither this nor tokens set, /v1/* is open to anonymous callers on this machine only: "
+        "a loopback Host, and no Origin or this server's own (a web page cannot use it)",
     )
     tokens: list[ApiToken] = Field(
         default_factory=list,
