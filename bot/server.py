@@ -33,6 +33,7 @@ import hmac
 import ipaddress
 import json
 import logging
+import math
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -65,7 +66,7 @@ from core.conversation import (
     TextDelta,
     Thinking,
 )
-from core.errors import InputError, StoreError, TacitError
+from core.errors import InputError, QueueFull, StoreError, TacitError
 from core.ports import EventQueue, StateStore
 
 logger = logging.getLogger(__name__)
@@ -292,6 +293,7 @@ def build_app(
     lifespan: Callable[[Starlette], AbstractAsyncContextManager[None]] | None = None,
     admission: Admission | None = None,
     metrics_token: str = "",
+    events_per_minute: int = 0,
 ) -> Starlette:
     """The ASGI app. `routes` are the platform adapters' (Slack events, Telegram webhook);
     `lifespan` starts and drains the workers and adapters around serving."""
@@ -345,6 +347,17 @@ def build_app(
         if is_admin_command(text(parsed)) and not caller.admin:
             return not_admin()
         return caller, parsed
+
+    async def intake_wait(caller: Caller) -> int | None:
+        """None while the caller may queue another event this minute; else the seconds until
+        the next minute opens (a fixed window per caller, counted in the state store so every
+        replica counts together)."""
+        now = time.time()
+        minute = int(now // 60)
+        used = await state.incr(f"{{intake:{caller.user}}}:{minute}", ttl=60)
+        if used <= events_per_minute:
+            return None
+        return max(1, math.ceil((minute + 1) * 60 - now))
 
     async def ask(request: Request) -> Response:
         checked = await message_of(request, AskRequest, lambda body: body.question)
@@ -452,12 +465,28 @@ def build_app(
         if isinstance(checked, Response):
             return checked
         caller, parsed = checked
+        if events_per_minute:
+            try:
+                wait = await intake_wait(caller)
+            except StoreError as exc:
+                return JSONResponse({"error": str(exc)}, status_code=503)
+            if wait is not None:
+                return JSONResponse(
+                    {
+                        "error": f"too many events: at most {events_per_minute} a minute per "
+                        f"token ([server] events_per_minute); retry in {wait} s"
+                    },
+                    status_code=429,
+                    headers={"Retry-After": str(wait)},
+                )
         fields = parsed.model_dump()
         fields["thread"] = fields["thread"] or parsed.message_id
         fields["user"] = caller.acting_user(parsed.user)
         message = Message(**fields, sent_at=time.time(), extra={"caller": caller.user})
         try:
             entry = await ingest.submit(message, received_at=received)
+        except QueueFull as exc:  # the workers are behind: come back later
+            return JSONResponse({"error": str(exc)}, status_code=503, headers={"Retry-After": "5"})
         except StoreError as exc:
             # Not stored, so not acknowledged: the sender must retry.
             return JSONResponse({"error": str(exc)}, status_code=503)

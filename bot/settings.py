@@ -753,6 +753,21 @@ class ServerSettings(Section):
         "/telegram/webhook, the console's forms but its upload); larger ones get 413 before "
         "more is read",
     )
+    events_per_minute: int = Field(
+        120,
+        ge=0,
+        le=1_000_000,
+        description="messages one caller (token) may queue through POST /v1/events per minute, "
+        "counted across replicas; past it 429 with Retry-After. 0: no limit",
+    )
+    max_queued_events: int = Field(
+        50_000,
+        ge=0,
+        le=100_000_000,
+        description="chat events the Redis stream holds at most, waiting or being answered; "
+        "past it a new event is refused (/v1/events 503 with Retry-After, a platform's "
+        "delivery unacknowledged so it retries), never an older one dropped. 0: no bound",
+    )
     header_timeout: float = Field(
         10.0,
         gt=0,

@@ -106,6 +106,7 @@ class Service:
             lifespan=self.lifespan,
             admission=self.admission,
             metrics_token=server.metrics_token.get_secret_value(),
+            events_per_minute=server.events_per_minute,
         )
 
     @contextlib.asynccontextmanager
