@@ -182,7 +182,7 @@ async def test_a_good_plan_that_passes_the_pre_check_answers_from_the_logic_form
     assert "Sub-answers:" in pre_check.last_user and "port 9090" in pre_check.last_user
     # every passage a sub-answer read is in front of the pre-check
     for call in sub_answers:
-        passages = re.findall(r"^\[\d+\] \(.*?\)\n(.+)$", call.last_user, re.M)
+        passages = re.findall(r"^\[\d+\] \(.*?\)\n<document>\n(.+)$", call.last_user, re.M)
         assert passages and all(p in pre_check.last_user for p in passages)
 
 
@@ -705,7 +705,7 @@ async def test_a_chinese_question_is_answered_in_chinese(stores, embedder) -> No
     assert answer.citations[0].source == "docs/部署.md"
 
 
-_PASSAGE = re.compile(r"^\[(\d+)\] \(.*?\)\n(.+)$", re.M)
+_PASSAGE = re.compile(r"^\[(\d+)\] \(.*?\)\n<document>\n(.+)$", re.M)
 
 
 def number_holding(prompt_text: str, phrase: str) -> int:
