@@ -52,7 +52,9 @@ MAX_RECORD_BYTES = MAX_FILE_BYTES
 OUTSIDE_TREE = "symlink to outside the indexed folder (not followed)"
 # What a Word document (a zip) may expand to: a few MB of zip can declare gigabytes of XML.
 MAX_DOCX_EXPANDED_BYTES = 4 * MAX_FILE_BYTES
-_SNIFF_BYTES = 8192  # the start of a file that is checked for binary content
+# The start of a JSONL corpus checked for binary content (its records are checked as JSON); a
+# single document is checked whole: NULs after the first few KB are binary content too.
+_SNIFF_BYTES = 8192
 # Folders deeper than this under an indexed path are reported, not entered: no real tree of
 # documents is this deep, and a hostile one should cost one line of the report.
 MAX_FOLDER_DEPTH = 256
@@ -382,7 +384,7 @@ def _read_bytes(path: Path, limit: int) -> bytes:
 
 
 def _decode(raw: bytes) -> str:
-    if b"\x00" in raw[:_SNIFF_BYTES]:
+    if b"\x00" in raw:  # no text holds a NUL; memchr over the whole file is cheap
         raise LoadError("binary content")
     try:
         return raw.decode("utf-8-sig")
