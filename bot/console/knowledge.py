@@ -30,6 +30,7 @@ GRAPH_MAX = 1000  # most neighbours one request may ask for
 GRAPH_EDGES = 2500
 EDGES_PER_NODE = 5  # and at most this many per entity of the page
 _SAFE_NAME = re.compile(r"[^\w.\- ]+")
+MAX_NAME_BYTES = 255  # the longest file name Linux file systems take (NAME_MAX)
 
 
 def _kb(console: Console, request: Request, value: Any = None) -> str:
@@ -97,13 +98,24 @@ async def upload(console: Console, request: Request, session: Session) -> Respon
     files = [f for f in form.getlist("files") if isinstance(f, UploadFile) and f.filename]
     if not files:
         return HTMLResponse('<p class="error">Choose a file to upload.</p>', status_code=400)
+    names = [
+        _SAFE_NAME.sub("_", Path(file.filename or "upload").name).strip(". ") or "upload"
+        for file in files
+    ]
+    too_long = [n for n in names if len(n.encode()) > MAX_NAME_BYTES]
+    if too_long:  # the file system would refuse it: say so, before anything is written
+        shown = escape(too_long[0][:60])
+        return HTMLResponse(
+            f'<p class="error">The file name “{shown}…” is too long (more than '
+            f"{MAX_NAME_BYTES} bytes): rename the file and upload it again.</p>",
+            status_code=400,
+        )
     folder = upload_dir(console, kb)
-    folder.mkdir(parents=True, exist_ok=True)
     saved = []
-    for file in files:
-        name = _SAFE_NAME.sub("_", Path(file.filename or "upload").name).strip(". ") or "upload"
+    for file, name in zip(files, names, strict=True):
         target = folder / name
-        target.write_bytes(await file.read())
+        data = await file.read()
+        await asyncio.to_thread(_save, target, data)
         saved.append(target)
     job = console.jobs.start(
         kb,
@@ -111,6 +123,11 @@ async def upload(console: Console, request: Request, session: Session) -> Respon
         lambda j: _run_index(console, kb, saved, j),
     )
     return _job_started(console, request, session, job)
+
+
+def _save(target: Path, data: bytes) -> None:
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_bytes(data)
 
 
 def _allowed(console: Console, kb: str, path: Path) -> bool:

@@ -171,3 +171,30 @@ async def test_a_root_recorded_before_index_roots_changed_is_not_reindexed(
         await http.aclose()
     assert whole.status_code == 404 and named.status_code == 404
     assert console.jobs.started == []  # type: ignore[attr-defined]
+
+
+async def test_an_upload_name_over_255_bytes_is_a_clear_400(
+    store: RedisStateStore, tmp_path: Path, make_client: Any
+) -> None:
+    """Before the fix the file system's ENAMETOOLONG surfaced as a 500."""
+    console = console_for(store, tmp_path)
+    http, headers = await make_client(console)
+    try:
+        for name in ("a" * 300 + ".md", "é" * 130 + ".md"):  # 300 bytes; 260 bytes in UTF-8
+            reply = await http.post(
+                "/console/knowledge/upload",
+                files={"files": (name, b"# Title\n\ntext\n", "text/markdown")},
+                headers=headers,
+            )
+            assert reply.status_code == 400, reply.text
+            assert "too long" in reply.text and "rename the file" in reply.text
+        fine = await http.post(
+            "/console/knowledge/upload",
+            files={"files": ("runbook.md", b"# Title\n\ntext\n", "text/markdown")},
+            headers=headers,
+        )
+        assert fine.status_code == 200
+    finally:
+        await http.aclose()
+    assert console.jobs.started == ["upload of runbook.md"]  # type: ignore[attr-defined]
+    assert not any(len(p.name) > 255 for p in upload_dir(console, "default").iterdir())
