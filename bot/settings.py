@@ -19,6 +19,7 @@ from pydantic import (
     Field,
     SecretStr,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -824,12 +825,10 @@ class ServerSettings(Section):
         "about max_queued_asks / max_concurrent_asks answer times)",
     )
 
-    @field_validator("metrics_token")
+    @field_validator("metrics_token", "api_token")
     @classmethod
-    def _metrics_token_long_enough(cls, value: SecretStr) -> SecretStr:
-        if value.get_secret_value() and len(value.get_secret_value().strip()) < 16:
-            raise ValueError("metrics_token must have at least 16 characters (or be empty)")
-        return value
+    def _token_long_enough(cls, value: SecretStr, info: ValidationInfo) -> SecretStr:
+        return _long_enough_or_empty(value, str(info.field_name))
 
     @model_validator(mode="after")
     def _distinct_tokens(self) -> ServerSettings:
@@ -839,6 +838,20 @@ class ServerSettings(Section):
         if len(set(given)) != len(given):
             raise ValueError("the same bearer token is given twice (api_token and tokens)")
         return self
+
+
+MIN_TOKEN_CHARS = 16
+
+
+def _long_enough_or_empty(value: SecretStr, name: str) -> SecretStr:
+    """A secret that is empty (off) or long enough not to be guessed: a 1-character token
+    is a door left open."""
+    if value.get_secret_value() and len(value.get_secret_value().strip()) < MIN_TOKEN_CHARS:
+        raise ValueError(
+            f"{name} must have at least {MIN_TOKEN_CHARS} characters (or be empty); "
+            "make one with: python -c 'import secrets; print(secrets.token_urlsafe(24))'"
+        )
+    return value
 
 
 class SlackSettings(Section):
@@ -970,6 +983,11 @@ class ConsoleSettings(Section):
         "path is resolved, symlinks and .. included, before it is checked); empty, the "
         "default: no typed path, only uploads and the KB's [conversation] kb_sources",
     )
+
+    @field_validator("admin_token")
+    @classmethod
+    def _admin_token_long_enough(cls, value: SecretStr) -> SecretStr:
+        return _long_enough_or_empty(value, "admin_token")
 
 
 class Settings(BaseSettings):

@@ -102,7 +102,13 @@ class Console:
         return sorted(names)
 
     def render(
-        self, request: Request, session: Session | None, name: str, status: int = 200, **values: Any
+        self,
+        request: Request,
+        session: Session | None,
+        name: str,
+        status: int = 200,
+        headers: dict[str, str] | None = None,
+        **values: Any,
     ) -> HTMLResponse:
         page = self.env.get_template(name).render(
             pages=PAGES,
@@ -112,7 +118,9 @@ class Console:
             csrf_field=CSRF_FIELD,
             **values,
         )
-        return HTMLResponse(page, status_code=status, headers={"Cache-Control": "no-store"})
+        return HTMLResponse(
+            page, status_code=status, headers={"Cache-Control": "no-store", **(headers or {})}
+        )
 
     def body_limit(self, request: Request) -> int:
         """The most bytes a console request's body may hold: `[server] max_body_bytes`, like
