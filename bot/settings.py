@@ -731,7 +731,8 @@ class ServerSettings(Section):
     )
     api_token: SecretStr = Field(
         SecretStr(""),
-        description='one anonymous, non-admin bearer token for /v1/* (user "api"); with '
+        description='one anonymous, non-admin bearer token for /v1/* (user "api", at least '
+        "16 characters); with "
         "neither this nor tokens set, /v1/* is open to anonymous callers on this machine only: "
         "a loopback Host, and no Origin or this server's own (a web page cannot use it)",
     )
@@ -946,7 +947,9 @@ class ConsoleSettings(Section):
 
     enabled: bool = Field(True, description="serve the console at /console")
     admin_token: SecretStr = Field(
-        SecretStr(""), description="the token that logs an admin in; empty: token login is off"
+        SecretStr(""),
+        description="the token that logs an admin in (at least 16 characters; changing it ends "
+        "the sessions it opened); empty: token login is off",
     )
     trusted_user_header: str = Field(
         "",
