@@ -11,7 +11,7 @@ one chunk beyond the limit is ever held.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 
 from python_multipart.multipart import parse_options_header
 from starlette.datastructures import FormData
@@ -38,7 +38,7 @@ class BodyRejected(Exception):
         )
 
 
-async def capped_stream(request: Request, limit: int) -> AsyncIterator[bytes]:
+async def capped_stream(request: Request, limit: int) -> AsyncGenerator[bytes, None]:
     """The request's body chunk by chunk, at most `limit` bytes; raises BodyRejected (413) as
     soon as the running total passes it (or at once, for a declared Content-Length over it)."""
     declared = request.headers.get("content-length")
