@@ -494,7 +494,16 @@ class Indexer:
             return result
 
         chunks = [c for item in batch for c in item.chunks]
-        results = await asyncio.gather(*(one(c) for c in chunks))
+        results: list[Extraction | LLMError] = [Extraction()] * len(chunks)
+        pending_chunks = iter(enumerate(chunks))
+
+        async def take_turns() -> None:
+            for i, chunk in pending_chunks:
+                results[i] = await one(chunk)
+
+        # `concurrency` tasks taking chunks in turn, not a task per chunk: a batch's hundreds of
+        # tasks, made at once, held the event loop for as long as making them took.
+        await asyncio.gather(*(take_turns() for _ in range(self.options.concurrency)))
         merged = Extraction()
         errors: dict[str, str] = {}
         for chunk, result in zip(chunks, results, strict=True):

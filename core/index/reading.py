@@ -79,9 +79,17 @@ def _read(request: _Request) -> ReadDocument:
     return ReadDocument(document, pieces)
 
 
+READY = "ready"
+STARTUP_TIMEOUT = 120.0  # seconds a new worker may take to start (its imports), apart from any
+# document's budget
+
+
 def worker_main(fd: int) -> None:
-    """The worker process's entry point: serve requests on the socket `fd`."""
-    _worker(Connection(fd))
+    """The worker process's entry point: say it is ready (its imports done, so that a
+    document's time budget does not pay for them), then serve requests on the socket `fd`."""
+    conn = Connection(fd)
+    conn.send(READY)
+    _worker(conn)
 
 
 def _worker(conn: Connection) -> None:
@@ -154,7 +162,7 @@ class DocumentReader:
 
     def _exchange(self, request: _Request, seconds: float) -> ReadDocument:
         with self._lock:
-            conn = self._started()
+            conn = self._started()  # its start is not part of the document's budget
             try:
                 conn.send(request)
                 if not conn.poll(seconds):
@@ -195,6 +203,13 @@ class DocumentReader:
             )
             conn = Connection(ours.detach())
         self._process, self._conn = process, conn
+        try:
+            started = conn.poll(STARTUP_TIMEOUT) and conn.recv() == READY
+        except (EOFError, OSError):
+            started = False
+        if not started:
+            self._stop()
+            raise ReadFailed("the document reader process did not start (see the log above)")
         return conn
 
     def _stop(self) -> None:
