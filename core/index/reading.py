@@ -80,8 +80,8 @@ def _read(request: _Request) -> ReadDocument:
 
 
 READY = "ready"
-STARTUP_TIMEOUT = 120.0  # seconds a new worker may take to start (its imports), apart from any
-# document's budget
+# Seconds a new worker may take to start (its imports), not counted in any document's budget.
+STARTUP_TIMEOUT = 120.0
 
 
 def worker_main(fd: int) -> None:
