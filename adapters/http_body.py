@@ -1,5 +1,6 @@
 """The one reader of HTTP request bodies, used by every route of `tacit serve` (the /v1 API,
-Slack's Events API, Telegram's webhook) before anything parses or verifies the body.
+Slack's Events API, Telegram's webhook, the console's forms) before anything parses or verifies
+the body.
 
 Starlette's `request.body()` and slack-bolt read a whole body into memory before any size or
 signature check, so a 400 MB chunked POST grew the process by 600 MB before it was refused. This
@@ -10,6 +11,11 @@ one chunk beyond the limit is ever held.
 
 from __future__ import annotations
 
+from collections.abc import AsyncGenerator
+
+from python_multipart.multipart import parse_options_header
+from starlette.datastructures import FormData
+from starlette.formparsers import FormParser, MultiPartException, MultiPartParser
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 
@@ -32,8 +38,9 @@ class BodyRejected(Exception):
         )
 
 
-async def read_body(request: Request, limit: int) -> bytes:
-    """The request's body, at most `limit` bytes; raises BodyRejected (413) past it."""
+async def capped_stream(request: Request, limit: int) -> AsyncGenerator[bytes, None]:
+    """The request's body chunk by chunk, at most `limit` bytes; raises BodyRejected (413) as
+    soon as the running total passes it (or at once, for a declared Content-Length over it)."""
     declared = request.headers.get("content-length")
     if declared is not None:
         # Only plain digits: int() would also take "+5", " 5", "5_0" and 4,000-digit numbers.
@@ -41,14 +48,47 @@ async def read_body(request: Request, limit: int) -> bytes:
             raise BodyRejected(400, "malformed Content-Length")
         if int(declared) > limit:
             raise BodyRejected(413, f"request body too large (limit {limit} bytes)")
-    chunks: list[bytes] = []
     size = 0
     try:
         async for chunk in request.stream():
             size += len(chunk)
             if size > limit:
                 raise BodyRejected(413, f"request body too large (limit {limit} bytes)")
-            chunks.append(chunk)
+            yield chunk
     except ClientDisconnect:
         raise BodyRejected(400, "the client went away before sending the whole body") from None
-    return b"".join(chunks)
+
+
+async def read_body(request: Request, limit: int) -> bytes:
+    """The request's body, at most `limit` bytes; raises BodyRejected (413) past it."""
+    return b"".join([chunk async for chunk in capped_stream(request, limit)])
+
+
+FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
+
+
+async def read_form(request: Request, limit: int, *, max_fields: int = 100) -> FormData:
+    """The request's form (urlencoded or multipart), parsed from the capped stream: the whole
+    body, files included, is at most `limit` bytes, so no field, file or count of fields can
+    hold more than that. Raises BodyRejected: 413 past the limit, 400 for a body that is not
+    a form or a malformed one."""
+    content_type, _ = parse_options_header(request.headers.get("content-type", ""))
+    stream = capped_stream(request, limit)
+    try:
+        if content_type == b"multipart/form-data":
+            parser: FormParser | MultiPartParser = MultiPartParser(
+                request.headers,
+                stream,
+                max_files=max_fields,
+                max_fields=max_fields,
+                max_part_size=limit,
+            )
+        elif content_type == b"application/x-www-form-urlencoded":
+            parser = FormParser(request.headers, stream, max_fields=max_fields, max_part_size=limit)
+        else:
+            raise BodyRejected(400, f"expected a form body ({' or '.join(FORM_TYPES)})")
+        return await parser.parse()
+    except MultiPartException as exc:
+        raise BodyRejected(400, f"malformed form: {exc.message}") from None
+    finally:
+        await stream.aclose()

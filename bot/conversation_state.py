@@ -219,25 +219,38 @@ class ConversationState:
     # -- thread history --------------------------------------------------------------------
 
     async def history(self, message: Message) -> tuple[ChatMessage, ...]:
+        """The thread's earlier turns, oldest first, as `message` should see them: never its
+        own (a redelivery runs after its first attempt may have remembered the question and
+        its answer: seen again, the question reads as asked twice, KB words stuffed, and the
+        answer as the thread's past), and another message's turn once (its latest)."""
         turns = self.settings.history_turns
         if turns == 0:
             return ()
         rows = await self.store.recent(f"{message.conversation_key}:history", turns * 2)
-        history = []
-        for row in rows:
+        kept: list[ChatMessage] = []
+        seen: set[tuple[str, str]] = set()
+        for row in reversed(rows):
             turn = json.loads(row)
-            history.append(ChatMessage(turn["role"], turn["text"]))
-        return tuple(history)
+            of = str(turn.get("message_id") or "")  # rows written before it was kept: none
+            if of and of == message.message_id:
+                continue
+            if of and (of, turn["role"]) in seen:
+                continue
+            seen.add((of, turn["role"]))
+            kept.append(ChatMessage(turn["role"], turn["text"]))
+        return tuple(reversed(kept))
 
     async def remember(self, message: Message, answer: str) -> None:
-        """Add a question and its answer to the thread's history (its expiry starts again)."""
+        """Add a question and its answer to the thread's history (its expiry starts again),
+        under the message's id (see history)."""
         if self.settings.history_turns == 0:
             return
         key = f"{message.conversation_key}:history"
         for role, text in (("user", message.text), ("assistant", answer)):
+            row = {"role": role, "text": text, "message_id": message.message_id}
             await self.store.push(
                 key,
-                json.dumps({"role": role, "text": text}, ensure_ascii=False),
+                json.dumps(row, ensure_ascii=False),
                 max_len=self.settings.history_turns * 2,
                 ttl=self.settings.history_ttl,
             )

@@ -85,7 +85,7 @@ async def open_runtime(
         # a long-running process: the coverage rule embeds each KB's passage words ahead of
         # the messages that look them up (stopped before the embedder closes)
         stack.push_async_callback(services.coverage_rule(warm=True).aclose)
-        queue = build_event_queue(store)
+        queue = build_event_queue(store, max_len=settings.server.max_queued_events)
         state = ConversationState(
             store, settings.conversation, default_kb=default_kb or settings.kb
         )

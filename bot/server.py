@@ -10,7 +10,9 @@
     /slack/events, /telegram/webhook   the platform adapters' routes, mounted only in the mode
                                         that uses them (Events API; Telegram webhook mode)
 
-Who calls. /v1/* asks for `Authorization: Bearer …` when any token is configured: one of
+Who calls. With no token configured, /v1/* serves only local requests: a loopback Host, and no
+Origin or this server's own (a web page could otherwise read the KB through a developer's
+Tacit). /v1/* asks for `Authorization: Bearer …` when any token is configured: one of
 `[server] tokens` (each with its user and admin right) or the anonymous `api_token` (user
 "api", not an admin); with no token configured, each caller is `api@<peer address>`, so
 callers are rate-limited apart. The caller's identity is the token's, never the body's: a
@@ -32,14 +34,17 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import hmac
+import ipaddress
 import json
 import logging
+import math
 import time
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar, cast
+from urllib.parse import urlsplit
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import BaseModel, Field, ValidationError
@@ -66,7 +71,7 @@ from core.conversation import (
     TextDelta,
     Thinking,
 )
-from core.errors import InputError, StoreError, TacitError
+from core.errors import InputError, QueueFull, StoreError, TacitError
 from core.ports import EventQueue, StateStore
 
 logger = logging.getLogger(__name__)
@@ -135,6 +140,48 @@ def anonymous_user(request: Request) -> str:
     Behind a reverse proxy every caller is the proxy: give callers tokens (`[server] tokens`)."""
     host = request.client.host if request.client is not None else ""
     return f"{ANONYMOUS_USER}@{host}" if host else ANONYMOUS_USER
+
+
+def _loopback_name(host: str) -> bool:
+    """Whether a Host header's name (its port dropped) is this machine's loopback."""
+    name = host.strip().lower()
+    if name.startswith("["):  # [::1]:8080
+        name = name[1:].partition("]")[0]
+    elif name.count(":") == 1:
+        name = name.partition(":")[0]
+    if name == "localhost" or name.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
+
+
+def open_api_refusal(request: Request) -> Response | None:
+    """With no token configured, /v1 is open to whoever can reach the port, which a web page
+    in a developer's browser can (a cross-site text/plain POST needs no preflight; DNS
+    rebinding points a page's own name at 127.0.0.1). So an open /v1 serves only requests
+    addressed to a loopback name (Host), made by no page (no Origin) or by a page of this
+    very server (same origin): 403 otherwise, naming the fix."""
+    host = request.headers.get("host", "")
+    origin = request.headers.get("origin")
+    if _loopback_name(host):
+        if origin is None:
+            return None
+        parts = urlsplit(origin)
+        if parts.scheme in ("http", "https") and parts.netloc.lower() == host.strip().lower():
+            return None
+        why = f"the request comes from a web page of another site (Origin {origin[:200]!r})"
+    else:
+        why = f"it is addressed to {host[:200]!r}, not to this machine's loopback"
+    return JSONResponse(
+        {
+            "error": f"refused: with no API token set, /v1 answers only local requests, and {why}."
+            " Set [server] api_token (TACIT_SERVER__API_TOKEN) or [[server.tokens]] to call "
+            "/v1 from elsewhere, with Authorization: Bearer <token>."
+        },
+        status_code=403,
+    )
 
 
 def bearer_matches(request: Request, secret: str) -> bool:
@@ -296,6 +343,7 @@ def build_app(
     lifespan: Callable[[Starlette], AbstractAsyncContextManager[None]] | None = None,
     admission: Admission | None = None,
     metrics_token: str = "",
+    events_per_minute: int = 0,
 ) -> Starlette:
     """The ASGI app. `routes` are the platform adapters' (Slack events, Telegram webhook);
     `lifespan` starts and drains the workers and adapters around serving."""
@@ -309,12 +357,22 @@ def build_app(
             {"error": f"only an admin token may run {COMMAND_PREFIX} commands"}, status_code=403
         )
 
+    def caller_of(request: Request) -> Caller | Response:
+        """Who calls /v1: the token's caller; without any token configured, anyone local
+        (open_api_refusal)."""
+        if not book.required:
+            refused = open_api_refusal(request)
+            if refused is not None:
+                return refused
+        caller = book.identify(request)
+        return unauthorised() if caller is None else caller
+
     async def body_of(request: Request, model: type[Body]) -> tuple[Caller, Body] | Response:
         """The caller (from the token, checked before a byte of the body is read) and the
         body, read capped and then validated."""
-        caller = book.identify(request)
-        if caller is None:
-            return unauthorised()
+        caller = caller_of(request)
+        if isinstance(caller, Response):
+            return caller
         try:
             raw = await read_body(request, max_body_bytes)
         except BodyRejected as rejected:
@@ -339,6 +397,17 @@ def build_app(
         if is_admin_command(text(parsed)) and not caller.admin:
             return not_admin()
         return caller, parsed
+
+    async def intake_wait(caller: Caller) -> int | None:
+        """None while the caller may queue another event this minute; else the seconds until
+        the next minute opens (a fixed window per caller, counted in the state store so every
+        replica counts together)."""
+        now = time.time()
+        minute = int(now // 60)
+        used = await state.incr(f"{{intake:{caller.user}}}:{minute}", ttl=60)
+        if used <= events_per_minute:
+            return None
+        return max(1, math.ceil((minute + 1) * 60 - now))
 
     async def ask(request: Request) -> Response:
         checked = await message_of(request, AskRequest, lambda body: body.question)
@@ -473,21 +542,37 @@ def build_app(
         if isinstance(checked, Response):
             return checked
         caller, parsed = checked
+        if events_per_minute:
+            try:
+                wait = await intake_wait(caller)
+            except StoreError as exc:
+                return JSONResponse({"error": str(exc)}, status_code=503)
+            if wait is not None:
+                return JSONResponse(
+                    {
+                        "error": f"too many events: at most {events_per_minute} a minute per "
+                        f"token ([server] events_per_minute); retry in {wait} s"
+                    },
+                    status_code=429,
+                    headers={"Retry-After": str(wait)},
+                )
         fields = parsed.model_dump()
         fields["thread"] = fields["thread"] or parsed.message_id
         fields["user"] = caller.acting_user(parsed.user)
         message = Message(**fields, sent_at=time.time(), extra={"caller": caller.user})
         try:
             entry = await ingest.submit(message, received_at=received)
+        except QueueFull as exc:  # the workers are behind: come back later
+            return JSONResponse({"error": str(exc)}, status_code=503, headers={"Retry-After": "5"})
         except StoreError as exc:
             # Not stored, so not acknowledged: the sender must retry.
             return JSONResponse({"error": str(exc)}, status_code=503)
         return JSONResponse({"queued": entry, "message_id": message.message_id}, status_code=202)
 
     async def results(request: Request) -> Response:
-        caller = book.identify(request)
-        if caller is None:
-            return unauthorised()
+        caller = caller_of(request)
+        if isinstance(caller, Response):
+            return caller
         message_id = request.path_params["message_id"]
         query = request.query_params
         channel, workspace = query.get("channel", ""), query.get("workspace", "")

@@ -19,6 +19,7 @@ from pydantic import (
     Field,
     SecretStr,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -315,6 +316,21 @@ class IndexSettings(Section):
         True,
         description="detect entity communities after each run (a feedback round widens to "
         "them); false saves that step on a very large graph",
+    )
+    document_timeout: float = Field(
+        300.0,
+        gt=0,
+        le=86400,
+        description="seconds one document may take to be read and split (in a worker process, "
+        "off the event loop); a document over it fails alone, with this reason, and the run "
+        "goes on. Raise it for very large Word or PDF files",
+    )
+    document_memory_mb: int = Field(
+        2048,
+        ge=256,
+        le=1024 * 1024,
+        description="MiB of address space the worker process may use to read and split one "
+        "document; a document over it fails alone, with this reason, and the run goes on",
     )
     corpus_id_fields: list[str] = Field(
         default_factory=lambda: ["id", "_id", "doc_id", "idx"],
@@ -727,8 +743,10 @@ class ServerSettings(Section):
     )
     api_token: SecretStr = Field(
         SecretStr(""),
-        description='one anonymous, non-admin bearer token for /v1/* (user "api"); with '
-        "neither this nor tokens set, /v1/* is open to anonymous callers",
+        description='one anonymous, non-admin bearer token for /v1/* (user "api", at least '
+        "16 characters); with "
+        "neither this nor tokens set, /v1/* is open to anonymous callers on this machine only: "
+        "a loopback Host, and no Origin or this server's own (a web page cannot use it)",
     )
     tokens: list[ApiToken] = Field(
         default_factory=list,
@@ -746,7 +764,40 @@ class ServerSettings(Section):
         ge=1024,
         le=64 * 1024 * 1024,
         description="largest request body on any route (/v1/*, /slack/events, "
-        "/telegram/webhook); larger ones get 413 before more is read",
+        "/telegram/webhook, the console's forms but its upload); larger ones get 413 before "
+        "more is read",
+    )
+    events_per_minute: int = Field(
+        120,
+        ge=0,
+        le=1_000_000,
+        description="messages one caller (token) may queue through POST /v1/events per minute, "
+        "counted across replicas; past it 429 with Retry-After. 0: no limit",
+    )
+    max_queued_events: int = Field(
+        50_000,
+        ge=0,
+        le=100_000_000,
+        description="chat events the Redis stream holds at most, waiting or being answered; "
+        "past it a new event is refused (/v1/events 503 with Retry-After, a platform's "
+        "delivery unacknowledged so it retries), never an older one dropped. 0: no bound",
+    )
+    header_timeout: float = Field(
+        10.0,
+        gt=0,
+        le=600,
+        description="seconds a client has to send a request's headers, from when it connects "
+        "and again after each response; a slower one (slowloris) gets 408 and is closed. "
+        "Bodies and streamed answers are not under it",
+    )
+    max_connections: int = Field(
+        512,
+        ge=1,
+        le=1_000_000,
+        description="open HTTP connections per replica; past it a new one gets 503 with "
+        "Retry-After at once. Lowered at start to fit the process's open-file limit "
+        "(ulimit -n), less room for the stores and for connections not yet refused; at "
+        "ulimit -n 1024 it stays 512",
     )
     workers: int = Field(
         8, ge=1, le=1024, description="queued chat events answered at once per replica"
@@ -787,12 +838,10 @@ class ServerSettings(Section):
         "about max_queued_asks / max_concurrent_asks answer times)",
     )
 
-    @field_validator("metrics_token")
+    @field_validator("metrics_token", "api_token")
     @classmethod
-    def _metrics_token_long_enough(cls, value: SecretStr) -> SecretStr:
-        if value.get_secret_value() and len(value.get_secret_value().strip()) < 16:
-            raise ValueError("metrics_token must have at least 16 characters (or be empty)")
-        return value
+    def _token_long_enough(cls, value: SecretStr, info: ValidationInfo) -> SecretStr:
+        return _long_enough_or_empty(value, str(info.field_name))
 
     @model_validator(mode="after")
     def _distinct_tokens(self) -> ServerSettings:
@@ -802,6 +851,20 @@ class ServerSettings(Section):
         if len(set(given)) != len(given):
             raise ValueError("the same bearer token is given twice (api_token and tokens)")
         return self
+
+
+MIN_TOKEN_CHARS = 16
+
+
+def _long_enough_or_empty(value: SecretStr, name: str) -> SecretStr:
+    """A secret that is empty (off) or long enough not to be guessed: a 1-character token
+    is a door left open."""
+    if value.get_secret_value() and len(value.get_secret_value().strip()) < MIN_TOKEN_CHARS:
+        raise ValueError(
+            f"{name} must have at least {MIN_TOKEN_CHARS} characters (or be empty); "
+            "make one with: python -c 'import secrets; print(secrets.token_urlsafe(24))'"
+        )
+    return value
 
 
 class SlackSettings(Section):
@@ -896,7 +959,9 @@ class ConsoleSettings(Section):
 
     enabled: bool = Field(True, description="serve the console at /console")
     admin_token: SecretStr = Field(
-        SecretStr(""), description="the token that logs an admin in; empty: token login is off"
+        SecretStr(""),
+        description="the token that logs an admin in (at least 16 characters; changing it ends "
+        "the sessions it opened); empty: token login is off",
     )
     trusted_user_header: str = Field(
         "",
@@ -906,7 +971,8 @@ class ConsoleSettings(Section):
     trusted_proxies: list[str] = Field(
         default_factory=list,
         description="addresses or networks (CIDR) of the reverse proxies trusted to set "
-        "trusted_user_header",
+        "trusted_user_header, matched against the connecting peer's own address (tacit serve "
+        "never believes X-Forwarded-For for it)",
     )
     session_ttl: float = Field(12 * 3600.0, gt=0, description="seconds a console session lasts")
     public_url: str = Field(
@@ -919,11 +985,24 @@ class ConsoleSettings(Section):
     upload_dir: Path | None = Field(
         None, description="where uploaded documents are kept; default <home>/uploads"
     )
+    max_upload_bytes: int = Field(
+        50 * 1024 * 1024,
+        ge=1024,
+        le=1024 * 1024 * 1024,
+        description="largest body of the console's upload form, files included (413 beyond, "
+        "before it is parsed); every other console form is capped at [server] max_body_bytes",
+    )
     index_roots: list[Path] = Field(
         default_factory=list,
-        description="folders the console may index from a typed path; empty: any path the "
-        "server can read",
+        description="folders the console may index from a typed path or re-index from (a "
+        "path is resolved, symlinks and .. included, before it is checked); empty, the "
+        "default: no typed path, only uploads and the KB's [conversation] kb_sources",
     )
+
+    @field_validator("admin_token")
+    @classmethod
+    def _admin_token_long_enough(cls, value: SecretStr) -> SecretStr:
+        return _long_enough_or_empty(value, "admin_token")
 
 
 class SourceSettings(Section):

@@ -13,6 +13,7 @@ from core.answer.pipeline import MultiStageAnswerer, PipelineOptions
 from core.gate.coverage import CoverageOptions, CoverageRule
 from core.gate.gate import Gate, GateOptions
 from core.index.pipeline import Indexer, IndexOptions
+from core.index.reading import DocumentBudget
 from core.ports import (
     LLM,
     DecisionLog,
@@ -157,12 +158,16 @@ def _redis_state(state: StateStore, needs: str) -> RedisStateStore:
     return state
 
 
-def build_event_queue(state: StateStore) -> EventQueue:
+def build_event_queue(state: StateStore, *, max_len: int | None = None) -> EventQueue:
     """The durable event queue: a stream on the state store's server, through its client
-    (`state` is build_state's)."""
-    from adapters.state.redis_queue import RedisEventQueue
+    (`state` is build_state's), holding at most `max_len` entries ([server]
+    max_queued_events; None: the adapter's default)."""
+    from adapters.state.redis_queue import DEFAULT_MAX_LEN, RedisEventQueue
 
-    return RedisEventQueue(_redis_state(state, "the event queue (a stream)"))
+    return RedisEventQueue(
+        _redis_state(state, "the event queue (a stream)"),
+        max_len=DEFAULT_MAX_LEN if max_len is None else max_len,
+    )
 
 
 def build_decision_log(state: StateStore, conversation: ConversationSettings) -> DecisionLog:
@@ -288,6 +293,10 @@ def build_indexer(services: Services, kb: str, extractor: str | None = None) -> 
             id=tuple(index.corpus_id_fields),
             title=tuple(index.corpus_title_fields),
             text=tuple(index.corpus_text_fields),
+        ),
+        document_budget=DocumentBudget(
+            seconds=index.document_timeout,
+            memory_bytes=index.document_memory_mb * 1024 * 1024,
         ),
     )
     return Indexer(

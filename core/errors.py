@@ -42,5 +42,10 @@ class StoreUnavailable(StoreError):
     """A store cannot be reached or opened (down, locked by another process, …)."""
 
 
+class QueueFull(StoreError):
+    """The event queue holds its most entries: this one was not stored (the sender retries
+    later; nothing already queued is dropped to make room)."""
+
+
 class EmbedderError(TacitError):
     """The embedder failed."""

@@ -321,7 +321,8 @@ class EventQueue(Protocol):
     """
 
     async def enqueue(self, payload: str) -> str:
-        """Store the payload durably; its entry id. Returns only once the store has it."""
+        """Store the payload durably; its entry id. Returns only once the store has it.
+        Raises QueueFull (core.errors) when the queue already holds its most entries."""
         ...
 
     async def take(

@@ -2,12 +2,15 @@
 
 A template is `prompts/<name>.<lang>.j2` with a `user` block and, optionally, a `system`
 block. Rendering is strict: a missing template or variable raises, never renders as "".
-Callers pass text as it is; a template shows what a user wrote through the `quoted` filter.
+Callers pass text as it is; a template shows what a user wrote through the `quoted` filter,
+and what a document says through `fenced` (a passage: its own lines between <document> and
+</document>) or `inline` (a line made from a document: a fact, a heading, a sub-answer).
 """
 
 from __future__ import annotations
 
 import json
+import re
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -33,6 +36,37 @@ def quoted(text: str | jinja2.Undefined) -> str:
     return json.dumps(text, ensure_ascii=False)
 
 
+DOCUMENT_OPEN = "<document>"
+DOCUMENT_CLOSE = "</document>"
+# A fence tag however it is spelt (case, spaces, a slash): a document cannot close its fence,
+# nor open another, with a variant the model would still read as the tag.
+_FENCE_TAG = re.compile(r"<(\s*/?\s*)(document)", re.IGNORECASE)
+
+
+def _defused(text: str) -> str:
+    """The text with every fence tag in it made plain text (its "<" written as "‹")."""
+    return _FENCE_TAG.sub(lambda m: f"‹{m.group(1)}{m.group(2)}", text)
+
+
+def fenced(text: str | jinja2.Undefined) -> str:
+    """A document's text as data (`{{ source.text | fenced }}`): between a <document> line
+    and a </document> line, with any fence tag inside defused, so nothing a document says
+    (a forged "[7] (runbook.md)" source, a second "The question, as a JSON string:" line, a
+    "</document>") can end its passage and speak to the model as the prompt does."""
+    if isinstance(text, jinja2.Undefined):
+        str(text)  # StrictUndefined raises; render() names the variable
+    return f"{DOCUMENT_OPEN}\n{_defused(str(text))}\n{DOCUMENT_CLOSE}"
+
+
+def inline(text: str | jinja2.Undefined) -> str:
+    """Text drawn from a document shown inside one line of a prompt (a fact, a source's
+    label, a sub-answer): its line breaks made spaces and fence tags defused, so it cannot
+    start a line of its own (a forged numbered source, a forged question)."""
+    if isinstance(text, jinja2.Undefined):
+        str(text)
+    return " ".join(_defused(str(text)).split())
+
+
 @cache
 def _environment() -> jinja2.Environment:
     environment = jinja2.Environment(
@@ -44,6 +78,8 @@ def _environment() -> jinja2.Environment:
         lstrip_blocks=True,
     )
     environment.filters["quoted"] = quoted
+    environment.filters["fenced"] = fenced
+    environment.filters["inline"] = inline
     return environment
 
 

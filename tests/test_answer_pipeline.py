@@ -646,7 +646,7 @@ async def test_a_chinese_question_is_answered_in_chinese(stores, embedder) -> No
     assert answer.citations[0].source == "docs/部署.md"
 
 
-_PASSAGE = re.compile(r"^\[(\d+)\] \(.*?\)\n(.+)$", re.M)
+_PASSAGE = re.compile(r"^\[(\d+)\] \(.*?\)\n<document>\n(.+)$", re.M)
 
 
 def number_holding(prompt_text: str, phrase: str) -> int:

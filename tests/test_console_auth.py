@@ -83,16 +83,20 @@ async def test_the_header_from_anyone_else_is_ignored(
 async def test_the_token_login_cookie_is_secure_over_https(
     store: RedisStateStore, tmp_path: Path
 ) -> None:
-    app = app_for(store, tmp_path, admin_token=SecretStr("t0ken"))
+    app = app_for(store, tmp_path, admin_token=SecretStr("t0ken-0123456789abcdef"))
     base = "https://console.test"
     async with client(app, "127.0.0.1", base) as http:
         wrong = await http.post("/console/login", data={"token": "nope"}, headers={"Origin": base})
         assert wrong.status_code == 401 and "set-cookie" not in wrong.headers
         cross = await http.post(
-            "/console/login", data={"token": "t0ken"}, headers={"Origin": "https://evil.test"}
+            "/console/login",
+            data={"token": "t0ken-0123456789abcdef"},
+            headers={"Origin": "https://evil.test"},
         )
         assert cross.status_code == 403
-        ok = await http.post("/console/login", data={"token": "t0ken"}, headers={"Origin": base})
+        ok = await http.post(
+            "/console/login", data={"token": "t0ken-0123456789abcdef"}, headers={"Origin": base}
+        )
         assert ok.status_code == 303
         cookie = ok.headers["set-cookie"].lower()
         assert "secure" in cookie and "httponly" in cookie and "samesite=strict" in cookie

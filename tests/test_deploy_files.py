@@ -23,6 +23,9 @@ DEPLOY = REPO / "deploy"
 # Read by bot/settings.py itself (which file to load), not a field of Settings.
 NOT_FIELDS = {"TACIT_CONFIG"}
 
+# What an operator fills a ${SECRET} placeholder with: as long as a token must be (16+).
+FILLED = "placeholder-secret-0123"
+
 
 def compose() -> dict[str, Any]:
     loaded = yaml.safe_load((DEPLOY / "docker-compose.yml").read_text())
@@ -142,12 +145,12 @@ def test_compose_settings_load(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.delenv(key)
     for _, key, value in compose_environment():
         if key.startswith("TACIT_") and key not in NOT_FIELDS:
-            monkeypatch.setenv(key, re.sub(r"\$\{[^}]*\}", "x", value))
+            monkeypatch.setenv(key, re.sub(r"\$\{[^}]*\}", FILLED, value))
     settings = load_settings(DEPLOY / "tacit.production.toml")
     assert settings.graph.kind == "nebula"
     assert settings.graph.nebula_addresses == ["graphd:9669"]
     assert settings.server.port == 8080
-    assert settings.state.url == "redis://:x@redis:6379/0"
+    assert settings.state.url == f"redis://:{FILLED}@redis:6379/0"
 
 
 def test_kubernetes_manifests_agree_with_tacit() -> None:
@@ -222,7 +225,7 @@ def test_every_multi_replica_deployment_takes_telegram_by_webhook(
         monkeypatch.delenv(key)
     for key, value in environment.items():
         if key.startswith("TACIT_") and key not in NOT_FIELDS:
-            monkeypatch.setenv(key, re.sub(r"\$\{[^}]*\}", "x", value))
+            monkeypatch.setenv(key, re.sub(r"\$\{[^}]*\}", FILLED, value))
     settings = load_settings(DEPLOY / "tacit.production.toml")
     assert settings.telegram.mode == "webhook"
-    assert settings.telegram.webhook_secret.get_secret_value() == "x"
+    assert settings.telegram.webhook_secret.get_secret_value() == FILLED

@@ -240,7 +240,8 @@ async def test_the_http_ask_route_ends_with_the_kb_empty_refusal(stores: Stores)
     assistant = assistant_of(stores, ScriptedAnswerer({}))
     app = build_app(assistant=assistant, state=stores.state, metrics=Metrics())
     transport = httpx.ASGITransport(app=app)
-    async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+    # No token configured: the open API serves a local caller (bot.server.open_api_refusal).
+    async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
         response = await client.post("/v1/ask", json={"question": QUESTION, "channel": "oncall"})
     assert response.status_code == 200
     events = [

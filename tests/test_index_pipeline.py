@@ -28,7 +28,8 @@ KB = "ops"
 def capitalised_records(prompt: Prompt) -> str:
     """A stand-in NER model: every capitalised word of the chunk is an entity, described by
     the chunk's first line; neighbours in the text are related."""
-    text = prompt.messages[-1].content.split("Text:", 1)[1].rsplit("Records:", 1)[0].strip()
+    shown = prompt.messages[-1].content.split("Text:", 1)[1].rsplit("Records:", 1)[0].strip()
+    text = shown.removeprefix("<document>").removesuffix("</document>").strip()  # its fence
     first_line = text.splitlines()[-1].strip()
     words = list(dict.fromkeys(re.findall(r"\b[A-Z][A-Za-z0-9]+\b", text)))
     rows = [f"entity<|>{w}<|>concept<|>{first_line}" for w in words]

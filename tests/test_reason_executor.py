@@ -719,7 +719,9 @@ def citing_passage(reply: dict[str, Any], text: str) -> Callable[[Any], str]:
     """The reply, naming as its source the number the step's prompt gives the passage `text`."""
 
     def answer(prompt: Any) -> str:
-        shown = re.findall(r"^\[(\d+)\] \(.*?\)\n(.+)$", prompt.messages[-1].content, re.M)
+        shown = re.findall(
+            r"^\[(\d+)\] \(.*?\)\n<document>\n(.+)$", prompt.messages[-1].content, re.M
+        )
         n = next(n for n, passage in shown if passage == text)
         return json.dumps(cites(reply, f"[{n}]"))
 

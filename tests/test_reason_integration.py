@@ -103,7 +103,7 @@ def answer_citing_its_source(prompt: Prompt) -> str:
     reply = json.loads(answer_from_context(prompt))
     user = prompt.messages[-1].content
     count = reply["items"][0]["value"]
-    shown = re.findall(r"^\[(\d+)\] \(.*?\)\n(.+)$", user, re.M)
+    shown = re.findall(r"^\[(\d+)\] \(.*?\)\n<document>\n(.+)$", user, re.M)
     reply["sources"] = [n for n, text in shown if f"has {count} GPUs" in text][:1]
     return json.dumps(reply)
 

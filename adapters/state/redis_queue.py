@@ -2,9 +2,11 @@
 
 Enqueue is XADD (the platform is acknowledged only after it returns); take is XAUTOCLAIM of
 entries a dead consumer left pending, then XREADGROUP of new ones; ack is XACK + XDEL in one
-script, so the stream holds exactly the unacknowledged work and is never trimmed (trimming by
-length could drop work nobody has done). An entry handed out too often goes to a dead-letter
-stream with its reason instead of looping forever.
+script, so the stream holds exactly the unacknowledged work. Its length is bounded the way
+that drops nothing acknowledged: an enqueue finding `max_len` entries already there is refused
+(QueueFull; the sender retries later), where XADD MAXLEN would trim work nobody has done. An
+entry handed out too often goes to a dead-letter stream with its reason instead of looping
+forever.
 
 Both streams share one hash tag, so the queue works on a Redis Cluster (one slot).
 The queue shares the state store's client (and so its embedded server or its URL).
@@ -19,6 +21,7 @@ from typing import Any, cast
 import redis
 
 from adapters.state.redis_store import RedisStateStore
+from core.errors import QueueFull
 from core.models import QueuedEntry, QueueDepth
 
 __all__ = ["RedisEventQueue"]
@@ -31,6 +34,16 @@ redis.call('XDEL', KEYS[1], ARGV[2])
 return n
 """
 
+# Add only below the bound, in one step: two replicas checking and adding apart could both
+# pass the check with one place left.
+_BOUNDED_ADD_LUA = """
+if tonumber(ARGV[1]) > 0 and redis.call('XLEN', KEYS[1]) >= tonumber(ARGV[1]) then
+  return false
+end
+return redis.call('XADD', KEYS[1], '*', 'payload', ARGV[2])
+"""
+
+DEFAULT_MAX_LEN = 50_000
 _DEAD_LETTER_MAX = 10_000  # dead letters kept for inspection (the oldest go first)
 _MAX_BLOCK_S = 2.0  # a blocking read must end well within the client's socket timeout
 
@@ -38,7 +51,15 @@ _MAX_BLOCK_S = 2.0  # a blocking read must end well within the client's socket t
 class RedisEventQueue:
     """EventQueue on the stream `<prefix>{<name>}:stream`, consumer group `group`."""
 
-    def __init__(self, store: RedisStateStore, *, name: str = "events", group: str = "tacit"):
+    def __init__(
+        self,
+        store: RedisStateStore,
+        *,
+        name: str = "events",
+        group: str = "tacit",
+        max_len: int = DEFAULT_MAX_LEN,
+    ):
+        """`max_len`: the most entries waiting or in progress (0: no bound)."""
         if "{" in name or "}" in name:
             raise ValueError(f"the queue name {name!r} must not contain braces")
         self._store = store
@@ -48,6 +69,8 @@ class RedisEventQueue:
         self._group = group
         self._group_ready = False
         self._ack_script = self._client.register_script(_ACK_LUA)
+        self._add_script = self._client.register_script(_BOUNDED_ADD_LUA)
+        self.max_len = max_len
 
     @property
     def stream_key(self) -> str:
@@ -56,8 +79,13 @@ class RedisEventQueue:
     async def enqueue(self, payload: str) -> str:
         await self._ensure_group()
         with self._store._errors("enqueue"):
-            entry_id = await self._client.xadd(self._stream, {"payload": payload})
-        return str(entry_id)
+            entry_id = await self._add_script(keys=[self._stream], args=[self.max_len, payload])
+        if entry_id is None:
+            raise QueueFull(
+                f"the event queue is full ({self.max_len} messages waiting or being answered; "
+                "[server] max_queued_events): try again later"
+            )
+        return entry_id.decode() if isinstance(entry_id, bytes) else str(entry_id)
 
     async def take(
         self, consumer: str, *, count: int, block: float, reclaim_idle: float

@@ -96,6 +96,9 @@ class _Model:
             )
 
 
+PUT_SLICE = 64  # records numbered between two turns of the event loop
+
+
 @dataclass(slots=True)
 class KBIndex:
     """One KB's chunks and their BM25 model."""
@@ -254,7 +257,12 @@ class BM25Indexes:
         """Records the vector store has just stored (after prepare_change), with their terms
         (analyse_texts)."""
         index = await self._index(kb)
-        index.put(records, terms)
+        # A slice at a time, the event loop served between slices: an index run's batch of
+        # hundreds of chunks held every request up for as long as its terms took to number.
+        # (Not in a thread: searches read the index on the loop, unlocked.)
+        for start in range(0, len(records), PUT_SLICE):
+            index.put(records[start : start + PUT_SLICE], terms[start : start + PUT_SLICE])
+            await asyncio.sleep(0)
 
     async def remove(self, kb: str, ids: Sequence[str] | None, source: str | None) -> None:
         index = await self._index(kb)

@@ -27,9 +27,7 @@ async def console(
     ] = True,
 ) -> None:
     """Open the web console (decisions, knowledge, graph, playground, gate) on this machine."""
-    import uvicorn
-
-    from bot.commands.serve import Service, _server
+    from bot.commands.serve import Service, _server, uvicorn_config
     from bot.runtime import open_runtime
 
     config = settings()
@@ -44,15 +42,7 @@ async def console(
     )
     async with open_runtime(config) as runtime:
         service = Service(config, runtime)
-        server = _server(
-            uvicorn.Config(
-                service.app,
-                host="127.0.0.1",
-                port=port,
-                lifespan="on",
-                log_level=config.log_level.lower(),
-            )
-        )
+        server = _server(uvicorn_config(service.app, config, "127.0.0.1", port))
         url = f"http://127.0.0.1:{port}/console/"
         shown = "(from [console] admin_token)" if configured else token
         err.print(

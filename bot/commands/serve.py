@@ -108,6 +108,7 @@ class Service:
             lifespan=self.lifespan,
             admission=self.admission,
             metrics_token=server.metrics_token.get_secret_value(),
+            events_per_minute=server.events_per_minute,
         )
 
     @contextlib.asynccontextmanager
@@ -173,6 +174,36 @@ def start_refits(runtime: Any) -> asyncio.Task[None] | None:
     return asyncio.create_task(upkeep(), name="tacit-gate-refit")
 
 
+def uvicorn_config(app: Any, config: Settings, host: str, port: int) -> Any:
+    """How uvicorn serves Tacit's app, for `tacit serve` and `tacit console` alike.
+
+    proxy_headers is off: uvicorn would otherwise believe X-Forwarded-For (and -Proto) from
+    127.0.0.1 and hand the app the address a local process names, so anything on the machine
+    could pass for a `[console] trusted_proxies` proxy. Proxies are trusted in one place, the
+    console's own check of the connecting peer (bot/console/auth.py).
+    """
+    import uvicorn
+
+    from bot.http_protocol import connection_limits, guarded_protocol
+
+    server = config.server
+    limits = connection_limits(server.max_connections)
+    return uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        lifespan="on",
+        log_level=config.log_level.lower(),
+        access_log=config.log_level == "DEBUG",
+        timeout_graceful_shutdown=max(1, int(server.drain_timeout)),
+        proxy_headers=False,
+        # A deadline for each request's headers and a cap on open connections: a slow or
+        # silent client cannot hold descriptors until none are left (bot/http_protocol.py).
+        http=guarded_protocol(server.header_timeout, limits.max_connections),
+        backlog=limits.backlog,
+    )
+
+
 def _server(config: Any) -> Any:
     """A uvicorn Server that turns SIGINT/SIGTERM into a graceful stop and then returns.
 
@@ -208,8 +239,6 @@ async def serve(
     as_json: JsonOption = False,
 ) -> None:
     """Run the bot: HTTP API, Slack and Telegram (when configured) and the answer workers."""
-    import uvicorn
-
     config = settings()
     bind_host = host or config.server.host
     bind_port = config.server.port if port is None else port
@@ -219,17 +248,7 @@ async def serve(
     config = with_http_admins(config)
     async with open_runtime(config) as runtime:
         service = Service(config, runtime)
-        server = _server(
-            uvicorn.Config(
-                service.app,
-                host=bind_host,
-                port=bind_port,
-                lifespan="on",
-                log_level=config.log_level.lower(),
-                access_log=config.log_level == "DEBUG",
-                timeout_graceful_shutdown=max(1, int(config.server.drain_timeout)),
-            )
-        )
+        server = _server(uvicorn_config(service.app, config, bind_host, bind_port))
         platforms = ", ".join(service.platforms) or "none"
         # `tacit ask`, `index`, `remove` and `doctor` on this home send their work here: the
         # embedded vector store admits no second process (bot/local_endpoint.py).

@@ -6,6 +6,11 @@ reverse proxy (`trusted_user_header`, honoured only when the connecting peer is 
 an HttpOnly, SameSite=Strict cookie (Secure over https), the session itself in the StateStore
 so every replica knows it.
 
+A token session is bound to the admin_token it was opened with: after the token is changed
+(rotated because it leaked, say) every session it opened is refused. Failed token logins are
+counted per client: past LOGIN_FAILURES in a LOGIN_WINDOW, that client's logins are refused
+(429) until the window ends, the right token included, so guessing cannot go on.
+
 Actions (every method but GET/HEAD) need both a session's CSRF token (a form field or the
 X-CSRF-Token header htmx sends) and an Origin — or, without one, a Referer — naming this very
 site. The login form, which has no session yet, needs the Origin check alone.
@@ -13,9 +18,11 @@ site. The login form, which has no session yet, needs the Origin check alone.
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import ipaddress
 import json
+import math
 import secrets
 import time
 from dataclasses import dataclass
@@ -31,6 +38,8 @@ COOKIE = "tacit_console"
 CSRF_HEADER = "x-csrf-token"
 CSRF_FIELD = "csrf"
 SAFE_METHODS = frozenset({"GET", "HEAD"})
+LOGIN_FAILURES = 10  # failed token logins one client may make per window
+LOGIN_WINDOW = 300.0  # seconds
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +60,37 @@ class ConsoleAuth:
         self.store = store
         self.settings = settings
         self._proxies = [ipaddress.ip_network(p, strict=False) for p in settings.trusted_proxies]
+
+    def token_id(self) -> str:
+        """Which admin_token is current, without the token: the sessions it opened carry it."""
+        token = self.settings.admin_token.get_secret_value().encode()
+        return hmac.new(token, b"tacit console session", hashlib.sha256).hexdigest()[:32]
+
+    def client_key(self, request: Request) -> str:
+        """Who is logging in, for the throttle: the peer, or the address a trusted proxy
+        names for it (behind a proxy every client would otherwise share its address)."""
+        peer = request.client.host if request.client else "?"
+        if self.from_trusted_proxy(request):
+            forwarded = request.headers.get("x-forwarded-for", "").split(",")[-1].strip()
+            peer = forwarded[:64] or peer
+        return peer
+
+    def _failures_key(self, request: Request, now: float) -> tuple[str, int]:
+        window = int(now // LOGIN_WINDOW)
+        return f"console:{{login:{self.client_key(request)}}}:{window}", window
+
+    async def login_wait(self, request: Request) -> int | None:
+        """None while this client may try to log in; else the seconds until it may again."""
+        now = time.time()
+        key, window = self._failures_key(request, now)
+        failures = int(await self.store.get(key) or 0)
+        if failures < LOGIN_FAILURES:
+            return None
+        return max(1, math.ceil((window + 1) * LOGIN_WINDOW - now))
+
+    async def login_failed(self, request: Request) -> None:
+        key, _ = self._failures_key(request, time.time())
+        await self.store.incr(key, ttl=LOGIN_WINDOW)
 
     @property
     def token_login(self) -> bool:
@@ -84,7 +124,14 @@ class ConsoleAuth:
         await self.store.set(
             _session_key(session.id),
             json.dumps(
-                {"user": user, "csrf": session.csrf, "via": via, "created": session.created}
+                {
+                    "user": user,
+                    "csrf": session.csrf,
+                    "via": via,
+                    "created": session.created,
+                    # a token session lives only as long as its token (see session())
+                    **({"token": self.token_id()} if via == "token" else {}),
+                }
             ),
             ttl=self.settings.session_ttl,
         )
@@ -98,6 +145,12 @@ class ConsoleAuth:
         if raw is None:
             return None
         data = json.loads(raw)
+        if data["via"] == "token" and (
+            not self.token_login or not hmac.compare_digest(data.get("token", ""), self.token_id())
+        ):
+            # opened with an admin_token that is no longer the one (or token login is off)
+            await self.store.delete(_session_key(session_id))
+            return None
         return Session(session_id, data["user"], data["csrf"], data["via"], data["created"])
 
     async def close(self, session: Session) -> None:

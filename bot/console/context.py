@@ -10,9 +10,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import jinja2
+from starlette.datastructures import FormData
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 
+from adapters.http_body import FORM_TYPES, BodyRejected, read_form
 from bot.console.auth import CSRF_FIELD, CSRF_HEADER, SAFE_METHODS, ConsoleAuth, Session
 from bot.console.graph_outline import GraphOutlines
 from bot.gate_labels import GateLabels
@@ -28,6 +30,8 @@ if TYPE_CHECKING:
 logger = logging.getLogger("tacit.console")
 
 Handler = Callable[[Request, Session], Awaitable[Response]]
+
+UPLOAD_PATH = "/console/knowledge/upload"
 
 PAGES = (
     ("overview", "/console/", "Overview"),
@@ -98,7 +102,13 @@ class Console:
         return sorted(names)
 
     def render(
-        self, request: Request, session: Session | None, name: str, status: int = 200, **values: Any
+        self,
+        request: Request,
+        session: Session | None,
+        name: str,
+        status: int = 200,
+        headers: dict[str, str] | None = None,
+        **values: Any,
     ) -> HTMLResponse:
         page = self.env.get_template(name).render(
             pages=PAGES,
@@ -108,7 +118,31 @@ class Console:
             csrf_field=CSRF_FIELD,
             **values,
         )
-        return HTMLResponse(page, status_code=status, headers={"Cache-Control": "no-store"})
+        return HTMLResponse(
+            page, status_code=status, headers={"Cache-Control": "no-store", **(headers or {})}
+        )
+
+    def body_limit(self, request: Request) -> int:
+        """The most bytes a console request's body may hold: `[server] max_body_bytes`, like
+        every route, but `[console] max_upload_bytes` for the upload form, which carries
+        documents."""
+        if request.url.path == UPLOAD_PATH:
+            return self.settings.console.max_upload_bytes
+        return self.settings.server.max_body_bytes
+
+    async def form(self, request: Request) -> FormData:
+        """The request's form, read once through the capped reader (adapters/http_body.py) and
+        kept for the rest of the request: the CSRF check and the page share it. A body that is
+        not a form is an empty form. Raises BodyRejected (413 past the limit, 400 malformed)."""
+        kept = getattr(request.state, "tacit_form", None)
+        if isinstance(kept, FormData):
+            return kept
+        if not request.headers.get("content-type", "").lower().startswith(FORM_TYPES):
+            form = FormData()
+        else:
+            form = await read_form(request, self.body_limit(request))
+        request.state.tacit_form = form
+        return form
 
     def guard(self, handler: Handler) -> Callable[[Request], Awaitable[Response]]:
         """Only with a session; actions also with its CSRF token and from this very site."""
@@ -124,11 +158,14 @@ class Console:
                 if request.method in SAFE_METHODS and "hx-request" not in request.headers:
                     return RedirectResponse("/console/login", status_code=303)
                 return JSONResponse({"error": "log in first"}, status_code=401)
-            if request.method not in SAFE_METHODS:
-                refused = await self.refuse_action(request, session)
-                if refused is not None:
-                    return refused
-            response = await handler(request, session)
+            try:
+                if request.method not in SAFE_METHODS:
+                    refused = await self.refuse_action(request, session)
+                    if refused is not None:
+                        return refused
+                response = await handler(request, session)
+            except BodyRejected as rejected:
+                return rejected.response()
             if fresh:
                 self.auth.set_cookie(response, request, session)
             return response
@@ -142,11 +179,8 @@ class Console:
             )
             return JSONResponse({"error": "cross-origin request refused"}, status_code=403)
         given = request.headers.get(CSRF_HEADER, "")
-        if not given and request.headers.get("content-type", "").startswith(
-            ("application/x-www-form-urlencoded", "multipart/form-data")
-        ):
-            form = await request.form()
-            value = form.get(CSRF_FIELD)
+        if not given:
+            value = (await self.form(request)).get(CSRF_FIELD)
             given = value if isinstance(value, str) else ""
         if not self.auth.csrf_matches(session, given):
             return JSONResponse({"error": "missing or wrong CSRF token"}, status_code=403)

@@ -144,7 +144,7 @@ async def _refit(console: Console, kb: str, job: Job) -> str:
 
 
 async def refit(console: Console, request: Request, session: Session) -> Response:
-    form = await request.form()
+    form = await console.form(request)
     kb = _kb(console, request, form.get("kb"))
     if console.gate is None:
         return console.render(request, session, "job.html.j2", job=None, error="no gate here")

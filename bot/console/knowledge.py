@@ -6,6 +6,7 @@ import asyncio
 import json
 import re
 import time
+from html import escape
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,6 @@ from core.kb import validate_kb_name
 from core.models import normalise_name
 
 DOCS_PER_PAGE = 100
-MAX_UPLOAD_BYTES = 50 * 1024 * 1024
 GRAPH_PAGE = 200  # neighbours drawn at first and added by each "show more"
 GRAPH_MAX = 1000  # most neighbours one request may ask for
 # Most edges one page sends: 500 neighbours of a hub in the refusal KB share 6,344 relations,
@@ -30,6 +30,7 @@ GRAPH_MAX = 1000  # most neighbours one request may ask for
 GRAPH_EDGES = 2500
 EDGES_PER_NODE = 5  # and at most this many per entity of the page
 _SAFE_NAME = re.compile(r"[^\w.\- ]+")
+MAX_NAME_BYTES = 255  # the longest file name Linux file systems take (NAME_MAX)
 
 
 def _kb(console: Console, request: Request, value: Any = None) -> str:
@@ -92,18 +93,29 @@ def _job_started(console: Console, request: Request, session: Session, job: Job)
 
 
 async def upload(console: Console, request: Request, session: Session) -> Response:
-    form = await request.form(max_part_size=MAX_UPLOAD_BYTES)
+    form = await console.form(request)
     kb = _kb(console, request, form.get("kb"))
     files = [f for f in form.getlist("files") if isinstance(f, UploadFile) and f.filename]
     if not files:
         return HTMLResponse('<p class="error">Choose a file to upload.</p>', status_code=400)
+    names = [
+        _SAFE_NAME.sub("_", Path(file.filename or "upload").name).strip(". ") or "upload"
+        for file in files
+    ]
+    too_long = [n for n in names if len(n.encode()) > MAX_NAME_BYTES]
+    if too_long:  # the file system would refuse it: say so, before anything is written
+        shown = escape(too_long[0][:60])
+        return HTMLResponse(
+            f'<p class="error">The file name “{shown}…” is too long (more than '
+            f"{MAX_NAME_BYTES} bytes): rename the file and upload it again.</p>",
+            status_code=400,
+        )
     folder = upload_dir(console, kb)
-    folder.mkdir(parents=True, exist_ok=True)
     saved = []
-    for file in files:
-        name = _SAFE_NAME.sub("_", Path(file.filename or "upload").name).strip(". ") or "upload"
+    for file, name in zip(files, names, strict=True):
         target = folder / name
-        target.write_bytes(await file.read())
+        data = await file.read()
+        await asyncio.to_thread(_save, target, data)
         saved.append(target)
     job = console.jobs.start(
         kb,
@@ -113,46 +125,85 @@ async def upload(console: Console, request: Request, session: Session) -> Respon
     return _job_started(console, request, session, job)
 
 
-def _allowed(console: Console, path: Path) -> bool:
-    roots = console.settings.console.index_roots
-    if not roots:
-        return True
-    resolved = path.resolve()
-    return any(resolved.is_relative_to(root.resolve()) for root in roots)
+def _save(target: Path, data: bytes) -> None:
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_bytes(data)
+
+
+def _allowed(console: Console, kb: str, path: Path) -> bool:
+    """Whether the console may index `path` for `kb`: it resolves (symlinks and `..` followed)
+    inside the KB's upload folder, one of `[console] index_roots`, or one of the KB's
+    `[conversation] kb_sources` (what the operator configured /tacit reindex to read). The one
+    check of every path the console takes, typed or re-indexed: with index_roots empty, the
+    default, no typed path can reach beyond the uploads and the configured sources."""
+    trusted = [
+        upload_dir(console, kb),
+        *console.settings.console.index_roots,
+        *console.settings.conversation.kb_sources.get(kb, []),
+    ]
+    try:
+        resolved = path.resolve()
+        return any(resolved.is_relative_to(root.resolve()) for root in trusted)
+    except (OSError, RuntimeError, ValueError):  # a loop, a NUL, a name too long
+        return False
+
+
+def _exists(path: Path) -> bool:
+    try:
+        return path.exists()
+    except (OSError, ValueError):
+        return False
+
+
+def _outside_roots(console: Console) -> Response:
+    if not console.settings.console.index_roots:
+        reason = (
+            "Indexing a path on the server is off: [console] index_roots names no folder. "
+            "Upload the files instead, or set index_roots to the folders the console may index."
+        )
+    else:
+        reason = "That path is outside [console] index_roots."
+    return HTMLResponse(f'<p class="error">{escape(reason)}</p>', status_code=403)
 
 
 async def index_path(console: Console, request: Request, session: Session) -> Response:
-    form = await request.form()
+    form = await console.form(request)
     kb = _kb(console, request, form.get("kb"))
     raw = form.get("path")
     path = Path(raw.strip()) if isinstance(raw, str) and raw.strip() else None
-    if path is None or not await asyncio.to_thread(path.exists):
+    if path is None:
+        return HTMLResponse('<p class="error">Name a file or folder on the server.</p>', 400)
+    # Checked before anything looks at the path: whether a file exists is not for this page
+    # to tell about places it may not index.
+    if not await asyncio.to_thread(_allowed, console, kb, path):
+        return _outside_roots(console)
+    if not await asyncio.to_thread(path.exists):
         return HTMLResponse('<p class="error">No such file or folder on the server.</p>', 400)
-    if not _allowed(console, path):
-        return HTMLResponse(
-            '<p class="error">That path is outside [console] index_roots.</p>', status_code=403
-        )
     await console.store.push(_roots_key(kb), str(path.resolve()), max_len=100)
     job = console.jobs.start(kb, f"index of {path}", lambda j: _run_index(console, kb, [path], j))
     return _job_started(console, request, session, job)
 
 
 async def reindex(console: Console, request: Request, session: Session) -> Response:
-    form = await request.form()
+    form = await console.form(request)
     kb = _kb(console, request, form.get("kb"))
     source = form.get("source")
-    paths: list[Path] = []
     roots = [Path(p) for p in dict.fromkeys(await console.store.recent(_roots_key(kb), 100))]
     roots += list(console.settings.conversation.kb_sources.get(kb, []))
     if isinstance(source, str) and source:
         candidates = [upload_dir(console, kb) / source, *(r.parent / source for r in roots)]
-        paths = [c for c in candidates if c.is_file()][:1]
         what = f"re-index of {source}"
     else:
-        paths = [r for r in roots if r.exists()]
-        if upload_dir(console, kb).is_dir():
-            paths.append(upload_dir(console, kb))
+        candidates = [*roots, upload_dir(console, kb)]
         what = f"re-index of {kb}"
+
+    def usable() -> list[Path]:
+        # Every path through the one check: a recorded root from before index_roots changed,
+        # or a source naming "../../etc/passwd", is no more indexable than a typed one.
+        found = [c for c in candidates if _allowed(console, kb, c) and _exists(c)]
+        return [c for c in found if c.is_file()][:1] if source else found
+
+    paths = await asyncio.to_thread(usable)
     if not paths:
         return HTMLResponse(
             '<p class="error">The server does not know where that came from: index its path '
@@ -164,7 +215,7 @@ async def reindex(console: Console, request: Request, session: Session) -> Respo
 
 
 async def remove(console: Console, request: Request, session: Session) -> Response:
-    form = await request.form()
+    form = await console.form(request)
     kb = _kb(console, request, form.get("kb"))
     source = form.get("source")
     if not isinstance(source, str) or not source:

@@ -11,6 +11,7 @@ from urllib.parse import urlencode
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 
+from adapters.http_body import BodyRejected
 from bot.console import overview
 from bot.console.auth import Session
 from bot.console.context import Console, logger
@@ -40,12 +41,25 @@ async def login_page(console: Console, request: Request) -> Response:
 async def login(console: Console, request: Request) -> Response:
     if not console.auth.same_origin(request):
         return JSONResponse({"error": "cross-origin request refused"}, status_code=403)
-    form = await request.form()
+    wait = await console.auth.login_wait(request)
+    if wait is not None:  # too many failures from this client: not even the right token
+        return console.render(
+            request,
+            None,
+            "login.html.j2",
+            status=429,
+            error=f"Too many failed logins from here: try again in {wait} s.",
+            token_login=console.auth.token_login,
+            headers={"Retry-After": str(wait)},
+        )
+    try:  # capped before it is parsed, like every body: no session vouches for this one
+        form = await console.form(request)
+    except BodyRejected as rejected:
+        return rejected.response()
     token = form.get("token")
     if not isinstance(token, str) or not console.auth.token_matches(token):
-        logger.warning(
-            "console: a failed login from %s", request.client.host if request.client else "?"
-        )
+        await console.auth.login_failed(request)
+        logger.warning("console: a failed login from %s", console.auth.client_key(request))
         return console.render(
             request,
             None,
@@ -191,7 +205,7 @@ def _evidence(pipeline: dict[str, Any]) -> list[dict[str, Any]]:
 
 async def label(console: Console, request: Request, session: Session) -> Response:
     trace_id = request.path_params["trace_id"]
-    form = await request.form()
+    form = await console.form(request)
     chosen = form.get("label")
     if chosen not in ("answer", "silent"):
         return JSONResponse({"error": "label must be answer or silent"}, status_code=400)

@@ -38,7 +38,7 @@ async def playground_page(console: Console, request: Request, session: Session) 
 
 
 async def ask(console: Console, request: Request, session: Session) -> Response:
-    form = await request.form()
+    form = await console.form(request)
     question = form.get("question")
     channel = form.get("channel")
     if not isinstance(question, str) or not question.strip() or len(question) > MAX_QUESTION:

@@ -31,6 +31,7 @@ from core.answer.events import Citation
 from core.retrieve.context import RetrievedContext, ScoredChunk, ScoredRelation
 from core.text import CJK_RUN
 from core.words import zipf
+from prompts import fenced, inline
 
 # A fact line longer than this is cut: the graph section orients, the sources carry the detail.
 MAX_FACT_CHARS = 400
@@ -221,14 +222,17 @@ def render_cited(context: RetrievedContext, numbers: Sequence[int] | None) -> st
     what the judge reads — an answer is faithful to what it cites, and re-sending the whole
     budget costs thousands of tokens per round."""
     keep = None if numbers is None else set(numbers)
+    # As the answer prompt shows them: a source's text fenced as data, a fact one line
+    # (prompts.fenced, prompts.inline), so no document can forge a source or a question.
     parts = [
-        f"[{s['n']}] ({s['label']})\n{s['text']}"
+        f"[{s['n']}] ({inline(s['label'])})\n{fenced(s['text'])}"
         for s in numbered_sources(context)
         if keep is None or s["n"] in keep
     ]
     facts = [f for f in numbered_facts(context) if keep is None or f.n in keep]
     if facts:
-        parts.append("Knowledge graph:\n" + "\n".join(f"[{f.n}] {f.text}" for f in facts))
+        lines = "\n".join(f"[{f.n}] {inline(f.text)}" for f in facts)
+        parts.append("Knowledge graph:\n" + lines)
     return "\n\n".join(parts)
 
 

@@ -25,7 +25,7 @@ import json
 import os
 import re
 import stat
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -54,7 +54,13 @@ MAX_RECORD_BYTES = MAX_FILE_BYTES
 OUTSIDE_TREE = "symlink to outside the indexed folder (not followed)"
 # What a Word document (a zip) may expand to: a few MB of zip can declare gigabytes of XML.
 MAX_DOCX_EXPANDED_BYTES = 4 * MAX_FILE_BYTES
-_SNIFF_BYTES = 8192  # the start of a file that is checked for binary content
+# The start of a JSONL corpus checked for binary content (its records are checked as JSON); a
+# single document is checked whole: NULs after the first few KB are binary content too.
+_SNIFF_BYTES = 8192
+# Folders deeper than this under an indexed path are reported, not entered: no real tree of
+# documents is this deep, and a hostile one should cost one line of the report.
+MAX_FOLDER_DEPTH = 256
+TOO_DEEP = f"folder nested too deeply (more than {MAX_FOLDER_DEPTH} levels; not entered)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,9 +172,9 @@ def _discover_root(root: Path, problems: list[SkippedFile]) -> Iterator[tuple[Pa
         problems.append(SkippedFile(source(relative), _os_reason(exc)))
 
     found: list[tuple[Path, str]] = []
-    # os.walk neither follows symlinked folders (they are listed, not entered) nor raises:
-    # a folder it cannot list goes to onerror, so one bad folder never ends discovery.
-    for folder, subfolders, files in os.walk(root, onerror=unreadable_folder):
+    # _walk neither follows symlinked folders (they are listed, not entered) nor raises: a
+    # folder it cannot list goes to unreadable_folder, so one bad folder never ends discovery.
+    for folder, subfolders, files, depth in _walk(root, unreadable_folder):
         base = Path(folder)
         relative_base = base.relative_to(root)
         entered: list[str] = []
@@ -179,6 +185,9 @@ def _discover_root(root: Path, problems: list[SkippedFile]) -> Iterator[tuple[Pa
                 inside = _target_inside(base / name, real_root)
                 reason = OUTSIDE_TREE if not inside else "symlink to a folder (not followed)"
                 problems.append(SkippedFile(source(relative_base / name), reason))
+                continue
+            if depth >= MAX_FOLDER_DEPTH:
+                problems.append(SkippedFile(source(relative_base / name), TOO_DEEP))
                 continue
             entered.append(name)
         subfolders[:] = sorted(entered)
@@ -192,6 +201,37 @@ def _discover_root(root: Path, problems: list[SkippedFile]) -> Iterator[tuple[Pa
                 problems.append(SkippedFile(source(relative_base / name), problem))
     found.sort(key=lambda item: os.fsencode(item[0]))
     yield from found
+
+
+def _walk(
+    root: Path, onerror: Callable[[OSError], None]
+) -> Iterator[tuple[str, list[str], list[str], int]]:
+    """os.walk top-down (symlinked folders listed, never entered), with each folder's depth
+    below `root`, and without recursion: Python 3.11's os.walk recurses once per level, so a
+    tree 1,000 folders deep raised RecursionError out of discovery. The caller may prune the
+    subfolder list it is given, as with os.walk."""
+    pending: list[tuple[str, int]] = [(os.fspath(root), 0)]
+    while pending:
+        top, depth = pending.pop()
+        try:
+            with os.scandir(top) as listing:
+                entries = list(listing)
+        except OSError as exc:
+            onerror(exc)
+            continue
+        folders: list[str] = []
+        files: list[str] = []
+        for entry in entries:
+            try:
+                is_folder = entry.is_dir()
+            except OSError:
+                is_folder = False
+            (folders if is_folder else files).append(entry.name)
+        yield top, folders, files, depth
+        for name in reversed(folders):
+            inner = os.path.join(top, name)
+            if not os.path.islink(inner):
+                pending.append((inner, depth + 1))
 
 
 def _target_inside(link: Path, real_root: Path) -> bool:
@@ -392,7 +432,7 @@ def _read_bytes(path: Path, limit: int) -> bytes:
 
 
 def _decode(raw: bytes) -> str:
-    if b"\x00" in raw[:_SNIFF_BYTES]:
+    if b"\x00" in raw:  # no text holds a NUL; memchr over the whole file is cheap
         raise LoadError("binary content")
     try:
         return raw.decode("utf-8-sig")

@@ -18,8 +18,10 @@ never starts or ends with a stop word.
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from functools import lru_cache
 from itertools import combinations
 
@@ -30,6 +32,14 @@ from core.reason.quantities import is_unit
 from core.text import CJK_RUN, detect_language, split_sentences
 
 MAX_DESCRIPTION_CHARS = 300
+
+
+@lru_cache(maxsize=1)
+def _extraction_thread() -> ThreadPoolExecutor:
+    """The process's one thread for NLP extraction."""
+    return ThreadPoolExecutor(max_workers=1, thread_name_prefix="tacit-nlp-extract")
+
+
 ENTITY_TYPE = "term"
 
 # Function words and the vaguest content words of technical prose. A phrase never starts or
@@ -103,7 +113,12 @@ class NLPExtractor:
         return "nlp"
 
     async def extract(self, chunk: ChunkRecord) -> Extraction:
-        return self.extract_sync(chunk)
+        # In a thread: a run's chunks are extracted as concurrent tasks, and run on the event
+        # loop they would all go in one turn of it, holding up every request meanwhile. One
+        # thread for all of them: the work is pure Python, so more threads only contend for
+        # the GIL with the event loop, and gain nothing.
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(_extraction_thread(), self.extract_sync, chunk)
 
     def extract_sync(self, chunk: ChunkRecord) -> Extraction:
         text = _INLINE_URL.sub(" ", table_rows_as_text(_CODE_FENCE.sub("\n", chunk.text)))

@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import time
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -32,6 +32,7 @@ from core.index.embedding import RunEmbedder
 from core.index.extract import Extraction, Extractor
 from core.index.graph_vectors import GraphVectorSync, PendingVectors
 from core.index.loaders import (
+    CORPUS_SUFFIXES,
     OUTSIDE_TREE,
     CorpusFields,
     LoadedDocument,
@@ -41,7 +42,8 @@ from core.index.loaders import (
     iter_file,
     source_prefix,
 )
-from core.index.split import RecursiveSplitter, split_document
+from core.index.reading import DocumentBudget, DocumentReader, ReadFailed, shared_reader
+from core.index.split import RecursiveSplitter, TextChunk, split_document
 from core.models import ChunkRecord, DocumentRecord, GraphStats, VectorRecord
 from core.ports import LLM, Embedder, Vectors, VectorStore
 
@@ -81,6 +83,8 @@ class IndexOptions:
     summarize_over_tokens: int = 400
     communities: bool = True
     corpus_fields: CorpusFields = field(default_factory=CorpusFields)
+    # What reading and splitting one document may take (core/index/reading.py).
+    document_budget: DocumentBudget = field(default_factory=DocumentBudget)
 
 
 @dataclass
@@ -158,6 +162,7 @@ def embedding_text(chunk: ChunkRecord) -> str:
 class _Pending:
     document: LoadedDocument
     chunks: list[ChunkRecord]
+    unchanged: bool = False  # its content hash is the stored one: nothing to do
 
 
 class Indexer:
@@ -172,6 +177,7 @@ class Indexer:
         *,
         extractor: Extractor | None = None,
         llm: LLM | None = None,
+        reader: DocumentReader | None = None,
     ) -> None:
         self.graph = graph
         self.vectors = vectors
@@ -183,6 +189,10 @@ class Indexer:
         # would push a recurring passage out of a shared memory before it comes round again.
         self.chunk_embedder = RunEmbedder(embedder, per_call=self.options.embed_batch)
         self.splitter = RecursiveSplitter(self.options.chunk_size, self.options.chunk_overlap)
+        # No loader, parser or splitter runs on the event loop: a single-document file is read
+        # by the document worker process (within options.document_budget), a corpus's records
+        # in a thread.
+        self.reader = reader or shared_reader()
         self.vector_sync = GraphVectorSync(
             graph,
             vectors,
@@ -213,7 +223,7 @@ class Indexer:
         await self.vectors.ensure(self.embedder.dim)
 
         not_found: list[SkippedFile] = []
-        files = list(discover(list(paths), not_found))
+        files = await asyncio.to_thread(lambda: list(discover(list(paths), not_found)))
         documents = await self.graph.get_documents(kb)
         known = {d.source: d.content_hash for d in documents}
         # A document extracted another way (say chunks only, now nlp) is done again.
@@ -228,41 +238,21 @@ class Indexer:
         batch: list[_Pending] = []
         batch_chunks = 0
         for path, file_source in files:
+            if path.suffix.lower() in CORPUS_SUFFIXES:
+                read = self._read_corpus(path, file_source, known, extracted_by, report)
+            else:
+                read = self._read_document(path, file_source, known, extracted_by, report)
             changed = 0
             failed = False
-            # Records a corpus could not read are held until it yields a document: a corpus
-            # with none is reported once, as a file ("no readable record (...)").
-            held: list[SkippedFile] | None = []
-            items = iter_file(path, file_source, self.options.corpus_fields)
-            while True:
-                # One file never stops the run: whatever reading or splitting it raises is
-                # reported against it. Batches are stored outside this guard, so a store that
-                # fails still stops the run (that is no fault of the file).
-                try:
-                    item = next(items, None)
-                    if item is None:
-                        break
-                    if isinstance(item, SkippedFile):
-                        (report.failed if held is None else held).append(item)
-                        continue
-                    if held is not None:
-                        report.failed.extend(held)
-                        held = None
-                    seen.add(item.source)
-                    previous = known.get(item.source)
-                    same_extractor = extracted_by.get(item.source) == report.extractor
-                    if previous and previous == item.content_hash and same_extractor:
-                        report.documents_skipped += 1
-                        continue
-                    pending = self._split(item)
-                except LoadError as exc:
-                    failed = self._file_failed(report, file_source, str(exc), unreadable)
+            async for pending in read:
+                if pending is None:  # the file failed (reported against it)
+                    failed = True
+                    unreadable.add(file_source)  # a file that broke keeps its earlier version
                     break
-                except Exception as exc:  # RecursionError, UnicodeError, OSError, a bug
-                    report.failed.extend(held or [])
-                    reason = f"{type(exc).__name__}: {exc}"[:300]
-                    failed = self._file_failed(report, file_source, reason, unreadable)
-                    break
+                seen.add(pending.document.source)
+                if not pending.chunks and pending.unchanged:
+                    report.documents_skipped += 1
+                    continue
                 batch.append(pending)
                 batch_chunks += len(pending.chunks)
                 changed += 1
@@ -291,11 +281,79 @@ class Indexer:
         report.seconds = time.perf_counter() - started
         return report
 
-    @staticmethod
-    def _file_failed(report: IndexReport, source: str, reason: str, unreadable: set[str]) -> bool:
-        report.failed.append(SkippedFile(source, reason))
-        unreadable.add(source)  # a file that broke keeps its earlier version
-        return True
+    async def _read_document(
+        self,
+        path: Path,
+        source: str,
+        known: dict[str, str],
+        extracted_by: dict[str, str],
+        report: IndexReport,
+    ) -> AsyncIterator[_Pending | None]:
+        """A single-document file, read and split by the document worker within its budget;
+        None (after reporting why) when it cannot be."""
+        same_extractor = extracted_by.get(source) == report.extractor
+        try:
+            read = await self.reader.read(
+                path,
+                source,
+                self.splitter,
+                self.options.document_budget,
+                known_hash=known.get(source) if same_extractor else None,
+            )
+        except ReadFailed as exc:
+            report.failed.append(SkippedFile(source, str(exc)))
+            yield None
+            return
+        if read.pieces is None:
+            yield _Pending(read.document, [], unchanged=True)
+        else:
+            yield self._pending(read.document, read.pieces)
+
+    async def _read_corpus(
+        self,
+        path: Path,
+        file_source: str,
+        known: dict[str, str],
+        extracted_by: dict[str, str],
+        report: IndexReport,
+    ) -> AsyncIterator[_Pending | None]:
+        """A corpus's records one at a time, each read and split in a thread; None (after
+        reporting why) when the file breaks."""
+        # Records a corpus could not read are held until it yields a document: a corpus
+        # with none is reported once, as a file ("no readable record (...)").
+        held: list[SkippedFile] | None = []
+        items = iter_file(path, file_source, self.options.corpus_fields)
+        while True:
+            # One file never stops the run: whatever reading or splitting it raises is
+            # reported against it. Batches are stored by the caller, outside this guard, so a
+            # store that fails still stops the run (that is no fault of the file).
+            try:
+                item = await asyncio.to_thread(next, items, None)
+                if item is None:
+                    return
+                if isinstance(item, SkippedFile):
+                    (report.failed if held is None else held).append(item)
+                    continue
+                if held is not None:
+                    report.failed.extend(held)
+                    held = None
+                previous = known.get(item.source)
+                same_extractor = extracted_by.get(item.source) == report.extractor
+                if previous and previous == item.content_hash and same_extractor:
+                    pending = _Pending(item, [], unchanged=True)
+                else:
+                    pending = await asyncio.to_thread(self._split, item)
+            except LoadError as exc:
+                report.failed.append(SkippedFile(file_source, str(exc)))
+                yield None
+                return
+            except Exception as exc:  # RecursionError, UnicodeError, OSError, a bug
+                report.failed.extend(held or [])
+                reason = f"{type(exc).__name__}: {exc}"[:300]
+                report.failed.append(SkippedFile(file_source, reason))
+                yield None
+                return
+            yield pending
 
     async def index_documents(self, kb: str, documents: Sequence[LoadedDocument]) -> IndexReport:
         """Index documents made in memory (a remembered chat thread: bot/thread_memory.py)
@@ -306,7 +364,8 @@ class Indexer:
         self._progress, self._chunks_done, self._calls_done = _SilentProgress(), 0, 0
         await self.vectors.ensure(self.embedder.dim)
         if documents:
-            await self._index_batch(kb, [self._split(d) for d in documents], report)
+            split = await asyncio.to_thread(lambda: [self._split(d) for d in documents])
+            await self._index_batch(kb, split, report)
             if self.options.communities and self.extractor is not None:
                 report.communities = await self.refresh_communities(kb)
         report.totals = await self.graph.stats(kb)
@@ -339,6 +398,10 @@ class Indexer:
 
     def _split(self, document: LoadedDocument) -> _Pending:
         pieces = split_document(document.text, markdown=document.markdown, splitter=self.splitter)
+        return self._pending(document, pieces)
+
+    @staticmethod
+    def _pending(document: LoadedDocument, pieces: list[TextChunk]) -> _Pending:
         chunks = [
             ChunkRecord(
                 id=chunk_id(document.source, ordinal, piece.text),
@@ -443,7 +506,16 @@ class Indexer:
             return result
 
         chunks = [c for item in batch for c in item.chunks]
-        results = await asyncio.gather(*(one(c) for c in chunks))
+        results: list[Extraction | LLMError] = [Extraction()] * len(chunks)
+        pending_chunks = iter(enumerate(chunks))
+
+        async def take_turns() -> None:
+            for i, chunk in pending_chunks:
+                results[i] = await one(chunk)
+
+        # `concurrency` tasks taking chunks in turn, not a task per chunk: a batch's hundreds of
+        # tasks, made at once, held the event loop for as long as making them took.
+        await asyncio.gather(*(take_turns() for _ in range(self.options.concurrency)))
         merged = Extraction()
         errors: dict[str, str] = {}
         for chunk, result in zip(chunks, results, strict=True):

@@ -88,6 +88,8 @@ async def tacit_app(
     answerer: ScriptedAnswerer | None = None,
     conversation: ConversationSettings | None = None,
     metrics_token: str = "",
+    events_per_minute: int = 0,
+    max_queued_events: int = 0,
 ) -> AsyncIterator[Served]:
     """build_app as `tacit serve` builds it, with the platforms given mounted (their submit
     recorded); the /v1 API with TOKENS and the anonymous ANON_TOKEN."""
@@ -100,7 +102,7 @@ async def tacit_app(
     state = ConversationState(store, settings, default_kb="default")
     scripted = answerer or ScriptedAnswerer({QUESTION: ANSWER})
     assistant = TacitAssistant(state, scripted)
-    queue = RedisEventQueue(store)
+    queue = RedisEventQueue(store, max_len=max_queued_events)
     metrics = Metrics()
     ingest = EventIngest(queue, metrics)
     slack = None
@@ -140,6 +142,7 @@ async def tacit_app(
         max_body_bytes=max_body_bytes,
         routes=routes,
         metrics_token=metrics_token,
+        events_per_minute=events_per_minute,
     )
     try:
         yield Served(app, store, assistant, ingest, queue, metrics, recorder, scripted, slack, tg)

@@ -34,7 +34,9 @@ BASE = "http://console.test"
 async def http(tmp_path: Path) -> AsyncIterator[httpx.AsyncClient]:
     await write_hub_graph(tmp_path, "synthetic", NEIGHBOURS)
     store = await RedisStateStore.embedded(tmp_path / "state.rdb")
-    settings = Settings(home=tmp_path, console=ConsoleSettings(admin_token=SecretStr("t")))
+    settings = Settings(
+        home=tmp_path, console=ConsoleSettings(admin_token=SecretStr("t-0123456789abcdef"))
+    )
     graph = build_graph(settings)
     console = Console(
         settings=settings,
@@ -52,7 +54,7 @@ async def http(tmp_path: Path) -> AsyncIterator[httpx.AsyncClient]:
     try:
         async with httpx.AsyncClient(transport=transport, base_url=BASE) as client:
             login = await client.post(
-                "/console/login", data={"token": "t"}, headers={"Origin": BASE}
+                "/console/login", data={"token": "t-0123456789abcdef"}, headers={"Origin": BASE}
             )
             assert login.status_code == 303
             yield client

@@ -264,7 +264,8 @@ async def test_health_tells_strangers_only_ok(tmp_path: Path) -> None:
 def _filled(value: str) -> str:
     # Placeholders and optional secrets left empty in the examples: give each a value, so that
     # every platform the files configure is on (what an operator filling them in gets).
-    value = re.sub(r"\$\{[^}]*\}", "x", value)
+    # (As long as a secret must be: tokens need 16 characters.)
+    value = re.sub(r"\$\{[^}]*\}", "filled-in-0123456789", value)
     return value or "filled-in-0123456789"
 
 
