@@ -88,8 +88,22 @@ def worker_main(fd: int) -> None:
     """The worker process's entry point: say it is ready (its imports done, so that a
     document's time budget does not pay for them), then serve requests on the socket `fd`."""
     conn = Connection(fd)
+    _warm()
     conn.send(READY)
     _worker(conn)
+
+
+def _warm() -> None:
+    """Load what a first document would otherwise load inside its budget: the parsers (imported
+    on first use) and the splitter's tokenizer. A new worker's first document, often a small
+    one after a slow one was stopped, then takes its own time only."""
+    import bs4  # noqa: F401
+    import docx  # noqa: F401
+    import pypdf  # noqa: F401
+
+    split_document(
+        "# Warm\n\nA paragraph to split.\n", markdown=True, splitter=RecursiveSplitter(64, 8)
+    )
 
 
 def _worker(conn: Connection) -> None:
