@@ -84,7 +84,9 @@ def test_every_page_loads_without_console_errors(
         assert response.status == 200, name
         admin.wait_for_load_state("networkidle")
         if name == "graph":
-            admin.wait_for_function("window.tacitGraph && window.tacitGraph.nodes().length > 1")
+            admin.wait_for_function(
+                "() => window.tacitGraph && window.tacitGraph.nodes().length > 1"
+            )
         admin.screenshot(path=str(artifacts / f"{name}.png"), full_page=True)
     assert admin.errors == []
 
@@ -172,7 +174,7 @@ def test_an_uploaded_document_becomes_answerable(
 
 def test_the_graph_view_draws_a_known_entity(admin: Any, served: Served) -> None:
     admin.goto(served.page_url("graph?q=rollback"))
-    admin.wait_for_function("window.tacitGraph && window.tacitGraph.nodes().length > 1")
+    admin.wait_for_function("() => window.tacitGraph && window.tacitGraph.nodes().length > 1")
     ids = admin.evaluate("window.tacitGraph.nodes().map(n => n.id())")
     assert "rollback" in ids
     # Every node drawn is on the canvas: cytoscape gave each a position.
@@ -217,7 +219,9 @@ def test_a_mouse_click_on_a_node_hits_it_after_the_toolbar_grows(
     toolbar grows again (it re-reads it on a window resize or scroll, or 100 ms after #cy's
     attributes change, not when content above the canvas changes height)."""
     admin.goto(served.page_url(f"graph?kb={HUB_KB}&entity={HUB}"))
-    admin.wait_for_function(f"document.getElementById('cy').dataset.loaded == {1 + GRAPH_PAGE}")
+    admin.wait_for_function(
+        f"() => document.getElementById('cy').dataset.loaded == {1 + GRAPH_PAGE}"
+    )
     # Past cytoscape's own re-read (100 ms after #cy's attributes change, as data-loaded did).
     admin.wait_for_timeout(500)
     box = admin.locator("#cy").bounding_box()
@@ -236,7 +240,7 @@ def test_a_mouse_click_on_a_node_hits_it_after_the_toolbar_grows(
     )
     admin.mouse.click(x, y)
     admin.wait_for_function(
-        f"document.getElementById('cy').dataset.loaded == {3 + GRAPH_PAGE}", timeout=20000
+        f"() => document.getElementById('cy').dataset.loaded == {3 + GRAPH_PAGE}", timeout=20000
     )
     admin.wait_for_selector(f"#graph-detail h2:has-text('{neighbour(2)}')")
     assert admin.errors == []
@@ -248,7 +252,9 @@ def test_the_graph_view_pages_a_500_node_neighbourhood_strongest_first(
     """The synthetic hub (tests/browser/synthetic_graph.py) has 500 neighbours: the view draws
     the GRAPH_PAGE strongest, a click expands a node, and "show more" adds the rest."""
     admin.goto(served.page_url(f"graph?kb={HUB_KB}&entity={HUB}"))
-    admin.wait_for_function(f"document.getElementById('cy').dataset.loaded == {1 + GRAPH_PAGE}")
+    admin.wait_for_function(
+        f"() => document.getElementById('cy').dataset.loaded == {1 + GRAPH_PAGE}"
+    )
     drawn = admin.evaluate(
         "window.tacitGraph.nodes().filter(n => Number.isFinite(n.renderedPosition('x')))"
         ".map(n => n.id())"
