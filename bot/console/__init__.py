@@ -16,7 +16,7 @@ from starlette.routing import Mount, Route, Router
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from bot.console import gate_page, knowledge, overview, pages, playground
+from bot.console import gate_page, knowledge, overview, pages, playground, sources_page
 from bot.console.auth import ConsoleAuth, Session
 from bot.console.context import Console
 from bot.console.jobs import Jobs
@@ -109,6 +109,13 @@ def console_mount(console: Console) -> Mount:
         Route("/playground/ask", page(playground.ask), methods=["POST"]),
         Route("/gate", page(gate_page.gate_page), methods=["GET"]),
         Route("/gate/refit", page(gate_page.refit), methods=["POST"]),
+        Route("/sources", page(sources_page.sources_page), methods=["GET"]),
+        Route("/sources/rows", page(sources_page.source_rows), methods=["GET"]),
+        Route("/sources/sync", page(sources_page.sync_now), methods=["POST"]),
+        Route("/sources/runs/{job_id}", page(sources_page.run_status), methods=["GET"]),
+        Route("/sources/candidates/approve", page(sources_page.approve), methods=["POST"]),
+        Route("/sources/candidates/edit", page(sources_page.edit), methods=["POST"]),
+        Route("/sources/candidates/drop", page(sources_page.drop), methods=["POST"]),
         Mount("/static", StaticFiles(packages=[("bot.console", "static")]), name="static"),
     ]
     return Mount("/console", app=SecurityHeaders(Router(routes=routes)))
