@@ -1,5 +1,6 @@
 """What the sources tests share: a git repository made in the test, a `git daemon` serving it on
-127.0.0.1, and the embedded stores behind a SourceSync."""
+127.0.0.1, and the embedded stores behind a SourceSync (and their fixtures `store` and
+`stores`: a test module imports store_fixture / stores_fixture to use them)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,10 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from adapters.graph.sqlite_store import SQLiteGraphStore
+from adapters.state import RedisStateStore
 from adapters.vector.milvus_store import MilvusVectorStore
 from bot.settings import Settings, SourceSettings
 from bot.sources import SourceSync
@@ -140,3 +144,18 @@ async def source_sync(
     home: Path, stores: Stores, store: StateStore, *sources: dict[str, Any]
 ) -> AsyncIterator[SourceSync]:
     yield SourceSync(settings(home, *sources), stores, store)
+
+
+@pytest.fixture(name="store")
+async def store_fixture(tmp_path: Path) -> AsyncIterator[RedisStateStore]:
+    """An embedded state store of the test's own."""
+    state = await RedisStateStore.embedded(tmp_path / "state.rdb")
+    yield state
+    await state.aclose()
+
+
+@pytest.fixture(name="stores")
+async def stores_fixture(tmp_path: Path) -> AsyncIterator[Stores]:
+    opened = Stores(tmp_path)
+    yield opened
+    await opened.aclose()

@@ -19,7 +19,7 @@ from bot.sources import SourceSync
 from bot.wiring import Services
 from core.answer.events import Answer, Citation, Final, parse_iso_time
 from tests.fakes.hash_embedder import HashEmbedder
-from tests.sources_kit import KB, Repo, Stores
+from tests.sources_kit import KB, Repo, Stores, store_fixture  # noqa: F401 (fixtures)
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -32,13 +32,6 @@ NEW = (
     "# Database failover\n\nTo promote the replica during a database failover, run "
     "`patronictl failover`, and the omegacurrent proxy follows the new primary by itself.\n"
 )
-
-
-@pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[RedisStateStore]:
-    state = await RedisStateStore.embedded(tmp_path / "state.rdb")
-    yield state
-    await state.aclose()
 
 
 @pytest.fixture

@@ -4,7 +4,7 @@ half-way, and the state every replica reads."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -16,26 +16,13 @@ from core.ports import Vectors
 from core.sources.sync import SourceStates
 from tests.fakes.hash_embedder import HashEmbedder
 from tests.sources_kit import KB, Repo, Stores, git_daemon, source_sync
+from tests.sources_kit import store_fixture, stores_fixture  # noqa: F401 (fixtures)
 
 pytestmark = pytest.mark.timeout(120)
 
 DB = "# Database failover\n\nPromote the replica with `pg_ctl promote`, then repoint PgBouncer.\n"
 KAFKA = "# Kafka lag\n\nScale the consumer group; check the poison-message topic first.\n"
 DEPLOY = "# Deploys\n\nRoll back with `deployctl rollback --to previous`.\n"
-
-
-@pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[RedisStateStore]:
-    state = await RedisStateStore.embedded(tmp_path / "state.rdb")
-    yield state
-    await state.aclose()
-
-
-@pytest.fixture
-async def stores(tmp_path: Path) -> AsyncIterator[Stores]:
-    opened = Stores(tmp_path)
-    yield opened
-    await opened.aclose()
 
 
 @pytest.fixture

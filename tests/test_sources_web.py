@@ -10,7 +10,7 @@ from __future__ import annotations
 import socket
 import threading
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from email.utils import formatdate
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -21,7 +21,7 @@ import pytest
 from adapters.sources.web import GuardedResolver, Refused, check_address
 from adapters.state.redis_store import RedisStateStore
 from core.index.loaders import load
-from tests.sources_kit import KB, Stores, source_sync
+from tests.sources_kit import KB, Stores, source_sync, store_fixture, stores_fixture  # noqa: F401 (fixtures)
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -108,20 +108,6 @@ def site() -> Iterator[Site]:
     yield served
     server.shutdown()
     server.server_close()
-
-
-@pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[RedisStateStore]:
-    state = await RedisStateStore.embedded(tmp_path / "state.rdb")
-    yield state
-    await state.aclose()
-
-
-@pytest.fixture
-async def stores(tmp_path: Path) -> AsyncIterator[Stores]:
-    opened = Stores(tmp_path)
-    yield opened
-    await opened.aclose()
 
 
 def docs_site(site: Site) -> str:
