@@ -15,8 +15,15 @@ from core.errors import EmbedderError
 from core.ports import Vectors
 from core.sources.sync import SourceStates
 from tests.fakes.hash_embedder import HashEmbedder
-from tests.sources_kit import KB, Repo, Stores, git_daemon, source_sync
-from tests.sources_kit import store_fixture, stores_fixture  # noqa: F401 (fixtures)
+from tests.sources_kit import (  # noqa: F401 (fixtures)
+    KB,
+    Repo,
+    Stores,
+    git_daemon,
+    source_sync,
+    store_fixture,
+    stores_fixture,
+)
 
 pytestmark = pytest.mark.timeout(120)
 
