@@ -356,7 +356,7 @@ async def test_a_declared_source_is_listed_synced_and_removed_with_an_audit_line
             headers=action(token),
         )  # fmt: skip
         assert added.status_code == 200, added.text
-        assert "Source notes declared: synced every 10 min." in added.text
+        assert "Source notes declared; its schedule: every 10 min." in added.text
         assert added.headers["HX-Trigger"] == "tacit-sources-synced"  # the table reloads
         rows = (await http.get("/console/sources/rows", headers={"HX-Request": "true"})).text
         row = next(r for r in rows.split("<tr") if 'data-source="notes"' in r)

@@ -406,7 +406,7 @@ async def declare(console: Console, request: Request, session: Session) -> Respo
     except StoreError as exc:
         return _declare_form(console, request, session, values, {"name": str(exc)}, status=503)
     _audit(session, "added", source)
-    message = f"Source {source.name} declared: synced {schedule_text(source.every)}."
+    message = f"Source {source.name} declared; its schedule: {schedule_text(source.every)}."
     return _declare_form(console, request, session, _EMPTY_FORM, {}, message)
 
 
