@@ -17,6 +17,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    PrivateAttr,
     SecretStr,
     ValidationError,
     ValidationInfo,
@@ -998,6 +999,22 @@ class ConsoleSettings(Section):
         "path is resolved, symlinks and .. included, before it is checked); empty, the "
         "default: no typed path, only uploads and the KB's [conversation] kb_sources",
     )
+    source_networks: list[str] = Field(
+        default_factory=list,
+        description="networks (CIDR) that a web source declared in the console may name in its "
+        "allow_networks (each must lie inside one of these); empty, the default: a console-"
+        "declared web source reaches public addresses only. [[sources]] in this file are not "
+        "bound by it",
+    )
+
+    @field_validator("source_networks")
+    @classmethod
+    def _source_networks(cls, value: list[str]) -> list[str]:
+        import ipaddress
+
+        for network in value:
+            ipaddress.ip_network(network, strict=False)  # ValueError names the bad one
+        return value
 
     @field_validator("admin_token")
     @classmethod
@@ -1109,10 +1126,18 @@ class SourceSettings(Section):
             raise ValueError('a schedule is at least 1 second between syncs, or "off"')
         return value
 
+    # Where it was declared: "config" ([[sources]] in tacit.toml) or "console" (the console's
+    # Sources page, kept in the state store: bot/sources.py DeclaredSources). Not a key.
+    _origin: str = PrivateAttr("config")
+
     @property
     def every(self) -> float | None:
         """Seconds between scheduled syncs, or None when it is off."""
         return None if self.schedule == "off" else float(self.schedule)
+
+    @property
+    def origin(self) -> str:
+        return self._origin
 
 
 class Settings(BaseSettings):

@@ -24,11 +24,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from pydantic import ValidationError
 
 from adapters.chat.lease import LeasedWork, replica_name
 from adapters.sources.git import GitRepository
@@ -88,8 +91,86 @@ class GitNaming:
         }
 
 
+# Sources declared in the console: one JSON per source, and the names in a list (the state
+# store has no key scan), read newest-first and deduplicated; a removed one's JSON is gone.
+DECLARED_KEY = "sources:{{declared}}:source:{name}"
+DECLARED_NAMES = "sources:{declared}:names"
+DECLARED_LOCK = "sources:{declared}:lock"
+MAX_DECLARED = 100  # console-declared sources at once
+_NAMES_KEPT = 10_000  # entries of the names list (adds and re-adds) before the oldest go
+
+
+class DeclaredSources:
+    """The sources an admin declared in the console, beside the config's `[[sources]]`: kept in
+    the state store so every replica and command (`tacit sources list`, the scheduler) sees them.
+    Each is stored as the settings it was validated into (the `[[sources]]` model), with who
+    declared it and when; read back, it is validated again, so a stored entry that today's rules
+    refuse is skipped (and logged), never synced."""
+
+    def __init__(self, store: StateStore) -> None:
+        self.store = store
+
+    async def listing(self) -> list[tuple[SourceSettings, dict[str, Any]]]:
+        """Each declared source, oldest first, with {"by", "at"}."""
+        names = await self.store.recent(DECLARED_NAMES, _NAMES_KEPT)
+        found: list[tuple[SourceSettings, dict[str, Any]]] = []
+        for name in dict.fromkeys(names):
+            raw = await self.store.get(DECLARED_KEY.format(name=name))
+            if raw is None:
+                continue  # removed
+            try:
+                data = json.loads(raw)
+                source = SourceSettings.model_validate(data["source"])
+            except (ValueError, KeyError, TypeError, ValidationError) as exc:
+                log.warning("console-declared source %r is unreadable, skipped: %s", name, exc)
+                continue
+            source._origin = "console"
+            found.append((source, {"by": data.get("by"), "at": data.get("at")}))
+        return found
+
+    async def sources(self) -> list[SourceSettings]:
+        return [source for source, _ in await self.listing()]
+
+    async def add(self, source: SourceSettings, by: str) -> None:
+        """Store `source` (already validated and checked against the console's rules); raises
+        InputError when its name is taken or there are MAX_DECLARED already."""
+        async with self._locked():
+            declared = await self.sources()
+            if any(s.name == source.name for s in declared):
+                raise InputError(f"a source named {source.name} was already declared here")
+            if len(declared) >= MAX_DECLARED:
+                raise InputError(
+                    f"{MAX_DECLARED} sources are declared in the console already: remove one first"
+                )
+            body = {"source": source.model_dump(mode="json"), "by": by, "at": time.time()}
+            await self.store.set(DECLARED_KEY.format(name=source.name), json.dumps(body))
+            await self.store.push(DECLARED_NAMES, source.name, max_len=_NAMES_KEPT)
+
+    async def remove(self, name: str) -> bool:
+        """True if a declared source of that name was there and is gone."""
+        async with self._locked():
+            return await self.store.delete(DECLARED_KEY.format(name=name)) > 0
+
+    @contextlib.asynccontextmanager
+    async def _locked(self) -> Any:
+        """One add or remove at a time across replicas (two admins adding one name at once)."""
+        holder = replica_name() + f":{id(self)}"
+        for _ in range(50):
+            if await self.store.hold_lease(DECLARED_LOCK, holder, ttl=10.0):
+                break
+            await asyncio.sleep(0.1)
+        else:
+            raise InputError("another admin is changing the sources right now: try again")
+        try:
+            yield
+        finally:
+            with contextlib.suppress(StoreError):
+                await self.store.release_lease(DECLARED_LOCK, holder)
+
+
 class SourceSync:
-    """Syncs configured sources into their KBs, through the process's services."""
+    """Syncs sources into their KBs, through the process's services: the config's
+    `[[sources]]` and those declared in the console (DeclaredSources), each marked by origin."""
 
     def __init__(
         self,
@@ -105,9 +186,18 @@ class SourceSync:
         self.states = SourceStates(store)
         self.on_synced = on_synced  # after a sync changed a KB: the running service rechecks it
         self.holder = replica_name()
+        self.declared = DeclaredSources(store)
 
-    def named(self, name: str | None) -> list[SourceSettings]:
-        sources = self.settings.sources
+    async def sources(self) -> list[SourceSettings]:
+        """The config's sources, then the console's. A console source whose name the config
+        has since taken is left out: the config's wins."""
+        configured = list(self.settings.sources)
+        taken = {s.name for s in configured}
+        declared = await self.declared.sources()
+        return configured + [s for s in declared if s.name not in taken]
+
+    async def named(self, name: str | None) -> list[SourceSettings]:
+        sources = await self.sources()
         if name is None:
             return list(sources)
         found = [s for s in sources if s.name == name]
@@ -234,13 +324,15 @@ class SourceSync:
                 await self.store.hold_lease(lease, self.holder, ttl=SYNC_LEASE_TTL)
 
     async def listing(self) -> list[dict[str, Any]]:
-        """Each configured source with its state, for `tacit sources list`."""
+        """Each source (the config's, then the console's) with its state, for `tacit sources
+        list`."""
         rows = []
-        for source in self.settings.sources:
+        for source in await self.sources():
             state = await self.states.get(source.name)
             rows.append(
                 {
                     "name": source.name,
+                    "origin": source.origin,
                     "kind": source.kind,
                     "where": redact_url(source.where),
                     "branch": source.branch or None,
@@ -274,8 +366,7 @@ class SourceScheduler:
         )
 
     def start(self) -> None:
-        if any(s.every is not None for s in self.sync.settings.sources):
-            self.lease.start()
+        self.lease.start()
 
     async def stop(self) -> None:
         await self.lease.stop()  # a sync in progress is cancelled; the next one resumes it
@@ -292,7 +383,8 @@ class SourceScheduler:
     async def _sync_due(self) -> float:
         """Sync every source that is due, one after another; seconds until the next is."""
         next_due = self.tick
-        for source in self.sync.settings.sources:
+        # Read again every time: a source declared or removed in the console meanwhile counts.
+        for source in await self.sync.sources():
             every = source.every
             if every is None:
                 continue
@@ -317,12 +409,11 @@ def _finished(report: SyncReport) -> float:
     return report.started_at + report.seconds
 
 
-def start_source_scheduler(runtime: Any) -> SourceScheduler | None:
-    """`tacit serve`'s scheduler (bot/runtime.Runtime), started when a source has a schedule;
-    a sync that changed a KB makes the service check that KB's vectors at once."""
+def start_source_scheduler(runtime: Any) -> SourceScheduler:
+    """`tacit serve`'s scheduler (bot/runtime.Runtime); a sync that changed a KB makes the
+    service check that KB's vectors at once. Started whatever the config declares: a source
+    declared in the console later is synced on its schedule too."""
     settings = runtime.settings
-    if not any(s.every is not None for s in settings.sources):
-        return None
     sync = SourceSync(
         settings,
         runtime.services,

@@ -28,6 +28,7 @@ from bot.console.jobs import Jobs
 from bot.conversation_state import ConversationState
 from bot.gate_labels import GateLabels
 from bot.settings import ConsoleSettings, Settings, SourceSettings
+from bot.sources import DeclaredSources, SourceSync
 from bot.wiring import Services
 from core.sources.sync import SourceState, SourceStates, SyncReport
 from tests.fakes.hash_embedder import HashEmbedder
@@ -72,7 +73,7 @@ async def site(tmp_path: Path) -> AsyncIterator[Site]:
     settings = Settings(
         home=tmp_path / "home",
         kb="ops",
-        console=ConsoleSettings(**PROXY),
+        console=ConsoleSettings(**PROXY, index_roots=[tmp_path / "shared"]),
         sources=[
             SourceSettings(name="handbook", kind="folder", where=str(docs), kb="ops"),
             # a path a config may well hold, and whose sync fails quoting it
@@ -144,6 +145,8 @@ def action(token: str) -> dict[str, str]:
 
 ACTIONS = (
     ("/console/sources/sync", {"name": "handbook"}),
+    ("/console/sources/declare", {"name": "notes", "kind": "folder", "where": "/tmp"}),
+    ("/console/sources/remove", {"name": "notes"}),
     ("/console/sources/candidates/approve", {"id": "aaaa1111", "kb": "ops"}),
     ("/console/sources/candidates/edit", {"id": "aaaa1111", "kb": "ops", "answer": "x"}),
     ("/console/sources/candidates/drop", {"id": "aaaa1111", "kb": "ops"}),
@@ -161,6 +164,7 @@ async def test_without_a_session_nothing_is_shown_or_done(site: Site) -> None:
             assert "spool" not in refused.text
     assert site.console.jobs.recent() == []
     assert await CandidateStore(site.store, ttl=3600).find("aaaa1111") is not None
+    assert await DeclaredSources(site.store).sources() == []
 
 
 async def test_every_action_needs_the_sessions_csrf_token_and_this_origin(site: Site) -> None:
@@ -169,8 +173,8 @@ async def test_every_action_needs_the_sessions_csrf_token_and_this_origin(site: 
         page = (await http.get("/console/sources")).text
         # Every form carries the token (htmx also sends it as a header, from <body>).
         forms = re.findall(r"<form .*?</form>", page, flags=re.S)
-        # log out; Sync now per source; approve, drop and edit per candidate
-        assert len(forms) == 1 + 3 + 2 * 3
+        # log out; Sync now per source; declare a source; approve, drop and edit per candidate
+        assert len(forms) == 1 + 3 + 1 + 2 * 3
         assert all(f'name="csrf" value="{token}"' in form for form in forms)
         for path, data in ACTIONS:
             missing = await http.post(path, data=data, headers={"Origin": BASE})
@@ -321,3 +325,138 @@ async def test_candidates_are_edited_approved_and_dropped_with_each_outcome_in_p
     remembered = await site.services.graph.get_documents("ops")
     assert [d.metadata.get("remembered_by") for d in remembered] == ["console:ana@corp"]
     assert remembered[0].metadata.get("edited_by") == "console:ana@corp"
+
+
+# -- sources declared in the console ------------------------------------------------------------
+
+
+def field_error(fragment: str, field: str) -> str:
+    found = re.search(
+        rf'data-field="{field}"(?:(?!</label>).)*?<span class="error field-error">(.*?)</span>',
+        fragment,
+        re.S,
+    )
+    assert found is not None, (field, fragment)
+    return found.group(1)
+
+
+async def test_a_declared_source_is_listed_synced_and_removed_with_an_audit_line(
+    site: Site, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    notes = tmp_path / "shared" / "notes"
+    notes.mkdir(parents=True)
+    (notes / "oncall.md").write_text("# On call\n\nPage the secondary after ten minutes.\n")
+    caplog.set_level("INFO", logger="tacit.console")
+    async with client(site.app, "10.0.0.7") as http:
+        token = await logged_in(http)
+        added = await http.post(
+            "/console/sources/declare",
+            data={"name": "notes", "kind": "folder", "where": str(notes), "kb": "ops",
+                  "schedule": "600", "include": "*.md\n"},
+            headers=action(token),
+        )  # fmt: skip
+        assert added.status_code == 200, added.text
+        assert "Source notes declared; its schedule: every 10 min." in added.text
+        assert added.headers["HX-Trigger"] == "tacit-sources-synced"  # the table reloads
+        rows = (await http.get("/console/sources/rows", headers={"HX-Request": "true"})).text
+        row = next(r for r in rows.split("<tr") if 'data-source="notes"' in r)
+        assert "console" in row and "(by ana@corp)" in row and "remove-source" in row
+        config_row = next(r for r in rows.split("<tr") if 'data-source="handbook"' in r)
+        assert "read-only: tacit.toml" in config_row and "remove-source" not in config_row
+        # Every reader sees it: listing, named, the scheduler's list; marked by origin.
+        sync = SourceSync(site.console.settings, site.services, site.store)
+        listed = {r["name"]: r["origin"] for r in await sync.listing()}
+        assert listed == {"handbook": "config", "odd": "config", "runbooks": "config",
+                          "notes": "console"}  # fmt: skip
+        (source,) = await sync.named("notes")
+        assert source.origin == "console" and source.every == 600 and source.include == ["*.md"]
+        # Synced from the page as a config source is.
+        run = await http.post(
+            "/console/sources/sync", data={"name": "notes"}, headers=action(token)
+        )
+        done = await wait_done(http, run_id(run.text))
+        assert "full sync: 1 file(s) indexed" in done.text
+        # A config source cannot be removed here; the declared one can.
+        refused = await http.post(
+            "/console/sources/remove", data={"name": "handbook"}, headers=action(token)
+        )
+        assert refused.status_code == 403 and "declared in tacit.toml" in refused.text
+        removed = await http.post(
+            "/console/sources/remove", data={"name": "notes"}, headers=action(token)
+        )
+        assert removed.status_code == 200 and "Source notes removed" in removed.text
+        again = await http.post(
+            "/console/sources/remove", data={"name": "notes"}, headers=action(token)
+        )
+        assert again.status_code == 404
+    assert [s.name for s in await sync.sources()] == ["handbook", "odd", "runbooks"]
+    audit = [r.getMessage() for r in caplog.records if "console audit" in r.getMessage()]
+    assert len(audit) == 2
+    assert audit[0].startswith("console audit: ana@corp added source notes at 20")
+    assert "kind folder" in audit[0] and str(notes) in audit[0]
+    assert audit[1].startswith("console audit: ana@corp removed source notes at ")
+    sources = [d.source for d in await site.services.graph.get_documents("ops")]
+    assert "notes/oncall.md" in sources
+
+
+async def test_a_declared_source_is_refused_field_by_field_and_shown_escaped(
+    site: Site, tmp_path: Path
+) -> None:
+    async with client(site.app, "10.0.0.7") as http:
+        token = await logged_in(http)
+
+        async def declare(**data: str) -> httpx.Response:
+            return await http.post("/console/sources/declare", data=data, headers=action(token))
+
+        bad = await declare(name=HOSTILE, kind="web", where=f"ftp://x/{HOSTILE}", schedule="0.5",
+                            branch="main")  # fmt: skip
+        assert bad.status_code == 400
+        assert "<script>" not in bad.text and 'value="&lt;script&gt;' in bad.text
+        assert "letters, digits" in field_error(bad.text, "name")
+        assert "at least 1 second between syncs" in field_error(bad.text, "schedule")
+        assert "only a git source has a branch" in field_error(bad.text, "branch")
+        ftp = await declare(name="site", kind="web", where=f"ftp://x/{HOSTILE}")
+        assert "where is an http(s) URL, not &#39;ftp://x/&lt;script&gt;" in field_error(
+            ftp.text, "where"
+        )
+        taken = await declare(name="handbook", kind="folder", where=str(site.docs))
+        assert taken.status_code == 400
+        assert "tacit.toml already has a source named handbook" in field_error(taken.text, "name")
+        outside = await declare(name="etc", kind="folder", where="/etc")
+        assert "outside [console] index_roots" in field_error(outside.text, "where")
+        ssrf = await declare(name="intranet", kind="web", where="http://127.0.0.1:8080/",
+                             allow_networks="127.0.0.0/8")  # fmt: skip
+        assert "outside [console] source_networks" in field_error(ssrf.text, "allow_networks")
+        local_git = await declare(name="repo", kind="git", where="file:///srv/repos/x.git")
+        assert "outside [console] index_roots" in field_error(local_git.text, "where")
+        loopback_git = await declare(name="repo", kind="git", where="https://127.0.0.1/x.git")
+        assert "loopback" in field_error(loopback_git.text, "where")
+        twice = await declare(name="shared", kind="folder", where=str(tmp_path / "shared"))
+        assert twice.status_code == 200
+        again = await declare(name="shared", kind="folder", where=str(tmp_path / "shared"))
+        assert "already declared" in field_error(again.text, "name")
+    assert [s.name for s in await DeclaredSources(site.store).sources()] == ["shared"]
+
+
+async def test_the_config_may_open_networks_to_console_declared_web_sources(
+    site: Site,
+) -> None:
+    site.console.settings.console.source_networks = ["10.20.0.0/16"]
+    async with client(site.app, "10.0.0.7") as http:
+        token = await logged_in(http)
+        inside = await http.post(
+            "/console/sources/declare",
+            data={"name": "intranet", "kind": "web", "where": "http://10.20.1.5/",
+                  "allow_networks": "10.20.1.0/24"},
+            headers=action(token),
+        )  # fmt: skip
+        assert inside.status_code == 200, inside.text
+        wider = await http.post(
+            "/console/sources/declare",
+            data={"name": "wide", "kind": "web", "where": "http://10.0.0.1/",
+                  "allow_networks": "10.0.0.0/8"},
+            headers=action(token),
+        )  # fmt: skip
+        assert wider.status_code == 400
+    (web,) = await DeclaredSources(site.store).sources()
+    assert web.allow_networks == ["10.20.1.0/24"]

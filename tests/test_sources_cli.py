@@ -73,6 +73,49 @@ kb = "people"
     assert code != 0 and "no source named 'nope'" in out + err
 
 
+def test_a_source_declared_in_the_console_is_listed_and_synced(
+    cli: Callable[..., CliResult], home: Path, tmp_path: Path
+) -> None:
+    """What the console's Sources page stores (bot/sources.py DeclaredSources) is a source
+    like the config's for `tacit sources list` and `tacit sources sync`, marked by origin."""
+    from bot.settings import Settings, SourceSettings
+    from bot.sources import DeclaredSources
+    from bot.wiring import build_state
+
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "oncall.md").write_text("# On call\n\nPage the secondary.\n", encoding="utf-8")
+    handbook = tmp_path / "handbook"
+    handbook.mkdir()
+    (tmp_path / "tacit.toml").write_text(
+        f'kb = "ops"\n[index]\nextractor = "none"\n\n[[sources]]\nname = "handbook"\n'
+        f'kind = "folder"\nwhere = "{handbook}"\n',
+        encoding="utf-8",
+    )
+
+    async def declare() -> None:
+        store = await build_state(Settings(home=home))
+        try:
+            source = SourceSettings(name="notes", kind="folder", where=str(notes), schedule=600)
+            await DeclaredSources(store).add(source, "ana@corp")
+        finally:
+            await store.aclose()
+
+    asyncio.run(declare())
+    code, out, _ = cli("sources", "list")
+    assert code == 0, out
+    assert "handbook  folder" in out and "(config)" in out
+    notes_line = next(line for line in out.splitlines() if line.startswith("notes "))
+    assert "folder" in notes_line and "every 600s" in notes_line and "(console)" in notes_line
+    code, out, _ = cli("sources", "list", "--json")
+    origins = {r["name"]: r["origin"] for r in last_json(out)["sources"]}
+    assert origins == {"handbook": "config", "notes": "console"}
+    code, out, _ = cli("sources", "sync", "notes", "--json")
+    assert code == 0, out
+    (report,) = last_json(out)["reports"]
+    assert report["source"] == "notes" and report["files_changed"] == 1
+
+
 async def test_serve_syncs_on_schedule_and_answers_the_new_text(tmp_path: Path) -> None:
     """Inside the service's runtime (the one `tacit serve` opens): the scheduler syncs a
     repository on its schedule, and the next question is answered from the new commit through

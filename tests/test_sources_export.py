@@ -61,7 +61,7 @@ async def test_a_confluence_space_export_keeps_its_page_tree(
         z.writestr("ENG/styles/site.css", "body { color: red }")
         z.writestr("ENG/images/icons/page.png", b"\x89PNG\r\n")
     async with source_sync(tmp_path / "home", stores, store, export(archive)) as sync:
-        (wiki,) = sync.named("wiki")
+        (wiki,) = await sync.named("wiki")
         report = await sync.sync(wiki)
         assert report.ok, report.error
         assert (report.files_changed, report.failed) == (2, [])
@@ -105,7 +105,7 @@ async def test_a_notion_export_names_pages_without_their_ids(
             f"{top}/{eng}/{runbooks}/Kafka lag 11112222333344445555666677778888/diagram.png", b"x"
         )
     async with source_sync(tmp_path / "home", stores, store, export(archive)) as sync:
-        (source,) = sync.named("wiki")
+        (source,) = await sync.named("wiki")
         report = await sync.sync(source)
         assert report.ok and report.files_changed == 3, report
         assert set(await stores.sources()) == {
@@ -143,7 +143,7 @@ async def test_a_folder_of_google_docs(
         encoding="utf-8",
     )
     async with source_sync(tmp_path / "home", stores, store, export(drive)) as sync:
-        (source,) = sync.named("wiki")
+        (source,) = await sync.named("wiki")
         report = await sync.sync(source)
         assert report.ok and report.files_changed == 2, report
         assert set(await stores.sources()) == {
@@ -247,7 +247,7 @@ async def test_a_hostile_zip_synced_keeps_the_good_page_and_reports_the_rest(
     hostile_zip(archive)
     spec = export(archive, max_entries=8, max_entry_bytes=4096)
     async with source_sync(tmp_path / "home", stores, store, spec) as sync:
-        (source,) = sync.named("wiki")
+        (source,) = await sync.named("wiki")
         report = await sync.sync(source)
         assert report.ok, report.error
         assert set(await stores.sources()) == {"wiki/space/Good"}
@@ -263,10 +263,10 @@ async def test_an_export_that_is_not_there_fails_the_sync_clearly(
     not_zip.write_text("hello", encoding="utf-8")
     spec = export(tmp_path / "missing.zip")
     async with source_sync(tmp_path / "home", stores, store, spec) as sync:
-        (source,) = sync.named("wiki")
+        (source,) = await sync.named("wiki")
         report = await sync.sync(source)
         assert report.error == f"export {tmp_path / 'missing.zip'} does not exist"
     async with source_sync(tmp_path / "home", stores, store, export(not_zip)) as sync:
-        (source,) = sync.named("wiki")
+        (source,) = await sync.named("wiki")
         report = await sync.sync(source)
         assert report.error == f"export {not_zip} is neither a folder nor a zip file"

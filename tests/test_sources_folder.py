@@ -35,7 +35,7 @@ async def test_a_folder_synced_again_and_again(tmp_path: Path, store: RedisState
             "exclude": ["*.txt"]}  # fmt: skip
     try:
         async with source_sync(tmp_path / "home", stores, store, spec) as sync:
-            (source,) = sync.named("handbook")
+            (source,) = await sync.named("handbook")
             first = await sync.sync(source)
             assert first.ok and first.full and first.files_changed == 1
             assert set(await stores.sources()) == {"handbook/hr/leave.md"}

@@ -71,7 +71,7 @@ async def test_citations_carry_when_the_document_changed(
     sync = sync_of(
         tmp_path, services, store, {"name": "rb", "kind": "folder", "where": str(folder)}
     )
-    (source,) = sync.named("rb")
+    (source,) = await sync.named("rb")
     before = time.time()
     assert (await sync.sync(source)).ok
     answer = await ask(services)
@@ -93,7 +93,7 @@ async def test_a_git_citation_is_dated_by_the_files_last_commit(
     monkeypatch.setenv("GIT_COMMITTER_DATE", "2022-06-01T08:30:00Z")
     repo.commit({"kafka.md": "# Kafka\n\nScale the consumer group; mind the poison topic.\n"})
     sync = sync_of(tmp_path, services, store, {"name": "rb", "kind": "git", "where": repo.url})
-    (source,) = sync.named("rb")
+    (source,) = await sync.named("rb")
     assert (await sync.sync(source)).ok
     docs = {d.source: d.metadata for d in await services.graph.get_documents(KB)}
     # A first (full) sync dates each file by its own last commit, not by the head's.
@@ -118,7 +118,7 @@ async def test_a_sync_that_replaces_a_document_never_leaves_the_old_text_citable
     sync = sync_of(
         tmp_path, services, store, {"name": "rb", "kind": "folder", "where": str(folder)}
     )
-    (source,) = sync.named("rb")
+    (source,) = await sync.named("rb")
     assert (await sync.sync(source)).ok
     first = await ask(services)
     assert any("zetalegacy" in c.text for c in first.citations), first

@@ -64,7 +64,7 @@ async def test_first_sync_indexes_the_branch_head_and_later_syncs_only_the_commi
     tmp_path: Path, repo: Repo, stores: Stores, store: RedisStateStore
 ) -> None:
     async with source_sync(tmp_path / "home", stores, store, runbooks(repo.url)) as sync:
-        (source,) = sync.named("runbooks")
+        (source,) = await sync.named("runbooks")
         first = await sync.sync(source)
         assert first.ok, first.error
         assert first.full and first.revision == repo.head()
@@ -124,7 +124,7 @@ async def test_a_repository_served_by_git_daemon(
     with git_daemon(repo.path.parent) as base:
         url = f"{base}/{repo.path.name}"
         async with source_sync(tmp_path / "home", stores, store, runbooks(url)) as sync:
-            (source,) = sync.named("runbooks")
+            (source,) = await sync.named("runbooks")
             first = await sync.sync(source)
             assert first.ok, first.error
             assert first.files_changed == 3
@@ -135,7 +135,7 @@ async def test_a_repository_served_by_git_daemon(
             assert "runbooks/runbooks/kafka.md" not in await stores.sources()
     # The daemon is gone: the sync fails with git's reason, and the KB keeps what it has.
     async with source_sync(tmp_path / "home", stores, store, runbooks(url)) as sync:
-        failed = await sync.sync(sync.named("runbooks")[0])
+        failed = await sync.sync((await sync.named("runbooks"))[0])
         assert not failed.ok and "cannot fetch" in (failed.error or "")
         assert len(await stores.sources()) == 2
         state = await SourceStates(store).get("runbooks")
@@ -150,13 +150,13 @@ async def test_a_branch_and_a_missing_branch(
     repo.git("checkout", "--quiet", "main")
     spec = runbooks(repo.url, branch="release")
     async with source_sync(tmp_path / "home", stores, store, spec) as sync:
-        report = await sync.sync(sync.named("runbooks")[0])
+        report = await sync.sync((await sync.named("runbooks"))[0])
         assert report.ok and report.revision == head
         assert "runbooks/runbooks/release.md" in await stores.sources()
     async with source_sync(
         tmp_path / "home2", stores, store, runbooks(repo.url, branch="nope", name="other")
     ) as sync:
-        report = await sync.sync(sync.named("other")[0])
+        report = await sync.sync((await sync.named("other"))[0])
         assert not report.ok
         assert "branch 'nope'" in (report.error or "")
 
@@ -185,7 +185,7 @@ async def test_a_sync_that_dies_half_way_resumes_without_redoing_what_it_did(
     try:
         spec = {"name": "notes", "kind": "git", "where": str(repo.path), "kb": KB}
         async with source_sync(tmp_path / "home", stores, store, spec) as sync:
-            (source,) = sync.named("notes")
+            (source,) = await sync.named("notes")
             died = await sync.sync(source)
             assert not died.ok and "embedder went away" in (died.error or "")
             assert died.files_changed == 4  # the first batch got in
@@ -229,7 +229,7 @@ async def test_a_forge_remote_names_documents_by_their_page_at_the_commit(
         lambda self, path, commit: forge_url(remote, path, commit),
     )
     async with source_sync(tmp_path / "home", stores, store, runbooks(repo.url)) as sync:
-        (source,) = sync.named("runbooks")
+        (source,) = await sync.named("runbooks")
         first = await sync.sync(source)
         url = f"https://github.com/acme/runbooks/blob/{first.revision}/runbooks/db.md"
         assert url in await stores.sources()
@@ -276,7 +276,7 @@ async def test_a_repository_over_http(
         async with source_sync(
             tmp_path / "home", stores, store, runbooks(url, branch="main")
         ) as sync:
-            (source,) = sync.named("runbooks")
+            (source,) = await sync.named("runbooks")
             first = await sync.sync(source)
             assert first.ok, first.error
             assert first.files_changed == 3

@@ -154,7 +154,7 @@ async def test_a_bounded_polite_crawl_and_the_hostile_pages(
 ) -> None:
     base = docs_site(site)
     async with source_sync(tmp_path / "home", stores, store, web(base)) as sync:
-        (source,) = sync.named("docs")
+        (source,) = await sync.named("docs")
         started = time.monotonic()
         first = await sync.sync(source)
         assert time.monotonic() - started < 20
@@ -200,7 +200,7 @@ async def test_loopback_is_refused_unless_allowed(
     for where in (f"{base}/", f"http://localhost:{site.port}/"):
         spec = web(base, where=where, allow_networks=[])
         async with source_sync(tmp_path / "home", stores, store, spec) as sync:
-            report = await sync.sync(sync.named("docs")[0])
+            report = await sync.sync((await sync.named("docs"))[0])
         assert not report.ok
         assert "loopback address" in (report.error or ""), report.error
     assert site.requests == []  # nothing was sent
@@ -218,7 +218,7 @@ async def test_many_linked_pages_stop_at_the_limits(
         )
     spec = web(base, max_pages=20, max_depth=1)
     async with source_sync(tmp_path / "home", stores, store, spec) as sync:
-        (source,) = sync.named("docs")
+        (source,) = await sync.named("docs")
         report = await sync.sync(source)
         assert report.ok and report.files_changed == 20
         assert len(site.requests) <= 21 + 1  # robots.txt and at most max_pages pages
@@ -239,7 +239,7 @@ async def test_a_sitemap_lists_the_pages(
     ).encode())  # fmt: skip
     spec = web(base, where=f"{base}/sitemap.xml")
     async with source_sync(tmp_path / "home", stores, store, spec) as sync:
-        report = await sync.sync(sync.named("docs")[0])
+        report = await sync.sync((await sync.named("docs"))[0])
     assert report.ok and report.files_changed == 2
     assert set(await stores.sources()) == {f"{base}/failover", f"{base}/deploys"}
 

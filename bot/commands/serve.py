@@ -116,7 +116,7 @@ class Service:
         await self.runtime.store.ping()  # fail fast (StoreUnavailable) before listening
         worker = asyncio.create_task(self.worker.run(), name="tacit-worker")
         refits = start_refits(self.runtime)  # [gate] refit_every (bot/gate_labels.py)
-        # [[sources]] with a schedule: synced by one replica at a time (bot/sources.py)
+        # sources, the config's and the console's, synced by one replica (bot/sources.py)
         sources = start_source_scheduler(self.runtime)
         started: list[ChatAdapter] = []
         try:
@@ -126,8 +126,7 @@ class Service:
                 logger.info("%s adapter started", name)
             yield
         finally:
-            if sources is not None:  # a sync cut short resumes at the next one
-                await sources.stop()
+            await sources.stop()  # a sync cut short resumes at the next one
             # Intake first (no new events), then the answers already accepted.
             for adapter in reversed(started):
                 with contextlib.suppress(Exception):

@@ -1,4 +1,5 @@
-"""`tacit sources list` and `tacit sources sync [NAME]`: the `[[sources]]` of the settings."""
+"""`tacit sources list` and `tacit sources sync [NAME]`: the `[[sources]]` of the settings and
+the sources declared in the console (bot/sources.py DeclaredSources), each marked by origin."""
 
 from __future__ import annotations
 
@@ -53,12 +54,16 @@ async def list_sources(as_json: JsonOption = False) -> None:
         print(json.dumps({"sources": rows}, ensure_ascii=False))
         return
     if not rows:
-        out.print("no sources are configured: add [[sources]] entries to tacit.toml")
+        out.print(
+            "no sources are configured: add [[sources]] entries to tacit.toml, or declare one "
+            "on the console's Sources page"
+        )
         return
     for row in rows:
         where = row["where"] + (f" ({row['branch']})" if row["branch"] else "")
         every = "off" if row["schedule"] is None else f"every {row['schedule']:g}s"
         line = f"{row['name']}  {row['kind']}  {where}  → kb {row['kb']}  schedule {every}"
+        line += f"  ({row['origin']})"
         out.print(printable(line), markup=False)
         out.print(f"  {describe_last(row)}", markup=False)
 
@@ -106,7 +111,7 @@ async def sync_sources(
 
     reports = []
     async with open_sync(services=True) as sync:
-        chosen = sync.named(name)
+        chosen = await sync.named(name)
         if not chosen:
             raise TacitError("no sources are configured: add [[sources]] entries to tacit.toml")
         for source in chosen:

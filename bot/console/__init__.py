@@ -112,6 +112,8 @@ def console_mount(console: Console) -> Mount:
         Route("/sources", page(sources_page.sources_page), methods=["GET"]),
         Route("/sources/rows", page(sources_page.source_rows), methods=["GET"]),
         Route("/sources/sync", page(sources_page.sync_now), methods=["POST"]),
+        Route("/sources/declare", page(sources_page.declare), methods=["POST"]),
+        Route("/sources/remove", page(sources_page.remove), methods=["POST"]),
         Route("/sources/runs/{job_id}", page(sources_page.run_status), methods=["GET"]),
         Route("/sources/candidates/approve", page(sources_page.approve), methods=["POST"]),
         Route("/sources/candidates/edit", page(sources_page.edit), methods=["POST"]),

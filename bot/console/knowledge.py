@@ -130,7 +130,7 @@ def _save(target: Path, data: bytes) -> None:
     target.write_bytes(data)
 
 
-def _allowed(console: Console, kb: str, path: Path) -> bool:
+def allowed_path(console: Console, kb: str, path: Path) -> bool:
     """Whether the console may index `path` for `kb`: it resolves (symlinks and `..` followed)
     inside the KB's upload folder, one of `[console] index_roots`, or one of the KB's
     `[conversation] kb_sources` (what the operator configured /tacit reindex to read). The one
@@ -175,7 +175,7 @@ async def index_path(console: Console, request: Request, session: Session) -> Re
         return HTMLResponse('<p class="error">Name a file or folder on the server.</p>', 400)
     # Checked before anything looks at the path: whether a file exists is not for this page
     # to tell about places it may not index.
-    if not await asyncio.to_thread(_allowed, console, kb, path):
+    if not await asyncio.to_thread(allowed_path, console, kb, path):
         return _outside_roots(console)
     if not await asyncio.to_thread(path.exists):
         return HTMLResponse('<p class="error">No such file or folder on the server.</p>', 400)
@@ -200,7 +200,7 @@ async def reindex(console: Console, request: Request, session: Session) -> Respo
     def usable() -> list[Path]:
         # Every path through the one check: a recorded root from before index_roots changed,
         # or a source naming "../../etc/passwd", is no more indexable than a typed one.
-        found = [c for c in candidates if _allowed(console, kb, c) and _exists(c)]
+        found = [c for c in candidates if allowed_path(console, kb, c) and _exists(c)]
         return [c for c in found if c.is_file()][:1] if source else found
 
     paths = await asyncio.to_thread(usable)

@@ -2,7 +2,9 @@
 serve` of its own: a folder source to sync, and chat candidates seeded into its state store
 before it starts (tests/browser/sources_seed.py). At desktop width and at 390 px: the page
 loads without errors, "Sync now" shows its run and the table its result, approving a candidate
-updates the list, and a refused edit says why in the candidate's card."""
+updates the list, a refused edit says why in the candidate's card, and a folder source declared
+with the form (a refused one first, its reason beside the field) joins the table, syncs and is
+removed."""
 
 from __future__ import annotations
 
@@ -31,11 +33,19 @@ def sources_served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]
     home, docs = base / "home", base / "handbook"
     docs.mkdir()
     (docs / "deploy.md").write_text("# Deploying\n\nRoll back with deployctl rollback.\n")
+    for width in WIDTHS:  # a folder per width for the form to declare, under index_roots
+        notes = base / "shared" / f"notes-{width}"
+        notes.mkdir(parents=True)
+        (notes / "oncall.md").write_text("# On call\n\nPage the secondary after ten minutes.\n")
     config = base / "tacit.toml"
     config.write_text(
         f'[[sources]]\nname = "handbook"\nkind = "folder"\nwhere = "{docs}"\nkb = "default"\n'
     )
-    env = {**_env(home), "TACIT_CONFIG": str(config)}
+    env = {
+        **_env(home),
+        "TACIT_CONFIG": str(config),
+        "TACIT_CONSOLE__INDEX_ROOTS": f'["{base / "shared"}"]',
+    }
     subprocess.run(
         [sys.executable, "-m", "tests.browser.sources_seed"]
         + [f"{cid}:default" for cid in SEEDED.values()],
@@ -67,6 +77,7 @@ def sources_served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]
             if process.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"tacit serve did not start:\n{log.read_text()[-3000:]}")
             time.sleep(0.3)
+        sources_served_base[0] = base
         yield Served(url, home, log)
     finally:
         process.send_signal(signal.SIGTERM)
@@ -75,6 +86,9 @@ def sources_served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+
+
+sources_served_base: list[Path] = [Path()]  # the served folders' parent, for the declare test
 
 
 @pytest.fixture
@@ -129,7 +143,7 @@ def test_sources_page_syncs_and_approves(sources_page: Any, artifacts: Path) -> 
     )
     assert "file(s) indexed" in row.locator(".run").inner_text()
     # The run's end reloads the table once: its last-run column shows the run.
-    page.wait_for_function("window.rowsReloaded >= 1")
+    page.wait_for_function("() => window.rowsReloaded >= 1")
     assert page.evaluate("window.rowsReloaded") == 1
     last_run = page.locator('tr[data-source="handbook"] .last-run').inner_text()
     assert "changed" in last_run and "removed" in last_run
@@ -155,4 +169,57 @@ def test_sources_page_syncs_and_approves(sources_page: Any, artifacts: Path) -> 
     assert "give the answer" in refused.inner_text()
     page.screenshot(path=str(artifacts / f"sources-{name}-refused.png"), full_page=True)
     # Chromium logs the refused edit's 400 as a console error; nothing else may appear.
+    assert [e for e in page.errors if "400" not in e] == []
+
+
+@pytest.mark.parametrize("sources_page", ["desktop", "phone"], indirect=True)
+def test_a_folder_source_is_declared_synced_and_removed(sources_page: Any, artifacts: Path) -> None:
+    page, name = sources_page, sources_page.width_name
+    page.wait_for_load_state("networkidle")
+    source = f"notes-{name}"
+    folder = sources_served_base[0] / "shared" / source
+    form = page.locator("#declare-form")
+    form.scroll_into_view_if_needed()
+    _no_sideways_scroll(page)
+    # Refused: a path outside index_roots, said beside the field, the form kept as typed.
+    form.locator('input[name="name"]').fill(source)
+    form.locator('select[name="kind"]').select_option("folder")
+    form.locator('input[name="where"]').fill("/etc")
+    form.locator("#declare-source").click()
+    where_error = page.locator('#declare-form [data-field="where"] .field-error')
+    where_error.wait_for(timeout=10_000)
+    assert "outside [console] index_roots" in where_error.inner_text()
+    assert page.locator('#declare-form input[name="name"]').input_value() == source
+    _no_sideways_scroll(page)
+    page.screenshot(path=str(artifacts / f"sources-{name}-declare-refused.png"), full_page=True)
+
+    page.locator('#declare-form input[name="where"]').fill(str(folder))
+    page.locator('#declare-form input[name="schedule"]').fill("off")
+    page.locator("#declare-form #declare-source").click()
+    # The refusal's field error stays until the answer replaces the form: wait for the message.
+    page.locator("#declare-message").wait_for(timeout=10_000)
+    assert f"Source {source} declared" in page.inner_text("#declare-message")
+    row = page.locator(f'tr[data-source="{source}"]')
+    row.wait_for(timeout=10_000)  # the table reloaded with it
+    assert "console" in row.locator(".origin").inner_text()
+    handbook = page.locator('tr[data-source="handbook"]')
+    assert "read-only" in handbook.locator(".origin").inner_text()
+    assert handbook.locator("button.remove-source").count() == 0
+
+    row.locator("button.sync-now").click()
+    page.wait_for_function(
+        """(source) => { const job = document.querySelector(
+          `tr[data-source="${source}"] .run .job`);
+          return job && job.classList.contains('done'); }""",
+        arg=source,
+        timeout=60_000,
+    )
+    assert "1 file(s) indexed" in page.locator(f'tr[data-source="{source}"] .run').inner_text()
+    _no_sideways_scroll(page)
+    page.screenshot(path=str(artifacts / f"sources-{name}-declared.png"), full_page=True)
+
+    page.locator(f'tr[data-source="{source}"] button.remove-source').click()
+    page.locator(f'tr[data-source="{source}"]').wait_for(state="detached", timeout=10_000)
+    assert f"Source {source} removed" in page.inner_text("#source-status")
+    # Chromium logs the refused declaration's 400 as a console error; nothing else may appear.
     assert [e for e in page.errors if "400" not in e] == []
