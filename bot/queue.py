@@ -36,6 +36,7 @@ logger = logging.getLogger(__name__)
 
 _CANCEL_WAIT_S = 5.0  # how long stop() waits for a cancelled task to end
 _ADMISSION_POLL_S = 0.05  # how often a worker with no spare slot looks again
+_SETTLE_WAIT_S = 60.0  # how long a delivered entry waits out a store outage to be settled
 
 # How a platform puts the assistant's events in front of people. It must consume the stream to
 # its end (that is what records the decision) and must accept an empty stream (a duplicate).
@@ -229,10 +230,32 @@ class Worker:
             return
         outcome = _Outcome()
         await deliver(message, outcome.watch(self.assistant.handle(message, claim=entry.id)))
-        await self.assistant.state.mark_delivered(message, entry.id)
-        await self.queue.ack(entry.id)
+        await self._settle(message, entry)
         if self.metrics is not None:
             self.metrics.handled.labels(outcome.name).inc()
+
+    async def _settle(self, message: Message, entry: QueuedEntry) -> None:
+        """The answer is out: mark it delivered and acknowledge the entry, waiting out a store
+        outage (up to _SETTLE_WAIT_S). Failing here instead would leave the entry pending,
+        to be answered a second time once the store is back (a second reply in the chat)."""
+        delay = 0.2
+        deadline = time.monotonic() + _SETTLE_WAIT_S
+        while True:
+            try:
+                await self.assistant.state.mark_delivered(message, entry.id)
+                await self.queue.ack(entry.id)
+                return
+            except StoreUnavailable as exc:
+                if time.monotonic() + delay > deadline:
+                    raise
+                logger.warning(
+                    "entry %s was delivered but the store is unavailable (%s); retrying in %.1fs",
+                    entry.id,
+                    exc,
+                    delay,
+                )
+                await asyncio.sleep(delay)
+                delay = min(5.0, delay * 2)
 
     async def _give_up(self, entry: QueuedEntry, message: Message | None, reason: str) -> None:
         logger.error("giving up on queue entry %s: %s (kept as a dead letter)", entry.id, reason)

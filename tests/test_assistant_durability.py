@@ -21,6 +21,7 @@ from bot.metrics import Metrics
 from bot.queue import EventIngest, Worker, encode_message
 from bot.settings import ConversationSettings
 from core.conversation import FinalReply, Message, Refusal, ReplyEvent
+from core.errors import StoreUnavailable
 from tests import chat_fakes
 from tests.fakes.scripted_answerer import ScriptedAnswerer
 from tests.worker_harness import until
@@ -176,6 +177,36 @@ async def test_an_entry_whose_answer_was_delivered_is_not_answered_again_after_a
     assert len(platform.finals("1.0")) == 1
     assert len(answerer.calls) == 1
     assert (await queue.depth()).waiting == 0
+
+
+async def test_a_delivered_answer_waits_out_a_store_outage_rather_than_being_answered_again(
+    store: RedisStateStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """bench_faults (issue 38): Redis killed just after an answer went out, so marking it
+    delivered failed; the entry stayed pending and was answered again 7 s later."""
+    answerer = ScriptedAnswerer({QUESTION: ANSWER})
+    platform = Platform()
+    await EventIngest(RedisEventQueue(store)).submit(message(1))
+    failing = worker(store, answerer, platform, "w1")
+    mark_delivered = failing.assistant.state.mark_delivered
+    outage = 3  # the store is down for the first tries
+
+    async def down_for_a_while(message: Message, token: str) -> None:
+        nonlocal outage
+        if outage:
+            outage -= 1
+            raise StoreUnavailable("Redis is unavailable (set: connection refused)")
+        await mark_delivered(message, token)
+
+    monkeypatch.setattr(failing.assistant.state, "mark_delivered", down_for_a_while)
+    async with running(failing):
+        await until(lambda: platform.finals("1.0"))
+        await asyncio.sleep(1.0)  # past reclaim_idle (0.3 s) several times over
+    assert outage == 0
+    assert len(platform.finals("1.0")) == 1
+    assert len(answerer.calls) == 1
+    depth = await RedisEventQueue(store).depth()
+    assert (depth.waiting, depth.pending, depth.dead) == (0, 0, 0)
 
 
 async def test_two_replicas_answer_each_message_once(tmp_path: Path) -> None:

@@ -20,7 +20,7 @@ import pytest
 from adapters.chat.lease import LeasedWork
 from adapters.chat.telegram import SECRET_HEADER, TelegramAdapter
 from adapters.state.redis_store import RedisStateStore
-from core.conversation import FinalReply, Message, ReplyEvent
+from core.conversation import FinalReply, Message, ReplyEvent, TextDelta
 from tests import chat_fakes, test_server_cli
 from tests.chat_fakes import TELEGRAM_WEBHOOK_SECRET, Recorder, fake_server
 from tests.fakes.fake_telegram import BOT, GROUP, GROUP_ID, TOKEN, FakeTelegram, text_update
@@ -170,6 +170,44 @@ async def test_a_reply_to_an_answer_finds_its_thread_on_any_replica(
     assert isinstance(followed, Message)
     assert followed.thread == asked.thread == "41"
     assert followed.addressed  # a reply to the bot
+
+
+async def test_an_answer_run_again_after_a_crash_edits_its_reply_rather_than_sending_another(
+    telegram: FakeTelegram, store: RedisStateStore
+) -> None:
+    """bench_faults (issue 38): serve killed (-9) while a reply was streaming; the re-run of
+    the entry on the restarted serve sent a second reply under the first, truncated one."""
+    seen_a, seen_b = Recorder(), Recorder()
+    a = _replica(telegram, seen_a, store, mode="webhook", webhook_secret=TELEGRAM_WEBHOOK_SECRET)
+    b = _replica(telegram, seen_b, store, mode="webhook", webhook_secret=TELEGRAM_WEBHOOK_SECRET)
+    for replica in (a, b):
+        await replica.application.initialize()
+    try:
+        from telegram import Update
+
+        question = text_update("/ask how do I roll back?", message_id=51)
+        await a.application.process_update(Update.de_json(question, a.bot))
+        (asked,) = seen_a.messages
+
+        async def dies_mid_stream() -> AsyncIterator[ReplyEvent]:
+            yield TextDelta("Run deploy")
+            await _until(lambda: telegram.replies_to(GROUP_ID, 51))
+            await asyncio.sleep(0.3)  # the reply went out a while before the process died
+            raise ConnectionError("the process died")
+
+        with pytest.raises(ConnectionError):
+            await a.deliver(asked, dies_mid_stream())
+
+        async def answer() -> AsyncIterator[ReplyEvent]:
+            yield FinalReply(text="Run deployctl rollback.", citations=(), trace_id="t2")
+
+        await b.deliver(asked, answer())  # the entry, reclaimed by another replica
+    finally:
+        for replica in (a, b):
+            await replica.application.shutdown()
+    (reply,) = telegram.replies_to(GROUP_ID, 51)
+    assert "deployctl rollback" in reply.text
+    assert reply.edits == 1
 
 
 def _wait_healthy(process: subprocess.Popen[str], base: str) -> None:

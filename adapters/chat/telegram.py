@@ -133,6 +133,36 @@ class ReplyRoots:
             self._memory.popitem(last=False)
 
 
+class SentReplies:
+    """(chat, message id) -> the id of the reply the bot sent to it: an answer run again (its
+    worker died after the reply went out, before the entry was settled) edits that reply
+    rather than sending a second one. In the StateStore, so that any replica's re-run finds
+    it; in memory only for a lone adapter without one."""
+
+    def __init__(self, state: StateStore | None) -> None:
+        self._state = state
+        self._memory: OrderedDict[tuple[int, int], int] = OrderedDict()
+
+    @staticmethod
+    def _key(chat_id: int, message_id: int) -> str:
+        return f"telegram:{{{chat_id}}}:reply:{message_id}"
+
+    async def get(self, chat_id: int, message_id: int) -> int | None:
+        if self._state is not None:
+            found = await self._state.get(self._key(chat_id, message_id))
+            return int(found) if found and found.isdigit() else None
+        return self._memory.get((chat_id, message_id))
+
+    async def put(self, chat_id: int, message_id: int, reply_id: int) -> None:
+        if self._state is not None:
+            await self._state.set(self._key(chat_id, message_id), str(reply_id), ttl=_OFFSET_TTL)
+            return
+        self._memory[(chat_id, message_id)] = reply_id
+        self._memory.move_to_end((chat_id, message_id))
+        while len(self._memory) > _REMEMBERED_MESSAGES:
+            self._memory.popitem(last=False)
+
+
 class TelegramAdapter:
     def __init__(
         self,
@@ -201,6 +231,7 @@ class TelegramAdapter:
         self._handling = asyncio.Semaphore(concurrent_updates)
         self._failed_updates: dict[int, BaseException] = {}
         self.reply_roots = ReplyRoots(state)
+        self.sent_replies = SentReplies(state)
         api = api_url.rstrip("/")
         builder = (
             Application.builder()
@@ -598,6 +629,8 @@ class _TelegramReply:
 
     async def _send(self, text: str, final: bool) -> None:
         await self.stop_typing()
+        if await self._edit_earlier_reply(text, final):
+            return
         try:
             sent = await self._send_piece(
                 text, self._reply_to, self._final_markup if final else None
@@ -605,10 +638,37 @@ class _TelegramReply:
         except RetryAfter as exc:
             raise _retry_later(exc) from None
         self._sent_id = sent.message_id
+        if self._reply_to is not None:
+            try:
+                await self._adapter.sent_replies.put(self._chat_id, self._reply_to, sent.message_id)
+            except StoreError as exc:  # a re-run of this answer would send a second reply
+                log.warning("telegram: could not remember the reply's id: %s", exc)
         try:
             await self._adapter.reply_roots.put(self._chat_id, sent.message_id, self._thread)
         except StoreError as exc:  # the answer is out; only replies to it lose their thread
             log.warning("telegram: could not remember the reply's thread: %s", exc)
+
+    async def _edit_earlier_reply(self, text: str, final: bool) -> bool:
+        """A re-run of an answer whose reply already went out (the worker died before the
+        entry was settled): edit that reply instead of sending a second one. False when there
+        is none, or it cannot be edited (deleted meanwhile): then a new reply is sent."""
+        if self._reply_to is None:
+            return False
+        try:
+            earlier = await self._adapter.sent_replies.get(self._chat_id, self._reply_to)
+        except StoreError as exc:
+            log.warning("telegram: could not look up an earlier reply: %s", exc)
+            return False
+        if earlier is None:
+            return False
+        self._sent_id = earlier
+        try:
+            await self._edit(text, final)
+        except BadRequest as exc:
+            log.info("telegram: earlier reply %s not editable (%s); sending anew", earlier, exc)
+            self._sent_id = None
+            return False
+        return True
 
     async def _send_piece(
         self, text: str, reply_to: int | None, markup: InlineKeyboardMarkup | None
