@@ -73,7 +73,6 @@ def tacit_serve(
     stopped with SIGTERM (then killed) at the end."""
     home = tmp_path / "serve-home"
     home.mkdir(exist_ok=True)
-    port = free_port()
     environ = {k: v for k, v in os.environ.items() if not k.startswith("TACIT_")}
     environ |= {
         "TACIT_HOME": str(home),
@@ -82,29 +81,43 @@ def tacit_serve(
         "PYTHONPATH": str(REPO),
     }
     environ |= env or {}
-    log = tmp_path / "serve.log"
+    with serve_process(environ, tmp_path, tmp_path / "serve.log", open_files=open_files) as (
+        port,
+        process,
+    ):
+        yield Serving(f"http://127.0.0.1:{port}", port, process, tmp_path / "serve.log")
+
+
+@contextlib.contextmanager
+def serve_process(
+    env: dict[str, str], cwd: Path, log: Path, *, open_files: int | None = None
+) -> Iterator[tuple[int, subprocess.Popen[bytes]]]:
+    """`python -m bot serve` on 127.0.0.1 and a free port with exactly `env`, its output in
+    `log`: its port and process once /healthz answers (RuntimeError with the log's end when it
+    dies or takes over 120 s); stopped with SIGTERM, then killed, at the end."""
+    port = free_port()
     with log.open("wb") as out:
         process = subprocess.Popen(
             [sys.executable, "-m", "bot", "serve", "--host", "127.0.0.1", "--port", str(port)],
-            cwd=tmp_path,
-            env=environ,
+            cwd=cwd,
+            env=env,
             stdout=out,
             stderr=subprocess.STDOUT,
             preexec_fn=None if open_files is None else _limit_open_files(open_files),
         )
-    serving = Serving(f"http://127.0.0.1:{port}", port, process, log)
     try:
         deadline = time.monotonic() + 120
         while True:
             try:
-                if httpx.get(f"{serving.url}/healthz", timeout=2).status_code == 200:
+                if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2).status_code == 200:
                     break
             except httpx.HTTPError:
                 pass
             if process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"tacit serve did not start:\n{serving.log_text()[-3000:]}")
+                tail = log.read_text(errors="replace")[-3000:]
+                raise RuntimeError(f"tacit serve did not start:\n{tail}")
             time.sleep(0.2)
-        yield serving
+        yield port, process
     finally:
         if process.poll() is None:
             process.send_signal(signal.SIGTERM)

@@ -8,11 +8,8 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +17,8 @@ from typing import Any
 
 import httpx
 import pytest
+
+from tests.adversarial.serve_support import serve_process
 
 REPO = Path(__file__).resolve().parents[2]
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -42,12 +41,6 @@ class Served:
 
     def page_url(self, path: str = "") -> str:
         return f"{self.url}/console/{path}"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _env(home: Path) -> dict[str, str]:
@@ -87,28 +80,9 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
         capture_output=True,
         timeout=300,
     )
-    port = _free_port()
     log = base / "serve.log"
-    with log.open("wb") as out:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "bot", "serve", "--host", "127.0.0.1", "--port", str(port)],
-            env=env,
-            cwd=base,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                if httpx.get(f"{url}/healthz", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"tacit serve did not start:\n{log.read_text()[-3000:]}")
-            time.sleep(0.3)
+    with serve_process(env, base, log) as (port, _):
+        url = f"http://127.0.0.1:{port}"
         # Decisions to look at: an answered question and a message the gate turns down.
         for question in ("How do I roll back a bad deploy?", "lol nice weekend everyone"):
             with httpx.stream(
@@ -120,13 +94,6 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
                 for _ in response.iter_lines():
                     pass
         yield Served(url, home, log)
-    finally:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
 
 
 @pytest.fixture(scope="session")

@@ -8,18 +8,16 @@ removed."""
 
 from __future__ import annotations
 
-import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
-from tests.browser.conftest import REPO, Served, _env, _free_port, log_in
+from tests.adversarial.serve_support import serve_process
+from tests.browser.conftest import REPO, Served, _env, log_in
 
 pytestmark = pytest.mark.slow
 
@@ -55,37 +53,10 @@ def sources_served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]
         capture_output=True,
         timeout=120,
     )
-    port = _free_port()
     log = base / "serve.log"
-    with log.open("wb") as out:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "bot", "serve", "--host", "127.0.0.1", "--port", str(port)],
-            env=env,
-            cwd=base,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                if httpx.get(f"{url}/healthz", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"tacit serve did not start:\n{log.read_text()[-3000:]}")
-            time.sleep(0.3)
+    with serve_process(env, base, log) as (port, _):
         sources_served_base[0] = base
-        yield Served(url, home, log)
-    finally:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        yield Served(f"http://127.0.0.1:{port}", home, log)
 
 
 sources_served_base: list[Path] = [Path()]  # the served folders' parent, for the declare test
