@@ -12,9 +12,6 @@ import pytest
 import pytest_asyncio
 
 from adapters.embedders.use import USEEmbedder
-from adapters.graph.sqlite_store import SQLiteGraphStore
-from adapters.state import RedisStateStore
-from adapters.vector.milvus_store import MilvusVectorStore
 from bot.assistant import ADMIN_LABEL_SCORE, TacitAssistant
 from bot.conversation_state import ConversationState
 from bot.settings import ConversationSettings
@@ -23,10 +20,11 @@ from core.answer.pipeline import MultiStageAnswerer, PipelineOptions
 from core.conversation import FinalReply, Message, Refusal, ReplyEvent
 from core.gate.coverage import CoverageRule
 from core.gate.gate import Gate
-from core.index.pipeline import Indexer, IndexOptions
+from core.index.pipeline import IndexOptions
 from core.retrieve.retriever import Retriever
 from core.vector_cache import VectorCache
 from tests.adversarial.test_gate_stuffing import DOCS
+from tests.indexed_docs import indexed_stores
 
 KB = "ops"
 ADMIN = "UADMIN"
@@ -43,30 +41,27 @@ async def world(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> AsyncIterator[tuple[TacitAssistant, MultiStageAnswerer]]:
     root = tmp_path_factory.mktemp("one-judgment")
-    docs = root / "docs"
-    docs.mkdir()
-    for name, text in DOCS.items():
-        (docs / name).write_text(text, encoding="utf-8")
     embedder = USEEmbedder()
-    graph = SQLiteGraphStore(root / "graph.sqlite")
-    vectors = MilvusVectorStore(uri=str(root / "milvus.db"))
-    store = await RedisStateStore.embedded(root / "state.rdb")
-    await Indexer(graph, vectors, embedder, IndexOptions(chunk_size=128)).index(KB, [docs])
-    cache = VectorCache(vectors)
-    rule = CoverageRule(embedder=embedder, snapshots=cache)  # shared, as bot.wiring does
-    gate = Gate(embedder=embedder, vectors=vectors, state=store, cache=cache, coverage=rule)
-    answerer = MultiStageAnswerer(
-        retriever=Retriever(embedder=embedder, vectors=vectors, graph=graph, llm=None),
-        embedder=embedder,
-        llm=None,
-        options=PipelineOptions(coverage=rule),
-    )
-    state = ConversationState(store, ConversationSettings(admins=[f"slack:{ADMIN}"]), default_kb=KB)
-    yield TacitAssistant(state, answerer, gate=gate), answerer
-    await cache.aclose()
-    await store.aclose()
-    await vectors.aclose()
-    await graph.aclose()
+    options = IndexOptions(chunk_size=128)
+    async with indexed_stores(root, DOCS, KB, embedder, options=options, with_state=True) as kb:
+        assert kb.state is not None
+        cache = VectorCache(kb.vectors)
+        rule = CoverageRule(embedder=embedder, snapshots=cache)  # shared, as bot.wiring does
+        gate = Gate(
+            embedder=embedder, vectors=kb.vectors, state=kb.state, cache=cache, coverage=rule
+        )
+        answerer = MultiStageAnswerer(
+            retriever=Retriever(embedder=embedder, vectors=kb.vectors, graph=kb.graph, llm=None),
+            embedder=embedder,
+            llm=None,
+            options=PipelineOptions(coverage=rule),
+        )
+        settings = ConversationSettings(admins=[f"slack:{ADMIN}"])
+        state = ConversationState(kb.state, settings, default_kb=KB)
+        try:
+            yield TacitAssistant(state, answerer, gate=gate), answerer
+        finally:
+            await cache.aclose()
 
 
 def message(text: str, *, user: str = "U1") -> Message:
