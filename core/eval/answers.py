@@ -9,6 +9,7 @@ with the gate and the answerer; tests pass fakes), so grading and reporting stay
 
 from __future__ import annotations
 
+import statistics
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -148,13 +149,8 @@ async def run_answers(
 
 
 def _median(values: Sequence[float]) -> float:
-    ordered = sorted(values)
-    if not ordered:
-        return 0.0
-    middle = len(ordered) // 2
-    if len(ordered) % 2:
-        return float(ordered[middle])
-    return (ordered[middle - 1] + ordered[middle]) / 2
+    """The median, 0 for no values (a summary of an empty run)."""
+    return float(statistics.median(values)) if values else 0.0
 
 
 def summarise_answers(
