@@ -42,6 +42,15 @@ def default_home() -> Path:
     return Path(os.environ.get("XDG_DATA_HOME", Path.home() / ".local" / "share")) / "tacit"
 
 
+def networks(value: list[str]) -> list[str]:
+    """A list of networks (CIDR or a bare address), each checked: ValueError names the bad one."""
+    import ipaddress
+
+    for network in value:
+        ipaddress.ip_network(network, strict=False)
+    return value
+
+
 class Section(BaseModel):
     """A [section] of tacit.toml: an unknown key is a mistake worth stopping for."""
 
@@ -1010,11 +1019,7 @@ class ConsoleSettings(Section):
     @field_validator("source_networks")
     @classmethod
     def _source_networks(cls, value: list[str]) -> list[str]:
-        import ipaddress
-
-        for network in value:
-            ipaddress.ip_network(network, strict=False)  # ValueError names the bad one
-        return value
+        return networks(value)
 
     @field_validator("admin_token")
     @classmethod
@@ -1107,11 +1112,7 @@ class SourceSettings(Section):
     @field_validator("allow_networks")
     @classmethod
     def _networks(cls, value: list[str]) -> list[str]:
-        import ipaddress
-
-        for network in value:
-            ipaddress.ip_network(network, strict=False)  # ValueError names the bad one
-        return value
+        return networks(value)
 
     @model_validator(mode="after")
     def _web_url(self) -> SourceSettings:
