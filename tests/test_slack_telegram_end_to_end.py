@@ -4,6 +4,10 @@ the fake platform servers — one threaded, streamed answer per question, howeve
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
 import httpx
 import pytest
 from slack_bolt.request.async_request import AsyncBoltRequest
@@ -107,9 +111,12 @@ async def test_slack_mention_retried_and_doubled_gets_one_streamed_answer_and_fe
     assert summary["helpful"] == 1
 
 
-async def test_telegram_update_delivered_twice_gets_one_reply(
-    telegram: FakeTelegram, store: RedisStateStore, assistant: TacitAssistant
-) -> None:
+@contextlib.asynccontextmanager
+async def telegram_webhook(
+    telegram: FakeTelegram, store: RedisStateStore, assistant: TacitAssistant, **options: Any
+) -> AsyncIterator[Callable[[dict[str, Any]], Awaitable[None]]]:
+    """The Telegram adapter in webhook mode against the fake Bot API, its updates queued and
+    answered by a worker: yields what posts an update to the webhook (with the secret)."""
     queue = RedisEventQueue(store)
     adapter = TelegramAdapter(
         bot_token=TOKEN,
@@ -118,27 +125,38 @@ async def test_telegram_update_delivered_twice_gets_one_reply(
         mode="webhook",
         webhook_secret=TELEGRAM_WEBHOOK_SECRET,
         api_url=telegram.base_url,
-        edit_interval=0.1,
+        **options,
     )
     await adapter.start()
     transport = httpx.ASGITransport(app=Starlette(routes=adapter.routes()))
-    update = text_update(f"@tacit_bot {QUESTION}", message_id=900)
     try:
         async with (
             httpx.AsyncClient(transport=transport, base_url="http://tacit.test") as http,
             serving(Worker(queue, assistant, {"telegram": adapter.deliver}, poll=0.05)),
         ):
-            for _ in range(2):  # Telegram re-sends an update it thinks was not received
+
+            async def post(update: dict[str, Any]) -> None:
                 response = await http.post(
                     "/telegram/webhook",
                     json=update,
                     headers={SECRET_HEADER: TELEGRAM_WEBHOOK_SECRET},
                 )
                 assert response.status_code == 200
-            await until(lambda: any(m.markup for m in telegram.replies_to(GROUP["id"], 900)))
-            await drained(store)
+
+            yield post
     finally:
         await adapter.aclose()
+
+
+async def test_telegram_update_delivered_twice_gets_one_reply(
+    telegram: FakeTelegram, store: RedisStateStore, assistant: TacitAssistant
+) -> None:
+    update = text_update(f"@tacit_bot {QUESTION}", message_id=900)
+    async with telegram_webhook(telegram, store, assistant, edit_interval=0.1) as post:
+        for _ in range(2):  # Telegram re-sends an update it thinks was not received
+            await post(update)
+        await until(lambda: any(m.markup for m in telegram.replies_to(GROUP["id"], 900)))
+        await drained(store)
     [reply] = telegram.replies_to(GROUP["id"], 900)
     assert reply.text.startswith(ANSWER)
 
@@ -204,38 +222,16 @@ async def test_a_reply_chain_people_answered_on_telegram_becomes_a_candidate(
     from bot.candidates import Candidates
     from tests.fakes.fake_telegram import ANA
 
-    queue = RedisEventQueue(store)
-    adapter = TelegramAdapter(
-        bot_token=TOKEN,
-        submit=EventIngest(queue).submit,
-        feedback=proposing.record_feedback,
-        mode="webhook",
-        webhook_secret=TELEGRAM_WEBHOOK_SECRET,
-        api_url=telegram.base_url,
-    )
-    await adapter.start()
-    transport = httpx.ASGITransport(app=Starlette(routes=adapter.routes()))
     question = text_update(ROOT_QUESTION, message_id=950)
     someone = {"id": 5151, "is_bot": False, "first_name": "Bo", "username": "bo"}
     answer = text_update(
         PEOPLES_ANSWER, message_id=951, sender=someone, reply_to=question["message"]
     )
     assert question["message"]["from"] == ANA
-    try:
-        async with (
-            httpx.AsyncClient(transport=transport, base_url="http://tacit.test") as http,
-            serving(Worker(queue, proposing, {"telegram": adapter.deliver}, poll=0.05)),
-        ):
-            for update in (question, answer):
-                response = await http.post(
-                    "/telegram/webhook",
-                    json=update,
-                    headers={SECRET_HEADER: TELEGRAM_WEBHOOK_SECRET},
-                )
-                assert response.status_code == 200
-            await drained(store)
-    finally:
-        await adapter.aclose()
+    async with telegram_webhook(telegram, store, proposing) as post:
+        for update in (question, answer):
+            await post(update)
+        await drained(store)
     listed = await Candidates(proposing.state).store.listing("ops")
     (candidate,) = [c for c in listed if c.platform == "telegram"]
     assert candidate.question["text"] == ROOT_QUESTION
