@@ -8,19 +8,16 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
-from adapters.graph.sqlite_store import SQLiteGraphStore
-from adapters.vector.milvus_store import MilvusVectorStore
 from bot.cli import app
 from core.index.loaders import MAX_FOLDER_DEPTH, TOO_DEEP, SkippedFile, discover
-from core.index.pipeline import Indexer, IndexOptions
+from core.index.pipeline import Indexer
 from tests.fakes.fake_openai_server import FakeOpenAIServer
-from tests.fakes.hash_embedder import HashEmbedder
 
 LEVELS = 1_100
 
@@ -81,15 +78,6 @@ def test_discovery_reports_the_deep_folder_and_finds_the_rest(deep: Path) -> Non
     found = [source for _, source in discover([deep], skipped)]
     assert found == ["docs/alpha.md", "docs/zulu.txt"]
     assert skipped == [SkippedFile(TOO_DEEP_SOURCE, TOO_DEEP)]
-
-
-@pytest.fixture
-async def indexer(tmp_path: Path) -> AsyncIterator[Indexer]:
-    graph = SQLiteGraphStore(tmp_path / "graph.sqlite")
-    vectors = MilvusVectorStore(uri=str(tmp_path / "milvus.db"))
-    yield Indexer(graph, vectors, HashEmbedder(), IndexOptions(communities=False))
-    await vectors.aclose()
-    await graph.aclose()
 
 
 async def test_a_run_indexes_the_good_files_beside_a_deep_folder(

@@ -15,22 +15,19 @@ import socket
 import threading
 import tracemalloc
 import zipfile
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
-from adapters.graph.sqlite_store import SQLiteGraphStore
-from adapters.vector.milvus_store import MilvusVectorStore
 from bot.cli import app
 from bot.runtime import KnowledgeBaseReindexer
 from bot.settings import Settings
 from core.index import loaders
 from core.index.loaders import OUTSIDE_TREE, LoadError, SkippedFile, discover, iter_file
-from core.index.pipeline import Indexer, IndexOptions, chunk_id
+from core.index.pipeline import Indexer, chunk_id
 from tests.fakes.fake_openai_server import FakeOpenAIServer
-from tests.fakes.hash_embedder import HashEmbedder
 
 KB = "ops"
 SECRET = "root:x:0:0:the outside secret:/root:/bin/bash"
@@ -253,15 +250,6 @@ def test_a_chunk_id_is_made_for_any_text() -> None:
 
 
 # -- whole runs ----------------------------------------------------------------------------------
-
-
-@pytest.fixture
-async def indexer(tmp_path: Path) -> AsyncIterator[Indexer]:
-    graph = SQLiteGraphStore(tmp_path / "graph.sqlite")
-    vectors = MilvusVectorStore(uri=str(tmp_path / "milvus.db"))
-    yield Indexer(graph, vectors, HashEmbedder(), IndexOptions(communities=False))
-    await vectors.aclose()
-    await graph.aclose()
 
 
 async def test_one_run_indexes_the_good_files_and_reports_each_hostile_one(
