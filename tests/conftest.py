@@ -16,6 +16,7 @@ import pytest
 from typer.testing import CliRunner
 
 REPO = Path(__file__).resolve().parent.parent
+TEST_DATA = REPO / "tests" / "data"
 SHARED_DATA = REPO.parent / "shared" / "data"
 
 

@@ -22,6 +22,7 @@ import pytest
 
 from adapters.vector.milvus_store import MilvusVectorStore
 from core.models import VectorRecord
+from tests.conftest import REPO
 
 DIM = 8
 
@@ -89,7 +90,7 @@ def test_jieba_loads_its_dictionary_silently(tmp_path: Path, first_cut: str) -> 
     """In a fresh process with no dictionary cache (jieba initialises once per process and
     caches its prefix dict in the temporary directory), the first cut prints nothing, whichever
     of core.chinese_words's three callers makes it."""
-    root = Path(__file__).resolve().parents[1]
+    root = REPO
     result = subprocess.run(
         [sys.executable, "-c", first_cut],
         cwd=root,

@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import pytest
 
-import tests.test_gate_deferral as deferral
+import tests.core.gate.test_deferral as deferral
 from core.answer.wording import DECLINE_UNSAFE, NOT_COVERED
 from core.conversation import FinalReply, Refusal
 from core.gate.decision import DEFERRED_SCORE
-from tests.fakes.fake_llm import FakeLLM
-from tests.test_gate_deferral import (
+from tests.core.gate.test_deferral import (
     ANSWER,
     KB,
     KEYWORDS,
@@ -26,6 +25,7 @@ from tests.test_gate_deferral import (
     message,
     shown,
 )
+from tests.fakes.fake_llm import FakeLLM
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 embedder = deferral.embedder

@@ -8,17 +8,17 @@ no LLM."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from pathlib import Path
 
 import pytest
 import pytest_asyncio
 
 from core.gate.gate import Gate
 from core.gate.prior import asks
+from tests.conftest import TEST_DATA
 from tests.team_kb import team_gate
 
 KB = "fault"
-DOCS = Path(__file__).parents[1] / "data" / "fourth_team" / "kb"
+DOCS = TEST_DATA / "teams" / "ml_platform" / "kb"
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 HOSTILE = [
     "RuntimeError: what is the capital of France?",

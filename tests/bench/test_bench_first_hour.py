@@ -11,7 +11,9 @@ from types import ModuleType
 
 import pytest
 
-BENCH = Path(__file__).resolve().parent.parent / "bench"
+from tests.conftest import REPO
+
+BENCH = REPO / "bench"
 
 
 def _module(name: str) -> ModuleType:

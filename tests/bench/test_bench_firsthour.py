@@ -14,8 +14,9 @@ from typing import Any
 import pytest
 
 from core.eval.datasets import read_answers
+from tests.conftest import REPO
 
-BENCH = Path(__file__).resolve().parent.parent / "bench"
+BENCH = REPO / "bench"
 
 
 def _module(name: str) -> ModuleType:

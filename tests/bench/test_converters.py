@@ -10,8 +10,9 @@ from pathlib import Path
 from types import ModuleType
 
 from core.index.loaders import load_file
+from tests.conftest import REPO
 
-BENCH = Path(__file__).resolve().parent.parent / "bench"
+BENCH = REPO / "bench"
 
 
 def _module(name: str) -> ModuleType:

@@ -16,8 +16,8 @@ from adapters.state import RedisStateStore
 from bot.admission import Admission, AdmissionBusy
 from bot.settings import ServerSettings
 from core.models import QueuedEntry, QueueDepth
+from tests.bot.test_server import QUESTION, Stack
 from tests.fakes.loopback_server import serving
-from tests.test_server import QUESTION, Stack
 
 # -- the line --------------------------------------------------------------------------------
 

@@ -15,8 +15,8 @@ from adapters.state import RedisStateStore
 from core.answer.wording import DECLINE_NOT_A_QUESTION
 from core.conversation import FinalReply, Refusal, TextDelta, Thinking
 from core.gate.decision import GateDecision
+from tests.bot.test_assistant import ANSWER, QUESTION, decisions, final, make, message, run
 from tests.fakes.scripted_answerer import ScriptedAnswerer
-from tests.test_assistant import ANSWER, QUESTION, decisions, final, make, message, run
 
 
 @pytest.fixture

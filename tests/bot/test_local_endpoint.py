@@ -22,9 +22,7 @@ import httpx
 import pytest
 
 from bot.local_endpoint import SOCKET_NAME
-from tests.conftest import REPO
-from tests.fakes.fake_openai_server import FakeOpenAIServer
-from tests.test_index_cli import (
+from tests.bot.commands.test_index import (
     clean_env,  # a fixture: no stray TACIT_* settings, the fake embedder's size
     count_vectors,
     last_json,
@@ -33,6 +31,8 @@ from tests.test_index_cli import (
     server,  # a fixture: the fake embeddings and chat endpoint
     write_docs,
 )
+from tests.conftest import REPO
+from tests.fakes.fake_openai_server import FakeOpenAIServer
 
 __all__ = ["clean_env", "server"]
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import re
 from collections.abc import AsyncIterator, Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -27,8 +26,9 @@ from core.reason.plan import Plan
 from core.reason.sub_answer import SubAnswer
 from core.reason.verify import parse_verdict
 from core.retrieve.keywords import KeywordsReply
+from tests.conftest import REPO
 
-CORPUS = Path(__file__).parent / "fixtures" / "model_outputs"
+CORPUS = REPO / "tests" / "fixtures" / "model_outputs"
 UNREADABLE = object()  # what a parser gives for a reply it cannot read
 
 _SCHEMAS: dict[str, type[Any]] = {

@@ -16,9 +16,9 @@ from bot.settings import ConversationSettings
 from core.conversation import FinalReply, Message
 from core.models import DocumentRecord
 from tests import chat_fakes
+from tests.adapters.chat.test_slack import dispatch, incoming, make_adapter
 from tests.chat_fakes import Recorder, fake_server, scripted
 from tests.fakes.fake_slack import TEAM_ID, FakeSlack, event_body
-from tests.test_slack_adapter import dispatch, incoming, make_adapter
 
 slack = fake_server(FakeSlack)
 store = chat_fakes.state_store

@@ -5,7 +5,6 @@ API method the adapter uses without the manifest granting it fails here."""
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,11 +14,11 @@ from typer.testing import CliRunner
 from adapters.chat.slack_manifest import EVENT_SCOPES, METHOD_SCOPES, manifest
 from bot.cli import app
 from core.conversation import FinalReply, Refusal, TextDelta, Thinking
+from tests.adapters.chat.test_slack import CHANNEL, CITATIONS, dispatch, incoming, make_adapter
 from tests.chat_fakes import Recorder, scripted
+from tests.conftest import REPO
 from tests.fakes.fake_slack import BOT_USER_ID, TEAM_ID, FakeSlack, event_body
-from tests.test_slack_adapter import CHANNEL, CITATIONS, dispatch, incoming, make_adapter
 
-REPO = Path(__file__).resolve().parents[1]
 DEPLOYED = REPO / "deploy" / "slack-manifest.yaml"
 
 

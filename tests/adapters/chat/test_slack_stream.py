@@ -16,9 +16,9 @@ from adapters.chat.slack import SlackAdapter
 from adapters.state.redis_store import RedisStateStore
 from core.conversation import FinalReply, Refusal, ReplyEvent, TextDelta, Thinking
 from tests import chat_fakes
+from tests.adapters.chat.test_slack import CHANNEL, CITATIONS, incoming
 from tests.chat_fakes import SLACK_SIGNING_SECRET, Recorder, fake_server, scripted
 from tests.fakes.fake_slack import TEAM_ID, Failure, FakeSlack
-from tests.test_slack_adapter import CHANNEL, CITATIONS, incoming
 
 ANSWER = "Run **kubectl rollout undo** [1] then check [2]."
 

@@ -10,9 +10,9 @@ import itertools
 from adapters.chat.telegram import TelegramAdapter
 from adapters.chat.telegram_profile import COMMANDS, DESCRIPTIONS
 from core.conversation import FinalReply, Message, Refusal, TextDelta
+from tests.adapters.chat.test_telegram import CITATIONS, incoming
 from tests.chat_fakes import TELEGRAM_WEBHOOK_SECRET, Recorder, fake_server, scripted
 from tests.fakes.fake_telegram import GROUP_ID, PRIVATE, TOKEN, Failure, FakeTelegram
-from tests.test_telegram_adapter import CITATIONS, incoming
 
 ANSWER = "Run **kubectl rollout undo** [1] and check the deploy [2]."
 

@@ -21,13 +21,14 @@ from adapters.chat.lease import LeasedWork
 from adapters.chat.telegram import SECRET_HEADER, TelegramAdapter
 from adapters.state.redis_store import RedisStateStore
 from core.conversation import FinalReply, Message, ReplyEvent, TextDelta
-from tests import chat_fakes, test_server_cli
+from tests import chat_fakes
+from tests.bot.commands import test_chat_and_serve
+from tests.bot.commands.test_chat_and_serve import _free_port
 from tests.chat_fakes import TELEGRAM_WEBHOOK_SECRET, Recorder, fake_server
+from tests.conftest import REPO
 from tests.fakes.fake_telegram import BOT, GROUP, GROUP_ID, TOKEN, FakeTelegram, text_update
-from tests.test_server_cli import _free_port
 
-REPO = Path(__file__).resolve().parents[1]
-indexed_home = test_server_cli.indexed_home  # the fixture: a home with KB "ops" indexed
+indexed_home = test_chat_and_serve.indexed_home  # the fixture: a home with KB "ops" indexed
 
 
 telegram = fake_server(FakeTelegram)

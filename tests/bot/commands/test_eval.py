@@ -19,9 +19,9 @@ import bot.wiring
 import prompts
 from core.answer.events import Answer, AnswerEvent, Delta, Final
 from tests.conftest import last_json
+from tests.core.gate.test_gate import BAD, DOCS, GOOD
 from tests.fakes.fake_llm import FakeLLM
 from tests.fakes.hash_embedder import HashEmbedder
-from tests.test_gate import BAD, DOCS, GOOD
 
 CORPUS = [
     {"id": "Alice Smith", "title": "Alice Smith", "text": "Alice Smith is a painter born in Lyon."},

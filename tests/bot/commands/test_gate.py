@@ -8,7 +8,7 @@ import pytest
 
 from core.answer.wording import NOT_COVERED
 from tests.conftest import last_json
-from tests.test_gate import BAD, DOCS, GOOD
+from tests.core.gate.test_gate import BAD, DOCS, GOOD
 
 
 @pytest.fixture

@@ -17,11 +17,11 @@ from bot.cli import app
 from bot.commands.serve import Service
 from bot.runtime import open_runtime
 from bot.settings import load_settings
+from tests.bot.test_server import serving
 from tests.chat_fakes import SLACK_SIGNING_SECRET
 from tests.fakes.fake_slack import BOT_USER_ID, TEAM_ID, FakeSlack, event_body, sign
 from tests.fakes.fake_telegram import GROUP, FakeTelegram, text_update
 from tests.fakes.fake_telegram import TOKEN as TELEGRAM_TOKEN
-from tests.test_server import serving
 
 DOC = (
     "# Rollback runbook\n\n## Rolling back a bad deploy\n"

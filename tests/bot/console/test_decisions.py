@@ -13,7 +13,7 @@ from adapters.state.redis_store import RedisStateStore
 from bot.conversation_state import ConversationState, Decision
 from bot.settings import ConversationSettings
 from core.gate.decision import DEFERRED_SCORE
-from tests.test_console_auth import PROXY, app_for, client, store
+from tests.bot.console.test_auth import PROXY, app_for, client, store
 
 __all__ = ["store"]  # the fixture, imported for this module's tests
 

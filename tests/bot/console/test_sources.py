@@ -31,8 +31,8 @@ from bot.settings import ConsoleSettings, Settings, SourceSettings
 from bot.sources import DeclaredSources, SourceSync
 from bot.wiring import Services
 from core.sources.sync import SourceState, SourceStates, SyncReport
+from tests.bot.console.test_auth import PROXY, client
 from tests.fakes.hash_embedder import HashEmbedder
-from tests.test_console_auth import PROXY, client
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -12,8 +12,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from core.answer.events import Answer, AnswerEvent, Delta, Final, Retract
-from tests.fakes.fake_llm import FakeLLM
-from tests.test_answer_pipeline import (
+from tests.core.answer.test_pipeline import (
     KEYWORDS,
     PLAN_QUESTION,
     PLAN_TWO_LOOKUPS,
@@ -23,6 +22,7 @@ from tests.test_answer_pipeline import (
     make_narrow,
     stores,  # noqa: F401 (fixture)
 )
+from tests.fakes.fake_llm import FakeLLM
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 UNCOVERED = "Which TLS cipher suites does the Lumen gateway accept?"

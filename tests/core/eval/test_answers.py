@@ -16,9 +16,9 @@ from bot.cli import app
 from core.errors import InputError
 from core.eval.answers import ChatOutcome, cites_source, grade, missing_facts
 from core.eval.datasets import MAX_ANSWER_LINE_BYTES, AnswerItem, read_answers
-from tests.conftest import last_json
+from tests.conftest import REPO, last_json
 
-DEMO_KB = Path(__file__).resolve().parents[1] / "bot" / "demo_kb"
+DEMO_KB = REPO / "bot" / "demo_kb"
 
 MESSAGES: list[dict[str, Any]] = [
     # covered and answered right: the owner, cited from the glossary

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -36,9 +35,10 @@ from core.answer.pipeline import MultiStageAnswerer, PipelineOptions
 from core.gate.gate import Gate
 from core.index.pipeline import Indexer, IndexOptions
 from core.retrieve.retriever import Retriever
+from tests.conftest import TEST_DATA
 
 KB = "demo"
-DATA = Path(__file__).parent / "data"
+DATA = TEST_DATA
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 

@@ -32,10 +32,10 @@ from core.gate.gate import DEFERRED_PREFIX, Gate, GateOptions
 from core.gate.store import delete_fit
 from core.index.pipeline import IndexOptions
 from core.retrieve.retriever import Retriever
+from tests.bot.test_assistant import message
+from tests.core.gate.test_gate import BAD, DOCS, GOOD
 from tests.fakes.fake_llm import FakeLLM, Reply
 from tests.indexed_docs import indexed_stores
-from tests.test_assistant import message
-from tests.test_gate import BAD, DOCS, GOOD
 
 KB = "default"
 # Asked in Chinese of an English runbook ("Check the error rate dashboard until it is back under

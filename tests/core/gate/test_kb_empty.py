@@ -37,10 +37,10 @@ from core.conversation import Refusal
 from core.gate.gate import Gate
 from core.index.pipeline import Indexer, IndexOptions
 from core.vector_cache import CacheOptions, VectorCache, documents_version
+from tests.bot.test_assistant import message
 from tests.fakes.fake_llm import FakeLLM
 from tests.fakes.hash_embedder import HashEmbedder
 from tests.fakes.scripted_answerer import ScriptedAnswerer
-from tests.test_assistant import message
 
 KB = "lab"
 QUESTION = "how long does ORU_OUT keep retrying if HIS is down?"

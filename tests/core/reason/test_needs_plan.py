@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
 from core.reason.needs_plan import needs_plan, plan_reason
+from tests.conftest import REPO
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = REPO
 
 
 @pytest.mark.parametrize(

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import shutil
 from collections.abc import AsyncIterator, Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -24,9 +23,10 @@ from core.reason.plan import parse_plan
 from core.retrieve.entries import MAX_NAMES, name_entries
 from core.retrieve.retriever import Retriever
 from core.word_vectors import WordVectors
+from tests.conftest import REPO
 from tests.fakes.fake_llm import FakeLLM
 
-DEMO_KB = Path(__file__).resolve().parents[1] / "bot" / "demo_kb"
+DEMO_KB = REPO / "bot" / "demo_kb"
 
 OWNERS = "| Component | Owner |\n|---|---|\n| lumen-gateway | Priya Natarajan |"
 PORTS = "| Component | Port |\n|---|---|\n| lumen-gateway | 8443 |"
