@@ -1,6 +1,6 @@
 """The coverage rule (core.gate.coverage): the request a message makes, its terms, the KB's
 terms, and the verdict from dense, lexical and name evidence. Pure functions on a small KB;
-the demo-KB measurement with the real embedder is in tests/test_gate_demo_coverage.py."""
+the demo-KB measurement with the real embedder is in test_coverage_demo.py."""
 
 from __future__ import annotations
 

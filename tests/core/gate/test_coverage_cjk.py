@@ -1,5 +1,5 @@
 """The coverage rule on Chinese questions asked of a Chinese-majority KB (docs/BENCHMARKS.md,
-"Gate coverage on a Chinese-majority team's KB"): the misses of tests/data/third_team/, each
+"Gate coverage on a Chinese-majority team's KB"): the misses of tests/data/teams/payments/, each
 cause pinned on a small KB, pure (no embedder). The passages are that KB's own lines."""
 
 from __future__ import annotations
@@ -109,8 +109,9 @@ def test_everyday_words_the_kb_writes_as_one_compound_weigh_as_one() -> None:
     assert [t.surface for t in compounds(content_terms("发布是哪个窗口？"), kb)] == ["发布", "窗口"]
 
 
-# The people of the third team's KB, in its own words (tests/data/third_team/kb/05-owners.md),
-# and a page kept by a person whose name is written in Latin letters.
+# The people of the payments team's KB, in its own words
+# (tests/data/teams/payments/kb/05-owners.md), and a page kept by a person whose name is
+# written in Latin letters.
 PEOPLE = [
     "负责人和联系方式\n组长是王思远，技术问题拿不准的找他拍板。产品经理是黄静，需求和排期找她。"
     "财务对接人是陈雪梅（财务部，不在我们组）。",

@@ -1,67 +1,15 @@
-"""The unfitted gate's target on a KB it was never tuned on (docs/BENCHMARKS.md, "Gate coverage
-on a fresh team's KB"): the rule's thresholds were measured on the demo KB (tests/
-test_gate_demo_coverage.py), so a second team's docs check that they are not the demo's.
-
-tests/data/fresh_team/ is a data-pipeline team's KB ("Loom": dashed service names, people named
-in several cultures, one of them in Chinese, a config table of LOOM_* keys with units, runbooks,
-an owners table, an FAQ, a Chinese onboarding page), written by someone who had not read the demo
-KB or its question sets, together with covered.txt and uncovered.txt, before the gate was first
-run on it (every row is pre-registered: see each file's header). On the first run 6 of 52
-covered questions were refused and 3 of 26 others answered; the fixes that followed (agent nouns,
-the KB's own subject, an ask-less similarity, FAQ headings: core/gate/kb_terms.py and
-core/gate/coverage.py) were checked on the demo sets, which did not move. Same stack as the
-demo test: USE, Milvus Lite, SQLite graph, embedded Redis, the NLP extractor, the shipped
-request prior, no LLM."""
+"""The coverage rule's readings that the data-pipeline team's KB called for
+(tests/data/teams/data_pipeline/): agent nouns, the KB's own subject, an ask-less similarity,
+FAQ headings, and personal questions about a person the KB names. Pure: no embedder; the gate on
+the team's whole KB is test_coverage_teams.py."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from pathlib import Path
-
-import pytest
-import pytest_asyncio
-
 from core.gate.coverage import judge
-from core.gate.gate import Gate
 from core.gate.kb_terms import HEADED_TERMS, SUBJECT_MIN_CHUNKS, KbTerms
 from core.gate.terms import agent_forms, content_terms
-from core.text import CJK_RUN
-from tests.team_kb import assert_first_hour_target, read_set, team_gate
 
-KB = "fresh"
-DATA = Path(__file__).parent / "data" / "fresh_team"
-module_loop = pytest.mark.asyncio(loop_scope="module")
-
-
-def read(name: str) -> list[str]:
-    return read_set(DATA, name)
-
-
-@pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def gate(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Gate]:
-    async with team_gate(tmp_path_factory.mktemp("fresh-coverage"), KB, DATA / "kb") as gate:
-        yield gate
-
-
-@module_loop
-async def test_unfitted_gate_meets_the_target_on_a_kb_it_was_not_tuned_on(gate: Gate) -> None:
-    # ≤ 1 in 20 covered questions refused; ≥ 9 in 10 uncovered ones refused (docs/BENCHMARKS.md)
-    await assert_first_hour_target(gate, KB, DATA)
-
-
-def test_the_fresh_sets_are_what_they_claim() -> None:
-    """Big enough for the targets to mean something, in both scripts, and marked as written
-    before the gate ran on them."""
-    covered, uncovered = read("covered.txt"), read("uncovered.txt")
-    assert len(covered) >= 40 and len(uncovered) >= 20
-    assert sum(bool(CJK_RUN.search(t)) for t in covered) >= 8
-    assert sum(bool(CJK_RUN.search(t)) for t in uncovered) >= 3
-    for name in ("covered.txt", "uncovered.txt"):
-        assert (DATA / name).read_text("utf-8").startswith("# Pre-registered:")
-    assert 6 <= len(list((DATA / "kb").glob("*.md"))) <= 10
-
-
-# --- the fixes the fresh KB called for, one by one (pure: no embedder) ---------------------
+# --- the fixes the data-pipeline KB called for, one by one ------------------------------
 
 
 def _found(kb: KbTerms, word: str) -> set[int]:
@@ -142,9 +90,9 @@ def test_everyday_words_all_in_a_passages_heading_are_covered() -> None:
     assert HEADED_TERMS >= 2
 
 
-# The fresh KB's lines about its manager (tests/data/fresh_team/kb): a runbook passage whose
-# first line says "Older data" and whose last needs her approval, and the Chinese onboarding
-# table naming her (docs/BENCHMARKS.md, "A first hour's misses").
+# The data-pipeline KB's lines about its manager (tests/data/teams/data_pipeline/kb): a runbook
+# passage whose first line says "Older data" and whose last needs her approval, and the Chinese
+# onboarding table naming her (docs/BENCHMARKS.md, "A first hour's misses").
 MANAGER = [
     "Backfill runbook > Before you start\n"
     "- The raw zone keeps **14 days**. Older data must be re-sent by the producer team.\n"

@@ -1,71 +1,18 @@
-"""The unfitted gate's target on a fourth KB of another shape (docs/BENCHMARKS.md, "Gate
-coverage on an ML platform team's KB").
-
-tests/data/fourth_team/ is an ML platform / GPU cluster team's KB ("Foundry": the Anvil cluster,
-the Kiln scheduler, the `forge` CLI), mostly English with two Chinese pages, in reStructuredText
-and Markdown: CLI help output, a job YAML and a TOML defaults file in code blocks, a
-troubleshooting page of error messages, release notes with version numbers, an owners table,
-GPU-hour quotas and a glossary of acronyms. It and covered.txt / uncovered.txt were written by
-someone who had not read the other KBs, their question sets or core/gate/, before the gate was
-first run on it (every row is pre-registered: see each file's header). The questions are chat:
-error lines pasted on their own or followed by "why?", "help?", "any idea?". On the first run 12
-of 72 covered questions were refused and 1 of 30 others answered; the fixes below (an asking
-word alone leans on what precedes it, a pasted error is a request, "stand for" is the frame)
-moved no verdict on the demo, fresh or third KB's sets. Same stack as the demo test: USE,
-Milvus Lite, SQLite graph, embedded Redis, the NLP extractor, the shipped request prior, no LLM."""
+"""The coverage rule's readings that the ML platform team's chat called for
+(tests/data/teams/ml_platform/: error lines pasted on their own or followed by "why?",
+"help?", "any idea?"): an asking word alone leans on what precedes it, a pasted error is a
+request, "stand for" is the frame, and a question asked "in general" is about the world. Pure:
+no embedder; the gate on the team's whole KB is test_coverage_teams.py."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from pathlib import Path
-
-import pytest
-import pytest_asyncio
-
 from core.gate.coverage import judge
-from core.gate.gate import Gate
 from core.gate.kb_terms import KbTerms
 from core.gate.prior import asks
 from core.gate.request import analyse
 from core.gate.terms import content_terms, is_empty_request
-from core.text import CJK_RUN
-from tests.team_kb import assert_first_hour_target, read_set, team_gate
 
-KB = "fourth"
-DATA = Path(__file__).parent / "data" / "fourth_team"
-module_loop = pytest.mark.asyncio(loop_scope="module")
-
-
-def read(name: str) -> list[str]:
-    return read_set(DATA, name)
-
-
-@pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def gate(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Gate]:
-    async with team_gate(tmp_path_factory.mktemp("fourth-coverage"), KB, DATA / "kb") as gate:
-        yield gate
-
-
-@module_loop
-async def test_unfitted_gate_meets_the_target_on_an_ml_platform_kb(gate: Gate) -> None:
-    # ≤ 1 in 20 covered questions refused; ≥ 9 in 10 uncovered ones refused (docs/BENCHMARKS.md)
-    await assert_first_hour_target(gate, KB, DATA)
-
-
-def test_the_fourth_sets_are_what_they_claim() -> None:
-    """Big enough for the targets to mean something, in both scripts, in both markup formats,
-    and marked as written before the gate ran on them."""
-    covered, uncovered = read("covered.txt"), read("uncovered.txt")
-    assert len(covered) >= 50 and len(uncovered) >= 25
-    assert sum(bool(CJK_RUN.search(t)) for t in covered) >= 8
-    assert sum(bool(CJK_RUN.search(t)) for t in uncovered) >= 3
-    for name in ("covered.txt", "uncovered.txt"):
-        assert (DATA / name).read_text("utf-8").startswith("# Pre-registered:")
-    kb = DATA / "kb"
-    assert len(list(kb.glob("*.rst"))) >= 3 and len(list(kb.glob("*.md"))) >= 3
-
-
-# --- the fixes the fourth KB called for, one by one (pure: no embedder) --------------------
+# --- the fixes the ML platform KB called for, one by one --------------------------------
 
 
 def test_an_asking_word_alone_asks_about_the_words_before_it() -> None:
@@ -117,7 +64,7 @@ def test_stand_for_asks_what_mean_asks() -> None:
     assert found.covered, found.reason
 
 
-# The fourth KB's out-of-memory runbook, in its own words (kb/troubleshooting.rst).
+# The ML platform KB's out-of-memory runbook, in its own words (kb/troubleshooting.rst).
 OOM = [
     "Troubleshooting training jobs > CUDA error: out of memory\nOn Anvil this usually means "
     "**another process is on your GPU**, not that your model is too big. Run ``forge nodes "
@@ -145,15 +92,3 @@ def test_a_question_asked_in_general_is_not_covered_by_similarity_alone() -> Non
         found = judge(asked, dense_max=0.3, request_dense=None, kb=kb)
         assert found.covered, (asked, found.reason)
     assert "一般来说" not in [t.surface for t in content_terms("一般来说 Kiln token 能用多久？")]
-
-
-@module_loop
-async def test_the_first_hours_misses_on_this_kb_are_refused(gate: Gate) -> None:
-    # docs/BENCHMARKS.md, "A first hour's misses": a general-knowledge ask near the KB's own
-    # runbook, and a KB error line in front of an off-topic ask
-    for text in (
-        "How do I fix CUDA out of memory in PyTorch in general?",
-        "KilnAdmissionError: write me a poem about GPUs",
-    ):
-        decision = await gate.decide(KB, text, addressed=True)
-        assert decision.refused, (text, decision.reason)
