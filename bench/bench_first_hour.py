@@ -2,19 +2,21 @@
 
     python bench/bench_first_hour.py --work /tmp/fh
     python bench/bench_first_hour.py --work /tmp/fh --reuse --baseline c825457 --details
-    python bench/bench_first_hour.py --work /tmp/fh --sets fifth,xl-fifth --json-out fh.json
+    python bench/bench_first_hour.py --work /tmp/fh --sets payments,xl-payments --json-out fh.json
 
 The sets are the pre-registered ones under tests/data (docs/BENCHMARKS.md, "Gate coverage
 without a fit"), one table row each:
 - demo, demo-holdout         demo_coverage.jsonl and demo_coverage_holdout.jsonl (bot/demo_kb)
                              without their KB-word stuffing rows, which are the sets
   demo-stuffing, demo-holdout-stuffing   (uncovered only)
-- fresh, third, fourth, fifth            tests/data/<team>_team/{covered,uncovered}.txt
-- fresh-probes                           tests/data/fresh_team/probe_{covered,uncovered}.txt
-- idprobes-demo, idprobes-fresh          tests/data/identifier_probes.tsv (kb, label, text)
-- xl-demo, xl-third, xl-fourth, xl-fifth tests/data/cross_language/<kb>/{covered,uncovered}.txt
-- asked-demo, asked-fifth               tests/data/asked_values/<kb>/{covered,uncovered}.txt
-A team's documents are tests/data/<team>_team/kb; the demo's are bot/demo_kb.
+- <team> (data_pipeline, hospital_lab, ml_platform, payments)
+                                         tests/data/teams/<team>/{covered,uncovered}.txt
+- data_pipeline-probes                   tests/data/teams/data_pipeline/probe_*.txt
+- idprobes-demo, idprobes-data_pipeline  tests/data/identifier_probes.tsv (kb, label, text)
+- xl-demo, xl-<team>                     tests/data/cross_language/<kb>/{covered,uncovered}.txt
+- asked-demo, asked-hospital_lab         tests/data/asked_values/<kb>/{covered,uncovered}.txt
+A team's documents are tests/data/teams/<team>/kb (the team's name is its KB's); the demo's are
+bot/demo_kb.
 
 Each KB is indexed once with the NLP extractor into --work (the stack of tests/team_kb.py's
 team_gate: USE, Milvus Lite, the SQLite graph, embedded Redis, the shipped request prior), and
@@ -139,8 +141,8 @@ def all_rows(data: Path = DATA) -> list[Row]:
     so a new team's set is measured without touching this script."""
     rows = jsonl_rows(data / "demo_coverage.jsonl", "demo")
     rows += jsonl_rows(data / "demo_coverage_holdout.jsonl", "demo-holdout")
-    for team in sorted(data.glob("*_team")):
-        kb = team.name.removesuffix("_team")
+    for team in sorted((data / "teams").glob("*/")):
+        kb = team.name
         rows += txt_pair_rows(team, kb, kb)
         if (team / "probe_covered.txt").exists():
             rows += txt_pair_rows(team, f"{kb}-probes", kb, prefix="probe_")
@@ -153,7 +155,7 @@ def all_rows(data: Path = DATA) -> list[Row]:
 
 
 def kb_docs(kb: str, data: Path = DATA) -> Path:
-    return DEMO_DOCS if kb == "demo" else data / f"{kb}_team" / "kb"
+    return DEMO_DOCS if kb == "demo" else data / "teams" / kb / "kb"
 
 
 def pick_sets(rows: list[Row], wanted: str | None) -> list[Row]:

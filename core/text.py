@@ -79,7 +79,7 @@ class _Encoder(Protocol):
     ) -> list[int]: ...
 
 
-# Every special token of the Qwen vocabulary is spelt "<|...|>" (tests/test_count_tokens.py
+# Every special token of the Qwen vocabulary is spelt "<|...|>" (tests/core/test_count_tokens.py
 # checks it), so a text without this mark holds none and is counted without looking for them:
 # tiktoken turns the 208 special tokens into a set of its own on every call that allows them,
 # 35 of the 45 us of counting an entity's description (the context budget counts hundreds of

@@ -14,8 +14,8 @@ read that asks for more mentions than the copy keeps goes to SQLite.
 
 It must answer exactly what the SQLite statements answer: the hop ranking (more links to the
 frontier first, then the key — Python's code-point order is SQLite's BINARY order of UTF-8),
-the relations in key order, the mentions by id. tests/test_sqlite_graph_reads.py compares the
-two on random graphs and calls.
+the relations in key order, the mentions by id. tests/adapters/graph/test_sqlite_graph_reads.py
+compares the two on random graphs and calls.
 """
 
 from __future__ import annotations

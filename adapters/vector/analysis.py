@@ -14,7 +14,7 @@ and at query time alike: jieba cuts a word at its first non-ASCII letter ("Asche
 Japanese and Korean text is left as it was. Milvus's own BM25 function (a server, or Lite with
 lexical="milvus") runs DEFAULT_ANALYZER on the stored text and does not fold, on both sides
 too, so each path is consistent with itself: `analyse(text)` is exactly Milvus's cut of
-`fold_diacritics(text)` (tests/test_bm25_index.py checks it), and text without Latin
+`fold_diacritics(text)` (tests/adapters/vector/test_bm25_index.py checks it), and text without Latin
 diacritics is cut identically by both. Folding on a server as well would need a folded copy of
 each chunk's text as the function's input field (the stored text is what searches return); see
 docs/BENCHMARKS.md. ANALYSER_VERSION names this cut: an index saved with another is rebuilt

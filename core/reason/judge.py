@@ -44,7 +44,7 @@ Action = Literal["accept", "widen", "stop"]
 
 # The scale prompts/judge.*.j2 names ("<0..1>"): a bare score is read on it, so a model that
 # imagines 1–5 and writes 4 is asked again instead of being read as 0.4 of 10.
-# tests/test_reason_judge.py checks the templates still name this scale.
+# tests/core/reason/test_judge.py checks the templates still name this scale.
 JUDGE_SCALE = 1.0
 # A completeness at most this is "nothing is answered" (the prompt's 0; a model that hedges
 # writes 0.1 for the same verdict).

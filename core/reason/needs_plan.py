@@ -19,7 +19,7 @@ questions). needs_plan() is the rule, over the question's text alone:
   them), as in a question about each of a list of services; names strewn through a pasted
   error message are one thing asked about.
 
-Anything else is a single lookup. tests/test_needs_plan.py holds the rule to the demo
+Anything else is a single lookup. tests/core/reason/test_needs_plan.py holds the rule to the demo
 questions (bot/demo_questions.json) and the chat messages of tests/data; docs/BENCHMARKS.md
 ("A lean model path") counts how many of each set it plans.
 """

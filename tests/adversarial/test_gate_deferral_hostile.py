@@ -2,7 +2,7 @@
 model (GateOptions.model_judges_uncovered): a deferral never skips the safety slot, never
 happens without evidence that a question was asked, and a model that answers badly on a
 deferred question leaves the decline, never an answer from passages the rule did not find to
-cover it. The real gate and answerer, a scripted LLM (tests/test_gate_deferral.py's stack)."""
+cover it. The real gate and answerer, a scripted LLM (tests/core/gate/test_deferral.py's stack)."""
 
 from __future__ import annotations
 

@@ -2,8 +2,8 @@
 _FAULT), so an error line in front of an off-topic ask, an error said over and over, or an error
 from another stack must still be refused — the fault form says that a message asks, never that
 the KB covers it (docs/BENCHMARKS.md, "Gate coverage on an ML platform team's KB"). The ML
-platform team's KB (tests/data/fourth_team/kb); real embedder (USE), Milvus Lite, embedded Redis;
-no LLM."""
+platform team's KB (tests/data/teams/ml_platform/kb); real embedder (USE), Milvus Lite,
+embedded Redis; no LLM."""
 
 from __future__ import annotations
 

@@ -47,12 +47,14 @@ def data(tmp_path: Path) -> Path:
         tmp_path / "demo_coverage_holdout.jsonl",
         json.dumps({"text": "What is LUMEN_X?", "covered": True, "kind": "kb"}) + "\n",
     )
-    _write(tmp_path / "pine_team" / "covered.txt", "# a comment\nHow do I deploy pine?\n\n")
-    _write(tmp_path / "pine_team" / "uncovered.txt", "Is it raining?\n  Who won the match?  \n")
-    _write(tmp_path / "pine_team" / "probe_covered.txt", "PINE_PORT?\n")
-    _write(tmp_path / "pine_team" / "probe_uncovered.txt", "How old is PINE_PORT?\n")
-    _write(tmp_path / "oak_team" / "covered.txt", "oak?\n")
-    _write(tmp_path / "oak_team" / "uncovered.txt", "")
+    _write(tmp_path / "teams" / "pine" / "covered.txt", "# a comment\nHow do I deploy pine?\n\n")
+    _write(
+        tmp_path / "teams" / "pine" / "uncovered.txt", "Is it raining?\n  Who won the match?  \n"
+    )
+    _write(tmp_path / "teams" / "pine" / "probe_covered.txt", "PINE_PORT?\n")
+    _write(tmp_path / "teams" / "pine" / "probe_uncovered.txt", "How old is PINE_PORT?\n")
+    _write(tmp_path / "teams" / "oak" / "covered.txt", "oak?\n")
+    _write(tmp_path / "teams" / "oak" / "uncovered.txt", "")
     _write(
         tmp_path / "identifier_probes.tsv",
         "# kb<TAB>label<TAB>text\ndemo\t1\tWhat is LUMEN_X?\npine\t0\tIs PINE_PORT tall?\n",
@@ -82,7 +84,7 @@ def test_every_set_format_is_read_into_named_sets(data: Path) -> None:
         "idprobes-pine": [("pine", "Is PINE_PORT tall?", False)],
         "xl-oak": [("oak", "橡树怎么部署？", True)],
     }
-    assert fh.kb_docs("pine", data) == data / "pine_team" / "kb"
+    assert fh.kb_docs("pine", data) == data / "teams" / "pine" / "kb"
     assert fh.kb_docs("demo", data) == fh.DEMO_DOCS
 
 

@@ -1,7 +1,8 @@
 """An answer source whose answers are scripted per question, recording every call.
 
 For tests of the conversation loop, where what matters is what the assistant does with an
-answer or a refusal, not how the answer was found (tests/test_answer.py covers that).
+answer or a refusal, not how the answer was found (tests/core/answer/test_pipeline_extractive.py
+covers that).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 A CancelledError that races with a library's own cleanup is sometimes lost (seen with PTB's
 getUpdates through httpcore/anyio, and with a redis-py command under load): the task carries on
 as if never cancelled. Before `cancel_until_done`, `LeasedWork.stop()` then waited for ever and
-the lease was never given up (a CI run hung for 300 s in tests/test_telegram_replicas.py)."""
+the lease was never given up (a CI run hung for 300 s in test_telegram_replicas.py)."""
 
 from __future__ import annotations
 

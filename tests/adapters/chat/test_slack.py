@@ -58,7 +58,7 @@ def make_adapter(slack: FakeSlack, recorder: Recorder, **options: Any) -> SlackA
         feedback=recorder.record_feedback,
         api_url=slack.api_url,
         stream_interval=options.pop("stream_interval", 0.05),
-        # These tests are about edit-streaming; native streaming: tests/test_slack_native_stream.py
+        # These tests are about edit-streaming; native streaming: test_slack_stream.py
         native_streaming=options.pop("native_streaming", False),
         **options,
     )

@@ -1,5 +1,5 @@
 """Indexing and answering end to end on the embedded stores, without an LLM (the LLM paths are
-in test_answer_pipeline.py)."""
+in test_pipeline.py)."""
 
 from __future__ import annotations
 

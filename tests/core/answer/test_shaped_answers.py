@@ -1,7 +1,8 @@
 """The no-model answer shaped by the document (core.answer.shaped, core.answer.sections): the
 answering line first, then its section's blocks whole, then `file › section`; one source,
 cited [1]. Small inline documents; the lines' ranking is given (best_sentences is tested in
-test_answer.py and test_extractive_lines.py), except where the whole path is the point."""
+test_pipeline_extractive.py and test_extractive_lines.py), except where the whole path is the
+point."""
 
 from __future__ import annotations
 
