@@ -32,9 +32,9 @@ from core.gate.gate import Gate
 from core.gate.kb_terms import KbTerms
 from core.gate.prior import asks
 from core.gate.request import analyse, answer_kinds, find_request
-from core.gate.terms import content_terms
+from core.language.terms import content_terms
+from core.language.text import CJK_RUN
 from core.models import VectorHit
-from core.text import CJK_RUN
 from core.vector_cache import Snapshot
 from tests.team_kb import assert_first_hour_target, read_set, team_gate
 

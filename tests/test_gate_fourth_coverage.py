@@ -27,8 +27,8 @@ from core.gate.gate import Gate
 from core.gate.kb_terms import KbTerms
 from core.gate.prior import asks
 from core.gate.request import analyse
-from core.gate.terms import content_terms, is_empty_request
-from core.text import CJK_RUN
+from core.language.terms import content_terms, is_empty_request
+from core.language.text import CJK_RUN
 from tests.team_kb import assert_first_hour_target, read_set, team_gate
 
 KB = "fourth"

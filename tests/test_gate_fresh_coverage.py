@@ -24,8 +24,8 @@ import pytest_asyncio
 from core.gate.coverage import judge
 from core.gate.gate import Gate
 from core.gate.kb_terms import HEADED_TERMS, SUBJECT_MIN_CHUNKS, KbTerms
-from core.gate.terms import agent_forms, content_terms
-from core.text import CJK_RUN
+from core.language.terms import agent_forms, content_terms
+from core.language.text import CJK_RUN
 from tests.team_kb import assert_first_hour_target, read_set, team_gate
 
 KB = "fresh"

@@ -9,9 +9,9 @@ from __future__ import annotations
 import pytest
 
 import tests.test_gate_deferral as deferral
-from core.answer.wording import DECLINE_UNSAFE, NOT_COVERED
 from core.conversation import FinalReply, Refusal
-from core.gate.decision import DEFERRED_SCORE
+from core.decision import DEFERRED_SCORE
+from core.language.wording import DECLINE_UNSAFE, NOT_COVERED
 from tests.fakes.fake_llm import FakeLLM
 from tests.test_gate_deferral import (
     ANSWER,
