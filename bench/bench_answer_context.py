@@ -4,7 +4,7 @@
 
 For the first --limit covered messages of a `tacit eval answers` set, the retriever's context
 (no model: NLP keywords), and of it the knowledge-graph facts the answer prompt numbers after
-the sources (core.answer.context_text.numbered_facts): their count and characters, beside the
+the sources (core.retrieve.context_text.numbered_facts): their count and characters, beside the
 sources' characters. --show N prints the first N questions' facts.
 """
 
@@ -17,7 +17,7 @@ from pathlib import Path
 
 from bot.settings import Settings
 from bot.wiring import open_services
-from core.answer.context_text import numbered_facts, numbered_sources
+from core.retrieve.context_text import numbered_facts, numbered_sources
 
 
 async def measure(home: Path, kb: str, asked: list[str], show: int) -> None:

@@ -50,7 +50,7 @@ from starlette.requests import Request  # noqa: E402
 from starlette.responses import JSONResponse, Response, StreamingResponse  # noqa: E402
 from starlette.routing import Route  # noqa: E402
 
-from core.text import count_tokens  # noqa: E402
+from core.language.text import count_tokens  # noqa: E402
 from tests.fakes.loopback_server import ServedApp  # noqa: E402
 
 SEEDBENCH = ROOT.parent / "shared" / "data" / "seedbench"
@@ -463,9 +463,9 @@ async def _single_shot(
     server: LatencyModelServer, llm: Any, retriever: Any, source: str, kb: str, question: str
 ) -> Result:
     import prompts
-    from core.answer.context_text import numbered_sources
+    from core.language.text import detect_language
     from core.retrieve.context import RetrievedContext
-    from core.text import detect_language
+    from core.retrieve.context_text import numbered_sources
 
     mark = server.mark()
     started = time.perf_counter()
@@ -489,8 +489,8 @@ async def _lightrag(
     server: LatencyModelServer, llm: Any, retriever: Any, source: str, kb: str, question: str
 ) -> Result:
     import prompts
-    from core.answer.context_text import knowledge_lines, numbered_sources
-    from core.text import detect_language
+    from core.language.text import detect_language
+    from core.retrieve.context_text import knowledge_lines, numbered_sources
 
     mark = server.mark()
     started = time.perf_counter()

@@ -42,9 +42,9 @@ from pydantic import ValidationError  # noqa: E402
 
 from core.answer.events import Answer, Final  # noqa: E402
 from core.errors import LLMBadResponse  # noqa: E402
+from core.language.text import count_tokens  # noqa: E402
 from core.models import Completion, Prompt, TokenUsage  # noqa: E402
 from core.ports import ModelT  # noqa: E402
-from core.text import count_tokens  # noqa: E402
 
 KB = "demo"
 

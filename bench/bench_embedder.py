@@ -43,7 +43,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from core.text import CJK_CHAR, CJK_IDEOGRAPHS  # noqa: E402
+from core.language.text import CJK_CHAR, CJK_IDEOGRAPHS  # noqa: E402
 
 DATA = REPO.parent / "shared" / "data"
 BATCH_SIZES = (1, 32, 128)

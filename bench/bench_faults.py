@@ -753,9 +753,9 @@ def replies_by_message(sent: list[dict[str, Any]]) -> dict[tuple[int, int], list
 
 
 def reply_kind(text: str) -> str:
-    """An answer, the apology for a failure (core/answer/wording.py FAILED), or not covered."""
+    """An answer, the apology for a failure (core/language/wording.py FAILED), or not covered."""
     sys.path.insert(0, str(REPO))
-    from core.answer.wording import FAILED, NOT_COVERED
+    from core.language.wording import FAILED, NOT_COVERED
 
     if text in FAILED.values():
         return "failed"

@@ -47,7 +47,7 @@ from core.eval.datasets import read_messages  # noqa: E402
 from core.gate.fitting import confusion  # noqa: E402
 from core.gate.gate import Gate  # noqa: E402
 from core.gate.store import delete_fit  # noqa: E402
-from core.text import detect_language  # noqa: E402
+from core.language.text import detect_language  # noqa: E402
 
 DATA = REPO.parent / "shared" / "data"
 KB = "refusal"

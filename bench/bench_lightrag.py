@@ -50,6 +50,7 @@ from adapters.graph import SQLiteGraphStore  # noqa: E402
 from adapters.vector import MilvusVectorStore  # noqa: E402
 from core.index.graph_vectors import GraphVectorSync, PendingVectors  # noqa: E402
 from core.index.pipeline import embedding_text  # noqa: E402
+from core.language.text import count_tokens  # noqa: E402
 from core.models import (  # noqa: E402
     ChunkRecord,
     Completion,
@@ -61,7 +62,6 @@ from core.models import (  # noqa: E402
     VectorRecord,
 )
 from core.retrieve.retriever import RetrievalOptions, Retriever  # noqa: E402
-from core.text import count_tokens  # noqa: E402
 from core.vector_cache import VectorCache, documents_version  # noqa: E402
 
 KB = "synthetic"

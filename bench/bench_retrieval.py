@@ -15,7 +15,7 @@ Keywords: the NLP ones (no LLM). Per question and method, the ranked chunk list 
 ranked list of paragraphs (a paragraph's first chunk counts):
 - recall@k: share of the supporting paragraphs among the first k paragraphs, averaged;
 - all@4k: share of questions with every supporting paragraph within the first 4,000 tokens
-  of chunks (core.text.count_tokens).
+  of chunks (core.language.text.count_tokens).
 
 Prints a Markdown table; writes JSON to bench/results/.
 """

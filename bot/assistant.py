@@ -23,7 +23,6 @@ from bot.conversation_state import ChannelConfig, ConversationState, Decision
 from bot.gate_labels import GateLabels, Label, label_decision
 from bot.thread_memory import ThreadMemory
 from core.answer.events import AnswerEvent, Delta, Final, Retract, Status
-from core.answer.wording import FAILED, NOT_COVERED, SLOW_DOWN
 from core.conversation import (
     Feedback,
     FinalReply,
@@ -34,10 +33,11 @@ from core.conversation import (
     TextDelta,
     Thinking,
 )
+from core.decision import is_deferred
 from core.errors import InputError, StoreError, TacitError
-from core.gate.decision import is_deferred
+from core.language.text import detect_language
+from core.language.wording import FAILED, NOT_COVERED, SLOW_DOWN
 from core.models import ChatMessage
-from core.text import detect_language
 
 logger = logging.getLogger(__name__)
 

@@ -26,8 +26,8 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 
 from core.errors import InputError
+from core.language.words import normalise
 from core.ports import StateStore
-from core.words import normalise
 
 if TYPE_CHECKING:
     from core.gate.gate import Gate

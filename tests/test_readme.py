@@ -145,9 +145,9 @@ def test_the_rule_table_names_modules_and_symbols_that_exist() -> None:
 
 
 def test_the_rule_table_check_finds_a_moved_symbol_and_a_missing_module() -> None:
-    # core/gate/features.py imports normalise from core/words.py: named there, it is stale
+    # core/gate/features.py imports normalise from core/language/words.py: named there, it is stale
     assert missing_from_the_code("`core/gate/features.py` (`normalise`)") == [
         "core/gate/features.py: normalise"
     ]
-    assert missing_from_the_code("`core/words.py` (`normalise`, `fold`)") == []
+    assert missing_from_the_code("`core/language/words.py` (`normalise`, `fold`)") == []
     assert missing_from_the_code("`core/nowhere.py`, `prompts/*.j2`") == ["core/nowhere.py"]

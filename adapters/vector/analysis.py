@@ -4,12 +4,13 @@ index (adapters/vector/bm25_index.py), so both find the same chunks for the same
 jieba segments Chinese into words and English on spaces and punctuation, so one analyzer serves
 the zh+en KBs Tacit is built for. Milvus servers ship jieba; Lite and the in-process index need
 the `jieba` package. Both run jieba's search mode (`cut_for_search`, through
-core.chinese_words: a long word also yields the dictionary words inside it), lower-case, and
-drop the stop words below. (The standard analyzer splits on non-word characters only: a run of
-Chinese characters becomes a single token and Chinese lexical search finds nothing.)
+core.language.chinese_words: a long word also yields the dictionary words inside it),
+lower-case, and drop the stop words below. (The standard analyzer splits on non-word characters
+only: a run of Chinese characters becomes a single token and Chinese lexical search finds
+nothing.)
 
-The in-process index also folds Latin diacritics first (core.text.fold_diacritics), at index
-and at query time alike: jieba cuts a word at its first non-ASCII letter ("Aschenbrödel" ->
+The in-process index also folds Latin diacritics first (core.language.text.fold_diacritics),
+at index and at query time alike: jieba cuts a word at its first non-ASCII letter ("Aschenbrödel" ->
 "aschenbr", "ö", "del"), so a question spelling "Aschenbrodel" found nothing. Chinese,
 Japanese and Korean text is left as it was. Milvus's own BM25 function (a server, or Lite with
 lexical="milvus") runs DEFAULT_ANALYZER on the stored text and does not fold, on both sides
@@ -25,8 +26,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from core.chinese_words import search_words
-from core.text import fold_diacritics
+from core.language.chinese_words import search_words
+from core.language.text import fold_diacritics
 
 # Bumped whenever analyse() cuts any text differently: saved in-process indexes record it.
 ANALYSER_VERSION = 2

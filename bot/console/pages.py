@@ -15,8 +15,8 @@ from adapters.http_body import BodyRejected
 from bot.console import overview
 from bot.console.auth import Session
 from bot.console.context import Console, logger
+from core.decision import is_deferred
 from core.decision_log import JUDGED_BY_MODEL, DecisionFilter
-from core.gate.decision import is_deferred
 
 PAGE_SIZE = 50
 OUTCOME_CHOICES = ("answered", "declined", "silent", "rate_limited", "ignored", "command", "error")

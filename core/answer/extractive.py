@@ -19,13 +19,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from core.asked_values import ASKED_VALUES
-from core.gate.terms import LATIN_WORD, Term, content_terms, term_key
+from core.language.asked_values import ASKED_VALUES
+from core.language.rows import StepPattern
+from core.language.terms import LATIN_WORD, Term, content_terms, term_key
+from core.language.text import CJK_RUN, LEADS_IN, cjk_pairs, split_sentences
+from core.language.words import fold, is_identifier
 from core.ports import Embedder
-from core.reason.rows import StepPattern
 from core.retrieve.context import ScoredChunk
-from core.text import CJK_RUN, LEADS_IN, cjk_pairs, split_sentences
-from core.words import fold, is_identifier
 
 _WORD = re.compile(r"[A-Za-z0-9_.:-]{3,}")
 _DIGITS = re.compile(r"[0-9]+")
@@ -291,9 +291,9 @@ def _overlap(
     for GW-101) and not the identifier is about the sibling: its terms count for nothing. An
     acronym the question writes is held where a line spells it out (_spelled_out); what a
     question word asks for (a duration for "how long", a person for "who", a time or a date for
-    "when": core.asked_values) is one more asked term, held by a line about what is named that
-    writes one. With no content term, the share of the question's words and character pairs
-    (_terms). `held`:
+    "when": core.language.asked_values) is one more asked term, held by a line about what is
+    named that writes one. With no content term, the share of the question's words and character
+    pairs (_terms). `held`:
     the candidates that hold a name and every asked word however written (asked_of), which
     hold all the terms."""
     terms = {t.surface: t for t in content_terms(question)}
@@ -488,7 +488,7 @@ def named_and_asked(question: str) -> tuple[list[str], list[str]]:
 
 def asked_of(names: Sequence[str], asked: Sequence[str]) -> StepPattern:
     """What a row or line holds when it answers: one of the names and every word asked of it
-    (core.reason.rows matching: "owns" is held by a table headed `Owner`)."""
+    (core.language.rows matching: "owns" is held by a table headed `Owner`)."""
     return StepPattern.of([f"{name} {' '.join(asked)}" for name in names], ())
 
 

@@ -42,14 +42,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal, TypeVar
 
 import prompts
-from core.answer.context_text import (
-    cited,
-    knowledge_lines,
-    numbered_sources,
-    render_cited,
-    render_context,
-    valid_marks,
-)
+from core.answer.coverage_check import CoverageCheck
 from core.answer.events import (
     Answer,
     AnswerEvent,
@@ -73,15 +66,15 @@ from core.answer.screened_llm import ScreenedLLM, ScreenedOut
 from core.answer.shaped import Shaped, numbered, shape
 from core.answer.trace import StageRecord, Trace
 from core.answer.widening import Seen, cited_keys, fit, recut
-from core.answer.wording import (
+from core.errors import EmbedderError, InputError, LLMError, StoreError
+from core.language.text import Language, detect_language
+from core.language.wording import (
     CUT_SHORT,
     MAX_QUESTION_CHARS,
     NOT_COVERED,
     STAGE_STATUS,
     Stage,
 )
-from core.errors import EmbedderError, InputError, LLMError, StoreError
-from core.gate.coverage import CoverageRule
 from core.model_output import is_refusal, without_pleasantries, without_reasoning
 from core.models import ChatMessage
 from core.ports import LLM, Embedder
@@ -100,9 +93,16 @@ from core.reason.plan import (
 )
 from core.reason.verify import postcheck, precheck
 from core.retrieve.context import Keywords, RetrievedContext, ScoredChunk
+from core.retrieve.context_text import (
+    cited,
+    knowledge_lines,
+    numbered_sources,
+    render_cited,
+    render_context,
+    valid_marks,
+)
 from core.retrieve.keywords import nlp_keywords
 from core.retrieve.retriever import Retriever
-from core.text import Language, detect_language
 from core.vector_cache import DocumentListing
 
 T = TypeVar("T")
@@ -124,7 +124,7 @@ class PipelineOptions:
     stage_timeout: float = 60.0  # seconds per stage before it degrades to the next
     follow_ups: bool = True  # rewrite a follow-up into a standalone question
     min_score: float = 0.25  # below this best chunk similarity the KB does not cover it
-    coverage: CoverageRule | None = None  # the gate's coverage rule; replaces min_score when set
+    coverage: CoverageCheck | None = None  # the gate's coverage rule; replaces min_score when set
     evidence_sentences: int = 3  # extractive answers
     extractive_chunks: int = 5  # chunks an extractive answer picks its sentences from
     extractive_entries: int = 2  # entry passages of the question's names read beside them

@@ -15,9 +15,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from core.answer.context_text import numbered_facts
 from core.retrieve.budget import chunk_tokens, entity_tokens, relation_tokens, within_budget
 from core.retrieve.context import RetrievedContext, ScoredChunk, ScoredEntity, ScoredRelation
+from core.retrieve.context_text import numbered_facts
 
 
 @dataclass(slots=True)

@@ -34,7 +34,7 @@ an auxiliary or an imperative verb, or that ends with a question mark — and me
 on its terms; the words around it only count when the request itself has no content ("what
 now?"). A message that repeats one term is not a question about it.
 
-The parts: a message's terms and their weights (core.gate.terms), the request it makes
+The parts: a message's terms and their weights (core.language.terms), the request it makes
 (core.gate.request), the KB's terms and look-ups (core.gate.kb_terms), the evidence of the
 terms in the KB (core.gate.evidence); here the thresholds, the verdict (judge) and the rule run
 against a KB (CoverageRule). The look-ups are pure: the KB's terms come from the chunk texts the
@@ -66,7 +66,7 @@ from core.gate.kb_terms import (
 )
 from core.gate.request import Analysis, analyse, find_request
 from core.gate.rivals import ScriptWords
-from core.gate.terms import Term, distinct_terms, is_cjk, month_in
+from core.language.terms import Term, distinct_terms, is_cjk, month_in
 from core.models import Collection, VectorHit
 from core.ports import Embedder, Vectors
 from core.vector_cache import Snapshot

@@ -1,6 +1,6 @@
 """What the KB holds of a message's terms: the evidence the coverage rule weighs.
 
-For the distinct terms of a request (core.gate.terms), looked up in the KB (core.gate.kb_terms)
+For the distinct terms of a request (core.language.terms), looked up in the KB (core.gate.kb_terms)
 or found in a passage of the other script by translation: the share of their weight the KB
 holds, the share the best single passage holds together, the names found, and how much of the
 ask (the words that are not names) that passage holds, in each script the message is written
@@ -15,10 +15,10 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from core.asked_values import writes
 from core.gate.kb_terms import SUBJECT_MIN_CHUNKS, KbTerms, Translations, findable
-from core.gate.terms import ASK_WEIGHT, NUMBER, Term, distinct_terms, is_cjk
-from core.text import LEADS_IN
+from core.language.asked_values import writes
+from core.language.terms import ASK_WEIGHT, NUMBER, Term, distinct_terms, is_cjk
+from core.language.text import LEADS_IN
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,8 +13,8 @@ import re
 from collections import Counter
 from functools import lru_cache
 
-from core.text import CJK_CHAR, CJK_IDEOGRAPHS, CJK_RUN, cjk_pairs
-from core.words import normalise
+from core.language.text import CJK_CHAR, CJK_IDEOGRAPHS, CJK_RUN, cjk_pairs
+from core.language.words import normalise
 
 # Terms the vocabulary model learns from: Latin words (identifiers such as `mmdeploy` or
 # `onnxruntime` are whole words), and Chinese characters with their bigrams — Chinese has no

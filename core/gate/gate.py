@@ -36,22 +36,22 @@ import numpy.typing as npt
 from pydantic import BaseModel
 
 import prompts
-from core.answer.wording import DECLINE_NOT_A_QUESTION, DECLINE_UNSAFE, KB_EMPTY, NOT_COVERED
 from core.conversation import Message
+from core.decision import DEFERRED_SCORE, INTENTS, GateDecision, Intent, Stage
 from core.errors import InputError, LLMBadResponse, LLMError, StoreError, StoreUnavailable
 from core.gate.coverage import CoverageOptions, CoverageRule
-from core.gate.decision import DEFERRED_SCORE, INTENTS, GateDecision, Intent, Stage
 from core.gate.features import content_to_score, message_content
 from core.gate.model import DEFAULT_FOLDS, GateFit, Matrix, cue_matrix, feature_matrix
 from core.gate.prior import PriorScore, RequestPrior, shipped_prior
 from core.gate.signals import CHUNKS_PER_MESSAGE, has_graph_vectors, kb_features
 from core.gate.store import fit_command, fit_stamp, load_fit, save_fit
 from core.kb import validate_kb_name
+from core.language.text import Language, detect_language
+from core.language.wording import DECLINE_NOT_A_QUESTION, DECLINE_UNSAFE, KB_EMPTY, NOT_COVERED
+from core.language.words import normalise
 from core.models import VectorHit
 from core.ports import LLM, Embedder, StateStore, VectorStore
-from core.text import Language, detect_language
 from core.vector_cache import CacheOptions, VectorCache
-from core.words import normalise
 
 _COMMAND = re.compile(r"^/[A-Za-z_][\w@-]*(\s|$)")  # /start, /help@tacit_bot
 # A letter or digit of any script: Chinese characters are letters to Unicode (\w matches them).

@@ -2,7 +2,7 @@
 
 The coverage rule (core.gate.coverage) asks of every term of a message which passages hold it.
 KbTerms indexes a KB's chunk texts once per KB version (Latin words by the keys
-core.gate.terms gives a message's words, CJK text by its pairs of characters, each passage's
+core.language.terms gives a message's words, CJK text by its pairs of characters, each passage's
 heading path apart) and answers exactly, with one typo for a name, by a word's agent noun, by
 the KB's own subject, and for a CJK word jieba cut across the KB's own vocabulary, as the KB
 writes it. Here too: two CJK words the KB writes as one compound, and which passages of the
@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
-from core.gate.terms import (
+from core.language.terms import (
     CJK_QUESTION,
     FUNCTION_ZIPF,
     LATIN_WORD,
@@ -32,8 +32,8 @@ from core.gate.terms import (
     specificity,
     term_key,
 )
-from core.text import CJK_RUN, Language, cjk_pairs, detect_language
-from core.words import fold, zipf
+from core.language.text import CJK_RUN, Language, cjk_pairs, detect_language
+from core.language.words import fold, zipf
 
 # A name in more than half of the passages of a KB of at least this many is the KB's subject
 # (KbTerms.lookup): in a KB of a few passages, most of them sharing a name says nothing.
@@ -54,7 +54,7 @@ class KbTerms:
     chunks: int
     by_prefix: dict[str, list[str]] = field(default_factory=dict)
     texts: tuple[str, ...] = ()
-    languages: tuple[Language, ...] = ()  # each chunk's language (core.text's one rule)
+    languages: tuple[Language, ...] = ()  # each chunk's language (core.language.text's one rule)
     rows: dict[str, int] = field(default_factory=dict)  # chunk id → its index
     # each passage's words (words()) by its text: a text the KB holds twice, or that an earlier
     # version of the KB held (carry_words), is cut into words once

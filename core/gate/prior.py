@@ -37,8 +37,8 @@ from pathlib import Path
 from typing import Any
 
 from core.gate.model import logistic
-from core.text import CJK_CHAR
-from core.words import normalise
+from core.language.text import CJK_CHAR
+from core.language.words import normalise
 
 WEIGHTS = Path(__file__).parent / "data" / "request_prior.json.gz"
 FORMAT = 1

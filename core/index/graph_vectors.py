@@ -17,10 +17,10 @@ from dataclasses import dataclass, field
 from core.errors import LLMError
 from core.index.document_store import GraphDescriptions
 from core.index.embedding import RunEmbedder
+from core.language.text import count_tokens, detect_language
 from core.model_output import clean_text_reply, is_refusal
 from core.models import Collection, DeletionReport, Entity, Relation, VectorRecord, normalise_name
 from core.ports import LLM, Embedder, VectorStore
-from core.text import count_tokens, detect_language
 from prompts import render
 
 # Embedding cost grows with text length, and the first descriptions say what a thing is: a

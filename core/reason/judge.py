@@ -35,10 +35,10 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, field_validator
 
 import prompts
-from core.gate.terms import content_terms
+from core.language.terms import content_terms
+from core.language.text import Language
 from core.model_output import read_score
 from core.ports import LLM
-from core.text import Language
 
 Action = Literal["accept", "widen", "stop"]
 

@@ -11,9 +11,9 @@ from collections.abc import Callable, Sequence
 from functools import lru_cache
 from typing import TypeVar
 
+from core.language.text import count_tokens
 from core.models import ChunkRecord, Entity, Relation
 from core.retrieve.context import ScoredChunk, ScoredEntity, ScoredRelation
-from core.text import count_tokens
 
 T = TypeVar("T")
 

@@ -9,7 +9,7 @@ mention the gateway (docs/BENCHMARKS.md, "Plan steps across languages").
 
 The subject is the part spelt alike in both languages, so the entries start from it: the
 passages that write the name (its best BM25 hits), and in them each row (with its table's
-header) or line holding it (core.reason.rows). Each entry is scored word to word: for every
+header) or line holding it (core.language.rows). Each entry is scored word to word: for every
 content word of the predicate, the nearest of the entry's own words by the multilingual
 embedder (负责人 ~ owner, 端口 ~ port, 默认值 ~ default), averaged over the predicate's words.
 Word to word rather than the entry's vector against the predicate's: a word is compared with a
@@ -22,8 +22,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from core.language.rows import StepPattern, content_words
 from core.ports import VectorStore
-from core.reason.rows import StepPattern, content_words
 from core.retrieve.context import ScoredChunk
 from core.retrieve.graph_reader import GraphReader
 from core.word_vectors import WordVectors

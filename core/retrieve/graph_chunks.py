@@ -28,12 +28,12 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from core.language.text import fold_diacritics
 from core.models import normalise_name, unique_in_order
 from core.ports import VectorStore
 from core.retrieve.context import ScoredEntity
 from core.retrieve.graph_reader import GraphReader
 from core.retrieve.names import passage_names
-from core.text import fold_diacritics
 
 _QUALIFIER = re.compile(r"\s*\([^)]*\)\s*$")  # "Kiss and Tell (1945 film)" names "kiss and tell"
 

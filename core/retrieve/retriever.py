@@ -59,7 +59,7 @@ class RetrievalOptions:
     chunk_top_k: int = 20
     lexical: bool = True
     hops: int = 1
-    node_edge_budget: int = 8000  # tokens (core.text.count_tokens)
+    node_edge_budget: int = 8000  # tokens (core.language.text.count_tokens)
     chunk_budget: int = 12000
     expand_low_level: bool = False  # also search entities with the high-level keywords
     exact_match: bool = False  # entities by exact normalised name instead of vectors

@@ -3,9 +3,9 @@
 Milvus Lite keeps no MVCC timestamps, so pymilvus's query iterator warned on every page-by-page
 read ("failed to get mvccTs…", twice in `tacit demo`); jieba announces loading its dictionary
 ("Building prefix dict…", "Loading model cost…") at DEBUG on its own stderr handler. Both are
-silenced where Tacit opens the library (adapters/vector/lite.py; core/chinese_words.py, the one
-module that imports jieba, which import-linter holds to), and only those messages: pymilvus's
-other warnings still show.
+silenced where Tacit opens the library (adapters/vector/lite.py;
+core/language/chinese_words.py, the one module that imports jieba, which import-linter holds
+to), and only those messages: pymilvus's other warnings still show.
 """
 
 from __future__ import annotations
@@ -79,9 +79,9 @@ async def test_lite_page_by_page_reads_do_not_warn_about_mvcc_timestamps(
     "first_cut",
     [
         "from adapters.vector.analysis import analyse\nassert analyse('每周五几点之后禁止发布')",
-        "from core.index.nlp_extract import chinese_terms\n"
+        "from core.language.phrases import chinese_terms\n"
         "assert chinese_terms('每周五几点之后禁止向生产环境发布', 3)",
-        "from core.gate.terms import is_empty_request\n"
+        "from core.language.terms import is_empty_request\n"
         "assert not is_empty_request('告警规则怎么配置')",
     ],
     ids=["bm25-analyser", "index-key-terms", "gate-coverage"],
@@ -89,7 +89,7 @@ async def test_lite_page_by_page_reads_do_not_warn_about_mvcc_timestamps(
 def test_jieba_loads_its_dictionary_silently(tmp_path: Path, first_cut: str) -> None:
     """In a fresh process with no dictionary cache (jieba initialises once per process and
     caches its prefix dict in the temporary directory), the first cut prints nothing, whichever
-    of core.chinese_words's three callers makes it."""
+    of core.language.chinese_words's three callers makes it."""
     root = REPO
     result = subprocess.run(
         [sys.executable, "-c", first_cut],

@@ -16,7 +16,7 @@ import pytest
 from adapters.state.redis_store import RedisStateStore
 from bot.conversation_state import ConversationState
 from bot.settings import ConversationSettings
-from core.gate.decision import DEFERRED_SCORE
+from core.decision import DEFERRED_SCORE
 from tests.bot.console.test_auth import PROXY, app_for, client, store
 from tests.bot.console.test_decisions import decision
 

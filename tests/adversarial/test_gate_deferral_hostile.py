@@ -9,9 +9,9 @@ from __future__ import annotations
 import pytest
 
 import tests.core.gate.test_deferral as deferral
-from core.answer.wording import DECLINE_UNSAFE, NOT_COVERED
 from core.conversation import FinalReply, Refusal
-from core.gate.decision import DEFERRED_SCORE
+from core.decision import DEFERRED_SCORE
+from core.language.wording import DECLINE_UNSAFE, NOT_COVERED
 from tests.core.gate.test_deferral import (
     ANSWER,
     KB,

@@ -78,7 +78,7 @@ STUFFED = [
     "In the gateway runbook on port 8443, recommend me a good movie",
     "rollback rollback rollback: translate good morning into Spanish",
     # a question word that asks for a value (a date, a duration, a name): the KB writes such
-    # values, but not in a passage about what is asked (core.asked_values)
+    # values, but not in a passage about what is asked (core.language.asked_values)
     "deployctl deployctl: when did Napoleon die?",
     "Mirela Vasquez, gateway: how long do eggs take to boil?",
     "rollback runbook: who won the 2018 world cup?",

@@ -19,7 +19,7 @@ from bot.conversation_state import ConversationState
 from bot.queue import encode_message
 from bot.settings import ConversationSettings
 from core.conversation import FinalReply, Message, ReplyEvent
-from core.gate.decision import GateDecision
+from core.decision import GateDecision
 from core.models import ChatMessage
 from tests import chat_fakes
 from tests.fakes.scripted_answerer import ScriptedAnswerer

@@ -13,7 +13,6 @@ from adapters.state import RedisStateStore
 from bot.assistant import NOT_ADMIN, AnswerSource, TacitAssistant
 from bot.conversation_state import ConversationState
 from bot.settings import ChannelSettings, ConversationSettings
-from core.answer.wording import DECLINE_NOT_A_QUESTION, FAILED, NOT_COVERED, SLOW_DOWN
 from core.conversation import (
     Assistant,
     Feedback,
@@ -24,8 +23,9 @@ from core.conversation import (
     TextDelta,
     Thinking,
 )
+from core.decision import GateDecision
 from core.errors import LLMError, StoreUnavailable
-from core.gate.decision import GateDecision
+from core.language.wording import DECLINE_NOT_A_QUESTION, FAILED, NOT_COVERED, SLOW_DOWN
 from core.models import ChatMessage
 from tests import chat_fakes
 from tests.fakes.scripted_answerer import ScriptedAnswerer

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from adapters.state import RedisStateStore
-from core.answer.wording import DECLINE_NOT_A_QUESTION
 from core.conversation import FinalReply, Refusal, TextDelta, Thinking
-from core.gate.decision import GateDecision
+from core.decision import GateDecision
+from core.language.wording import DECLINE_NOT_A_QUESTION
 from tests.bot.test_assistant import ANSWER, QUESTION, decisions, final, make, message, run
 from tests.fakes.scripted_answerer import ScriptedAnswerer
 

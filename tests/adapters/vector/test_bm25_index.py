@@ -19,8 +19,8 @@ from adapters.vector import MilvusVectorStore
 from adapters.vector.analysis import DEFAULT_ANALYZER, analyse
 from adapters.vector.bm25_index import BM25Indexes, analyse_texts
 from core.errors import ConfigError
+from core.language.text import fold_diacritics
 from core.models import VectorRecord
-from core.text import fold_diacritics
 
 DIM = 8
 DOCS = {

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from core.answer.wording import NOT_COVERED
+from core.language.wording import NOT_COVERED
 from tests.conftest import last_json
 from tests.core.gate.test_gate import BAD, DOCS, GOOD
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from adapters.state.redis_store import RedisStateStore
 from bot.conversation_state import ConversationState, Decision
 from bot.settings import ConversationSettings
-from core.gate.decision import DEFERRED_SCORE
+from core.decision import DEFERRED_SCORE
 from tests.bot.console.test_auth import PROXY, app_for, client, store
 
 __all__ = ["store"]  # the fixture, imported for this module's tests

@@ -14,7 +14,7 @@ from core.answer.extractive import (
     best_sentences,
     named_and_asked,
 )
-from core.asked_values import ASKED_VALUES
+from core.language.asked_values import ASKED_VALUES
 from core.models import ChunkRecord
 from core.retrieve.context import ScoredChunk
 

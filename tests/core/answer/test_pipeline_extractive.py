@@ -14,9 +14,9 @@ from adapters.graph.sqlite_store import SQLiteGraphStore
 from adapters.vector.milvus_store import MilvusVectorStore
 from core.answer.events import Answer, AnswerEvent, Final
 from core.answer.pipeline import MultiStageAnswerer, PipelineOptions
-from core.answer.wording import NOT_COVERED
 from core.errors import InputError
 from core.index.pipeline import Indexer, IndexOptions
+from core.language.wording import NOT_COVERED
 from core.models import ChunkRecord
 from core.retrieve.context import ScoredChunk
 from core.retrieve.retriever import Retriever
@@ -269,7 +269,7 @@ async def test_the_row_holding_the_name_and_what_is_asked_of_it_leads() -> None:
         "| schema-keeper | Priya Raghunathan | Sven Lindqvist |\n",
     )
     question = "Who owns loom-ingest?"
-    # "owns" is held by the column `Owner` (core.reason.rows matching), which the question's
+    # "owns" is held by the column `Owner` (core.language.rows matching), which the question's
     # words alone never match: the row ranked below the prose that repeats the name.
     chosen = await best_sentences(
         question,

@@ -18,14 +18,14 @@ import prompts
 from adapters.embedders.use import USEEmbedder
 from adapters.graph.sqlite_store import SQLiteGraphStore
 from adapters.vector.milvus_store import MilvusVectorStore
-from core.answer.context_text import numbered_facts
 from core.answer.events import Answer, AnswerEvent, Delta, Final, Retract
 from core.answer.pipeline import MultiStageAnswerer, PipelineOptions
 from core.errors import LLMError
 from core.index.pipeline import IndexOptions
+from core.language.text import count_tokens
 from core.models import Prompt
+from core.retrieve.context_text import numbered_facts
 from core.retrieve.retriever import RetrievalOptions, Retriever
-from core.text import count_tokens
 from tests.fakes.fake_llm import FakeLLM
 from tests.indexed_docs import indexed_stores
 
@@ -425,7 +425,7 @@ def _fact_of(description: str) -> str:
 
 
 def test_a_long_fact_is_cut_at_a_word() -> None:
-    from core.answer.context_text import MAX_FACT_CHARS
+    from core.retrieve.context_text import MAX_FACT_CHARS
 
     words = [f"delivery{i:03d}" for i in range(100)]  # each word once: the cut names its word
     text = _fact_of(" ".join(words))
@@ -475,8 +475,8 @@ def test_a_contexts_facts_are_worked_out_once_and_handed_out_as_copies() -> None
 
 
 def test_relations_with_one_description_are_one_fact_citing_every_pair() -> None:
-    from core.answer.context_text import valid_marks
     from core.answer.widening import cited_keys
+    from core.retrieve.context_text import valid_marks
 
     said = "Lumen components fail with TLS errors such as SSL handshake failed."
     context = _graph_context(
@@ -532,8 +532,8 @@ def test_a_fact_about_a_word_of_general_language_is_left_out() -> None:
 
 
 def test_a_question_is_no_fact_and_facts_are_capped() -> None:
-    from core.answer.context_text import MAX_FACTS_PER_KIND
     from core.models import Entity
+    from core.retrieve.context_text import MAX_FACTS_PER_KIND
 
     asked = Entity("bootstrap", "bootstrap", "term", ("How does Patroni bootstrap?",), ("c1",))
     assert _facts_of(asked) == []

@@ -13,7 +13,7 @@ import pytest
 from core.gate.coverage import MIN_ASK, Coverage, CoverageOptions, CoverageRule, judge
 from core.gate.kb_terms import KbTerms
 from core.gate.request import analyse, answer_kinds, find_request
-from core.gate.terms import (
+from core.language.terms import (
     content_terms,
     is_empty_request,
     light_words,
@@ -21,10 +21,10 @@ from core.gate.terms import (
     passage_words,
     repetition,
 )
+from core.language.text import Language
+from core.language.words import fold
 from core.models import VectorHit
-from core.text import Language
 from core.vector_cache import Snapshot
-from core.words import fold
 
 PASSAGES = [
     "# Glossary\nThis page says who owns each part.\n| Component | What it is | Owner |\n"

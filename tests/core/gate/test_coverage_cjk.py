@@ -9,7 +9,7 @@ import pytest
 from core.gate.coverage import judge
 from core.gate.kb_terms import KbTerms, compounds, within
 from core.gate.request import find_request
-from core.gate.terms import Term, content_terms, is_cjk, light_words
+from core.language.terms import Term, content_terms, is_cjk, light_words
 
 PASSAGES = [
     "配置项说明 > pay-gateway\n| `XINGTU_SIGN_ALGO` | `RSA2` | 验签算法，支持 `RSA2` 和 `SM2`，"
@@ -177,8 +177,7 @@ def test_a_jieba_without_its_name_model_tells_no_name_and_keeps_answering(
     # must leave the rule as it was before names were told, not break the gate.
     import jieba.posseg
 
-    from core import chinese_words
-    from core.gate import terms
+    from core.language import chinese_words, terms
 
     monkeypatch.delattr(jieba.posseg.prob_emit, "P")
     chinese_words._surnames.cache_clear()

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from core.gate.coverage import judge
 from core.gate.kb_terms import HEADED_TERMS, SUBJECT_MIN_CHUNKS, KbTerms
-from core.gate.terms import agent_forms, content_terms
+from core.language.terms import agent_forms, content_terms
 
 # --- the fixes the data-pipeline KB called for, one by one ------------------------------
 

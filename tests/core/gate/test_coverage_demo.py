@@ -8,7 +8,7 @@ tests/data/demo_coverage_holdout.jsonl after its first version, and never tuned 
 "cross_language" rows and the stuffing without punctuation at the end of each file came with
 cross-script coverage: the thresholds were measured on the first file's, not the holdout's. The
 "personal" rows (a person the KB names, asked about their life) and the covered questions about
-the same people at the end of each file came with light asks (core.gate.terms.light_words); the
+the same people at the end of each file came with light asks (core.language.terms.light_words); the
 last "personal" rows (an identifier asked about its tastes, a heavier word beside a light one the KB
 writes nowhere) with the unwritten-ask rule, the holdout's written before the code ran. The last
 17 rows of each file (what a config key or a service does, asked with verbs its own line does not

@@ -17,7 +17,7 @@ from core.gate.coverage import Coverage, CoverageRule, judge
 from core.gate.kb_terms import KbTerms
 from core.gate.prior import asks
 from core.gate.request import analyse, answer_kinds, find_request
-from core.gate.terms import content_terms
+from core.language.terms import content_terms
 from core.models import VectorHit
 from core.vector_cache import Snapshot
 

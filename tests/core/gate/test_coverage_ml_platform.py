@@ -10,7 +10,7 @@ from core.gate.coverage import judge
 from core.gate.kb_terms import KbTerms
 from core.gate.prior import asks
 from core.gate.request import analyse
-from core.gate.terms import content_terms, is_empty_request
+from core.language.terms import content_terms, is_empty_request
 
 # --- the fixes the ML platform KB called for, one by one --------------------------------
 

@@ -22,7 +22,7 @@ import pytest
 import pytest_asyncio
 
 from core.gate.gate import Gate
-from core.text import CJK_RUN
+from core.language.text import CJK_RUN
 from tests.conftest import TEST_DATA
 from tests.team_kb import assert_first_hour_target, read_set, team_gate
 

@@ -24,13 +24,13 @@ from bot.conversation_state import ConversationState
 from bot.settings import ConversationSettings
 from core.answer.events import Delta, Final
 from core.answer.pipeline import MultiStageAnswerer, PipelineOptions
-from core.answer.wording import NOT_COVERED
 from core.conversation import FinalReply, Message, Refusal, TextDelta
+from core.decision import DEFERRED_SCORE
 from core.errors import LLMError
-from core.gate.decision import DEFERRED_SCORE
 from core.gate.gate import DEFERRED_PREFIX, Gate, GateOptions
 from core.gate.store import delete_fit
 from core.index.pipeline import IndexOptions
+from core.language.wording import NOT_COVERED
 from core.retrieve.retriever import Retriever
 from tests.bot.test_assistant import message
 from tests.core.gate.test_gate import BAD, DOCS, GOOD

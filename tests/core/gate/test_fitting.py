@@ -17,7 +17,7 @@ from core.gate.model import (
     lexical_features,
     logistic_probabilities,
 )
-from core.words import normalise
+from core.language.words import normalise
 
 MESSAGES = [
     "mmdeploy 怎么安装？",

@@ -18,7 +18,6 @@ from adapters.embedders.use import USEEmbedder
 from adapters.graph.sqlite_store import SQLiteGraphStore
 from adapters.state import RedisStateStore
 from adapters.vector.milvus_store import MilvusVectorStore
-from core.answer.wording import DECLINE_NOT_A_QUESTION, DECLINE_UNSAFE, NOT_COVERED
 from core.conversation import Message
 from core.errors import InputError, LLMBadResponse, LLMTimeout, StoreError
 from core.gate.coverage import SIGNALS
@@ -28,6 +27,7 @@ from core.gate.model import FIT_VERSION
 from core.gate.signals import kb_features
 from core.gate.store import StaleFit, claim_refit, delete_fit, fit_key, load_fit, release_refit
 from core.index.pipeline import Indexer, IndexOptions
+from core.language.wording import DECLINE_NOT_A_QUESTION, DECLINE_UNSAFE, NOT_COVERED
 from core.models import Collection, VectorHit
 from core.ports import Vectors
 from core.vector_cache import VectorCache

@@ -32,10 +32,10 @@ from bot.metrics import Metrics
 from bot.runtime import KnowledgeBaseReindexer
 from bot.server import build_app
 from bot.settings import ChannelSettings, ConversationSettings, Settings
-from core.answer.wording import KB_EMPTY, NOT_COVERED
 from core.conversation import Refusal
 from core.gate.gate import Gate
 from core.index.pipeline import Indexer, IndexOptions
+from core.language.wording import KB_EMPTY, NOT_COVERED
 from core.vector_cache import CacheOptions, VectorCache, documents_version
 from tests.bot.test_assistant import message
 from tests.fakes.fake_llm import FakeLLM

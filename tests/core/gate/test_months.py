@@ -1,5 +1,5 @@
 """An English month name found in a Chinese passage that writes the month as its number
-(core.gate.terms.month_in, read by CoverageRule.translations): "Dec" ~ 12月."""
+(core.language.terms.month_in, read by CoverageRule.translations): "Dec" ~ 12月."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 
 from core.gate.coverage import CoverageRule, judge
 from core.gate.kb_terms import KbTerms
-from core.gate.terms import MONTHS, content_terms, month_in
+from core.language.terms import MONTHS, content_terms, month_in
 
 
 @pytest.mark.parametrize(

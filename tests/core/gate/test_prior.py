@@ -17,7 +17,6 @@ import core.gate.prior as prior_module
 from adapters.embedders.use import USEEmbedder
 from adapters.state import RedisStateStore
 from adapters.vector.milvus_store import MilvusVectorStore
-from core.answer.wording import DECLINE_NOT_A_QUESTION
 from core.gate.coverage import SIGNALS
 from core.gate.gate import PRIOR_SCORE, Gate, GateOptions
 from core.gate.model import logistic
@@ -31,6 +30,7 @@ from core.gate.prior import (
     shipped_prior,
 )
 from core.index.pipeline import Indexer, IndexOptions
+from core.language.wording import DECLINE_NOT_A_QUESTION
 from tests.fakes.fake_llm import FakeLLM
 
 KB = "ops"

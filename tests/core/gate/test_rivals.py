@@ -12,7 +12,7 @@ import numpy as np
 from core.gate.coverage import TRANSLATION_MIN, CoverageRule
 from core.gate.kb_terms import KbTerms
 from core.gate.rivals import RIVAL_MARGIN, SAME_MEANING, kin
-from core.gate.terms import content_terms
+from core.language.terms import content_terms
 from core.vector_cache import Snapshot
 
 DIM = 64

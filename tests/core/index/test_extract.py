@@ -8,8 +8,8 @@ from core.errors import LLMTimeout
 from core.index.extract import Extraction, parse_records, says_yes
 from core.index.llm_extract import LoopNERExtractor
 from core.index.nlp_extract import NLPExtractor, chinese_terms, english_terms
+from core.language.text import split_sentences
 from core.models import ChunkRecord, normalise_name
-from core.text import split_sentences
 from tests.fakes.fake_llm import FakeLLM
 
 EN_CHUNK = ChunkRecord(

@@ -8,7 +8,7 @@ import pytest
 
 from core.index.loaders import LoadError, discover, load
 from core.index.split import RecursiveSplitter, markdown_sections, split_document
-from core.text import count_tokens, detect_language, split_sentences
+from core.language.text import count_tokens, detect_language, split_sentences
 
 
 def test_language_detection() -> None:

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 import prompts
+from core.language.quantities import Quantity, parse_literal_quantity
 from core.reason.operators import Item, StepResult, filter_items
 from core.reason.plan import FilterStep, parse_plan
-from core.reason.quantities import Quantity, parse_literal_quantity
 
 VARIABLES: dict[str, dict[str, Any]] = {
     "logic_form": {"question": "Q?", "max_steps": 12},

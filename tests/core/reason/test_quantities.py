@@ -1,9 +1,19 @@
-"""Numbers, units and the computing operators (core/reason/quantities.py, operators.py)."""
+"""Numbers, units and the computing operators (core/language/quantities.py, operators.py)."""
 
 from __future__ import annotations
 
 import pytest
 
+from core.language.quantities import (
+    Quantity,
+    UnitMismatch,
+    chinese_number,
+    format_number,
+    in_one_unit,
+    is_unit,
+    parse_number,
+    parse_quantity,
+)
 from core.reason.operators import (
     Item,
     StepFailed,
@@ -13,16 +23,6 @@ from core.reason.operators import (
     filter_items,
     sort_items,
     sum_items,
-)
-from core.reason.quantities import (
-    Quantity,
-    UnitMismatch,
-    chinese_number,
-    format_number,
-    in_one_unit,
-    is_unit,
-    parse_number,
-    parse_quantity,
 )
 
 

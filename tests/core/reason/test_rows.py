@@ -1,11 +1,11 @@
 """A plan step's passages, those holding its subject and predicate in one row or line first
-(core/reason/rows.py)."""
+(core/language/rows.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from core.reason.rows import StepPattern, content_words, rows_first
+from core.language.rows import StepPattern, content_words, rows_first
 
 TABLE = (
     "| Component | Port | Purpose |\n"

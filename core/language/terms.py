@@ -18,9 +18,9 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
-from core import chinese_words
-from core.text import CJK_RUN, Language
-from core.words import fold, is_identifier, stem, zipf
+from core.language import chinese_words
+from core.language.text import CJK_RUN, Language
+from core.language.words import fold, is_identifier, stem, zipf
 
 # A Latin word or identifier of folded text (lumen-gateway, lumen.events.v2, 8443); a number.
 LATIN_WORD = re.compile(r"[a-z0-9][a-z0-9_.\-]*[a-z0-9]|[a-z0-9]")
@@ -339,7 +339,7 @@ def light_words(
 
 
 def chinese_words_of(folded: str) -> Iterator[str]:
-    """The words of the text's CJK runs, in order (jieba, through core.chinese_words)."""
+    """The words of the text's CJK runs, in order (jieba, through core.language.chinese_words)."""
     for run in CJK_RUN.findall(folded):
         yield from cjk_words(run)
 

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from core.text import Language
+from core.language.text import Language
 
 Action = Literal["answer", "silent", "decline"]
 # "kb": the KB has nothing to judge a message against (reason "kb_empty: …", see Gate.decide)

@@ -3,7 +3,7 @@
 Chinese is written without spaces between words, so every part of Tacit that needs words out
 of Chinese text asks jieba through this module: the gate's coverage terms (words), the BM25
 analyser of chunk text (search_words, adapters/vector/analysis.py) and the indexer's key terms
-(keywords, and parts_of_speech to leave out the ones that name nothing: core/index/nlp_extract.py).
+(keywords, and parts_of_speech to leave out the ones that name nothing: core/language/phrases.py).
 
 jieba is imported on first use, not with this module: the import takes about a tenth of a
 second and its dictionary about a second more (built once per process on the first cut), which

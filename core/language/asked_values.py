@@ -13,9 +13,9 @@ from __future__ import annotations
 import itertools
 import re
 
-from core.chinese_words import person_names
-from core.text import CJK_RUN
-from core.words import zipf
+from core.language.chinese_words import person_names
+from core.language.text import CJK_RUN
+from core.language.words import zipf
 
 # A question asking how long, and a duration a line writes: a number and a unit of time.
 ASKS_HOW_LONG = re.compile(r"\bhow long\b|多久|多长时间|多少(?:秒|分钟|小时|天|周|个月)", re.I)

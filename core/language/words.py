@@ -8,7 +8,7 @@ import unicodedata
 from functools import lru_cache
 from typing import Any
 
-from core.text import fold_diacritics
+from core.language.text import fold_diacritics
 
 
 def normalise(text: str) -> str:
@@ -18,7 +18,7 @@ def normalise(text: str) -> str:
 
 def fold(text: str) -> str:
     """normalise, and Latin diacritics removed: "Tomás" and "tomas" are one name, and
-    "Bolesław" one word. Accents fold by the rule lexical search uses (core.text)."""
+    "Bolesław" one word. Accents fold by the rule lexical search uses (core.language.text)."""
     return fold_diacritics(normalise(text))
 
 

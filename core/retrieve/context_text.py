@@ -27,10 +27,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from core.answer.events import Citation
+from core.citation import Citation
+from core.language.text import CJK_RUN
+from core.language.words import zipf
 from core.retrieve.context import RetrievedContext, ScoredChunk, ScoredRelation
-from core.text import CJK_RUN
-from core.words import zipf
 from prompts import fenced, inline
 
 # A fact line longer than this is cut: the graph section orients, the sources carry the detail.

@@ -40,9 +40,9 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import TypeVar
 
-from core import chinese_words
-from core.text import CJK_RUN
-from core.words import fold, is_identifier, stem, zipf
+from core.language import chinese_words
+from core.language.text import CJK_RUN
+from core.language.words import fold, is_identifier, stem, zipf
 
 # Zipf frequency (wordfreq's log scale) from which a word is a function word: "the" 7.7, "of"
 # 7.4, "by" 6.7 are; "who" 6.3, "own" 5.7, "owner" 4.8, "port" 4.7 are not.
