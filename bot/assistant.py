@@ -254,7 +254,7 @@ class TacitAssistant:
                 # The first run of this entry decided and died before the entry was settled
                 # (its reply may be out, whole or cut short): the same outcome again, decided
                 # and logged once, no second answer.
-                logger.info("entry %s run again: its kept outcome is shown again", claim)
+                logger.warning("entry %s run again: the outcome it decided is shown again", claim)
                 await self.state.record_once(kept.decision)
                 yield kept.event
                 return
