@@ -179,6 +179,64 @@ async def test_an_entry_whose_answer_was_delivered_is_not_answered_again_after_a
     assert (await queue.depth()).waiting == 0
 
 
+async def _final_decisions(store: RedisStateStore, message_id: str) -> list[dict[str, Any]]:
+    logged = await assistant_on(store, ScriptedAnswerer()).state.decisions("slack", "T1", "C1")
+    return [d for d in logged if d["message_id"] == message_id and d["outcome"] == "answered"]
+
+
+async def test_an_entry_run_again_after_its_answer_went_out_shows_it_again_decided_once(
+    store: RedisStateStore,
+) -> None:
+    """bench_faults (issue 38): serve killed (-9) after an answer was decided, logged and
+    shown, before its entry was settled; the restarted serve answered it again (a second LLM
+    answer) and logged a second final decision."""
+    answerer = ScriptedAnswerer({QUESTION: ANSWER})
+    platform = Platform()
+    queue = RedisEventQueue(store)
+    await queue.enqueue(encode_message(message(1)))
+    (entry,) = await queue.take("crashed", count=1, block=0.1, reclaim_idle=60)
+    await platform.deliver(
+        message(1), assistant_on(store, answerer).handle(message(1), claim=entry.id)
+    )
+    # ...and the process died here, before mark_delivered and the ack.
+    async with running(worker(store, answerer, platform, "survivor")):
+        await until(lambda: len(platform.finals("1.0")) == 2)
+        await asyncio.sleep(0.6)  # a further reclaim would show up here
+    first, again = platform.finals("1.0")
+    assert again == first  # shown again (Telegram edits its reply with it), not answered anew
+    assert len(answerer.calls) == 1
+    assert len(await _final_decisions(store, "1.0")) == 1
+    depth = await queue.depth()
+    assert (depth.waiting, depth.pending) == (0, 0)
+
+
+async def test_an_answer_kept_but_not_yet_logged_is_logged_once_when_run_again(
+    store: RedisStateStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The process died between keeping the outcome and logging its decision."""
+    answerer = ScriptedAnswerer({QUESTION: ANSWER})
+    queue = RedisEventQueue(store)
+    await queue.enqueue(encode_message(message(1)))
+    (entry,) = await queue.take("crashed", count=1, block=0.1, reclaim_idle=60)
+    dying = assistant_on(store, answerer)
+
+    async def killed(decision: Any) -> None:
+        raise ConnectionError("the process died")
+
+    monkeypatch.setattr(dying.state, "record", killed)
+    with pytest.raises(ConnectionError):
+        await Platform().deliver(message(1), dying.handle(message(1), claim=entry.id))
+    platform = Platform()
+    async with running(worker(store, answerer, platform, "survivor")):
+        await until(lambda: platform.finals("1.0"))
+        await asyncio.sleep(0.6)
+    (reply,) = platform.finals("1.0")
+    assert isinstance(reply, FinalReply) and reply.text == ANSWER
+    assert len(answerer.calls) == 1
+    (logged,) = await _final_decisions(store, "1.0")
+    assert logged["trace_id"] == reply.trace_id
+
+
 async def test_a_delivered_answer_waits_out_a_store_outage_rather_than_being_answered_again(
     store: RedisStateStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:

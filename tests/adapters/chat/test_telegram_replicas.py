@@ -13,6 +13,7 @@ import sys
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -21,6 +22,7 @@ from adapters.chat.lease import LeasedWork
 from adapters.chat.telegram import SECRET_HEADER, TelegramAdapter
 from adapters.state.redis_store import RedisStateStore
 from core.conversation import FinalReply, Message, ReplyEvent, TextDelta
+from core.errors import StoreUnavailable
 from tests import chat_fakes
 from tests.bot.commands import test_chat_and_serve
 from tests.bot.commands.test_chat_and_serve import _free_port
@@ -209,6 +211,95 @@ async def test_an_answer_run_again_after_a_crash_edits_its_reply_rather_than_sen
     (reply,) = telegram.replies_to(GROUP_ID, 51)
     assert "deployctl rollback" in reply.text
     assert reply.edits == 1
+
+
+class _Outage:
+    """Redis down for the StateStore's reads and writes while `down` (as in bench_faults,
+    Redis killed -9 and restarted on its AOF), up again after."""
+
+    def __init__(self, store: RedisStateStore, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.down = False
+        for name in ("get", "set"):
+            call = getattr(store, name)
+            monkeypatch.setattr(store, name, self._failing(name, call))
+
+    def _failing(self, name: str, call: Any) -> Any:
+        async def failing(*args: Any, **kwargs: Any) -> Any:
+            if self.down:
+                raise StoreUnavailable(f"Redis is unavailable ({name}: connection refused)")
+            return await call(*args, **kwargs)
+
+        return failing
+
+
+async def _asked(replica: TelegramAdapter, seen: Recorder, message_id: int) -> Message:
+    from telegram import Update
+
+    question = text_update("/ask how do I roll back?", message_id=message_id)
+    await replica.application.process_update(Update.de_json(question, replica.bot))
+    return seen.messages[-1]
+
+
+async def _dies_after_its_reply_went_out(
+    telegram: FakeTelegram, message_id: int
+) -> AsyncIterator[ReplyEvent]:
+    yield TextDelta("Run deploy")
+    await _until(lambda: telegram.replies_to(GROUP_ID, message_id))
+    await asyncio.sleep(0.3)
+    raise ConnectionError("the store failed the entry")
+
+
+async def _answer() -> AsyncIterator[ReplyEvent]:
+    yield FinalReply(text="Run deployctl rollback.", citations=(), trace_id="t2")
+
+
+async def test_an_answer_run_again_while_the_store_is_down_edits_its_reply(
+    telegram: FakeTelegram, store: RedisStateStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """bench_faults (issue 38): Redis was down when the first reply went out, so its id was
+    not stored; the entry failed, and its re-run in the same process, the store still down,
+    could not look the reply up and sent a second one."""
+    seen = Recorder()
+    a = _replica(telegram, seen, store, mode="webhook", webhook_secret=TELEGRAM_WEBHOOK_SECRET)
+    await a.application.initialize()
+    outage = _Outage(store, monkeypatch)
+    try:
+        asked = await _asked(a, seen, 61)
+        outage.down = True
+        with pytest.raises(ConnectionError):
+            await a.deliver(asked, _dies_after_its_reply_went_out(telegram, 61))
+        await a.deliver(asked, _answer())  # the re-run, in the same process
+    finally:
+        await a.application.shutdown()
+    (reply,) = telegram.replies_to(GROUP_ID, 61)
+    assert reply.text.startswith("Run deployctl rollback.")
+    assert reply.edits >= 1
+
+
+async def test_a_reply_id_the_store_missed_is_stored_once_it_is_back(
+    telegram: FakeTelegram, store: RedisStateStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The reply went out while Redis was down; Redis came back and this replica answered
+    something else; then it died, and another replica ran the first entry again."""
+    seen_a, seen_b = Recorder(), Recorder()
+    a = _replica(telegram, seen_a, store, mode="webhook", webhook_secret=TELEGRAM_WEBHOOK_SECRET)
+    b = _replica(telegram, seen_b, store, mode="webhook", webhook_secret=TELEGRAM_WEBHOOK_SECRET)
+    for replica in (a, b):
+        await replica.application.initialize()
+    outage = _Outage(store, monkeypatch)
+    try:
+        asked = await _asked(a, seen_a, 71)
+        outage.down = True
+        with pytest.raises(ConnectionError):
+            await a.deliver(asked, _dies_after_its_reply_went_out(telegram, 71))
+        outage.down = False
+        await a.deliver(await _asked(a, seen_a, 72), _answer())
+        await b.deliver(asked, _answer())  # the first entry, reclaimed by another replica
+    finally:
+        for replica in (a, b):
+            await replica.application.shutdown()
+    (reply,) = telegram.replies_to(GROUP_ID, 71)
+    assert reply.text.startswith("Run deployctl rollback.")
 
 
 def _wait_healthy(process: subprocess.Popen[str], base: str) -> None:
