@@ -1,0 +1,159 @@
+"""An answer as the console shows it: its Markdown rendered safely, its citation marks linked
+to its citations, numbered as the answer numbers them, and each citation to the chunk it quotes.
+
+Answers are written from documents nobody here vetted, so the Markdown is rendered with raw
+HTML off (a `<script>` in a document shows as text), images off (they would fetch from
+anywhere), and only http(s) links (a `javascript:` or `data:` link stays text).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+from urllib.parse import urlencode
+
+from markdown_it import MarkdownIt
+from markdown_it.rules_core import StateCore
+from markdown_it.token import Token
+from markupsafe import Markup
+from starlette.requests import Request
+from starlette.responses import Response
+
+from bot.console.auth import Session
+from bot.console.context import Console
+from bot.console.knowledge import _kb
+
+_MARK = re.compile(r"\[(\d{1,4})\]")
+_LINK_SCHEMES = ("http://", "https://")
+
+
+def chunk_href(kb: str, source: str, chunk: str) -> str:
+    """The console page of a cited chunk, scrolled to it."""
+    query = urlencode({"kb": kb, "source": source, "chunk": chunk})
+    return f"/console/knowledge/chunk?{query}#chunk" if chunk else f"/console/knowledge/chunk?{query}"
+
+
+def _link_marks(known: set[int]) -> Any:
+    """A core rule: each `[n]` of a known citation in the text becomes a link to it (#cite-n)."""
+
+    def rule(state: StateCore) -> None:
+        for block in state.tokens:
+            if block.type != "inline" or not block.children:
+                continue
+            children: list[Token] = []
+            inside_link = 0
+            for token in block.children:
+                if token.type == "link_open":
+                    inside_link += 1
+                elif token.type == "link_close":
+                    inside_link -= 1
+                if token.type != "text" or inside_link or not _MARK.search(token.content):
+                    children.append(token)
+                    continue
+                at = 0
+                for mark in _MARK.finditer(token.content):
+                    n = int(mark.group(1))
+                    if n not in known:
+                        continue
+                    if mark.start() > at:
+                        children.append(_text(token.content[at : mark.start()]))
+                    opened = Token("link_open", "a", 1)
+                    opened.attrs = {"href": f"#cite-{n}", "class": "cite-mark"}
+                    children += [opened, _text(mark.group(0)), Token("link_close", "a", -1)]
+                    at = mark.end()
+                if at < len(token.content):
+                    children.append(_text(token.content[at:]))
+            block.children = children
+
+    return rule
+
+
+def _text(content: str) -> Token:
+    token = Token("text", "", 0)
+    token.content = content
+    return token
+
+
+def _markdown(known: set[int]) -> MarkdownIt:
+    md = MarkdownIt("commonmark", {"html": False, "linkify": False, "typographer": False})
+    md.disable("image")
+    md.validateLink = lambda url: url.strip().lower().startswith(_LINK_SCHEMES)  # type: ignore[method-assign]
+    md.core.ruler.push("citation_marks", _link_marks(known))
+    default_open = md.renderer.rules.get("link_open")
+
+    def link_open(tokens: list[Token], idx: int, options: Any, env: Any) -> str:
+        token = tokens[idx]
+        if not str(token.attrs.get("href", "")).startswith("#"):
+            token.attrs["rel"] = "noopener noreferrer nofollow"
+        if default_open is not None:
+            return str(default_open(tokens, idx, options, env))
+        return md.renderer.renderToken(tokens, idx, options, env)
+
+    md.add_render_rule("link_open", link_open)
+    return md
+
+
+def render_markdown(text: str, citation_numbers: Iterable[int] = ()) -> Markup:
+    """`text` as safe HTML; its `[n]` marks of the given citations link to #cite-n."""
+    return Markup(_markdown(set(citation_numbers)).render(text or ""))
+
+
+async def citation_rows(
+    console: Console, kb: str, trace: Mapping[str, Any]
+) -> list[dict[str, Any]]:
+    """A decision's citations as its answer numbers them. A trace recorded before citations
+    kept their numbers holds only the cited sources: those are listed unnumbered (n None)."""
+    kept = [c for c in trace.get("citations") or [] if isinstance(c, dict)]
+    if kept:
+        cited = [
+            {
+                "n": c.get("n"),
+                "source": str(c.get("source", "")),
+                "heading": str(c.get("heading", "")),
+                "chunk": str(c.get("chunk", "")),
+            }
+            for c in kept
+        ]
+    else:
+        cited = [
+            {"n": None, "source": str(s), "heading": "", "chunk": ""}
+            for s in dict.fromkeys(trace.get("sources") or [])
+        ]
+    if not cited:
+        return []
+    sources = list(dict.fromkeys(c["source"] for c in cited))
+    titles = {d.source: d.title for d in await console.services.graph.get_documents(kb, sources)}
+    return [
+        {
+            **c,
+            "title": titles.get(c["source"], ""),
+            "known": c["source"] in titles,
+            "href": chunk_href(kb, c["source"], c["chunk"]),
+        }
+        for c in cited
+    ]
+
+
+async def chunk_page(console: Console, request: Request, session: Session) -> Response:
+    """A cited document and the chunk an answer quoted from it, marked and scrolled to."""
+    kb = _kb(console, request)
+    source = request.query_params.get("source", "")[:1000]
+    chunk_id = request.query_params.get("chunk", "")[:64]
+    documents = await console.services.graph.get_documents(kb, [source]) if source else []
+    if not documents:
+        return console.render(
+            request, session, "chunk.html.j2", status=404, kb=kb, source=source, document=None
+        )
+    chunks = await console.services.graph.get_chunks(kb, [chunk_id]) if chunk_id else []
+    chunk = next((c for c in chunks if c.source == source), None)
+    return console.render(
+        request,
+        session,
+        "chunk.html.j2",
+        kb=kb,
+        source=source,
+        document=documents[0],
+        chunk=chunk,
+        chunk_html=render_markdown(chunk.text) if chunk else "",
+    )
