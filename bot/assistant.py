@@ -485,7 +485,12 @@ class TacitAssistant:
                         "sources": [c.source for c in answer.citations],
                         # numbered as the answer's text numbers them, each with its chunk
                         "citations": [
-                            {"n": c.n, "source": c.source, "heading": c.heading, "chunk": c.chunk_id}
+                            {
+                                "n": c.n,
+                                "source": c.source,
+                                "heading": c.heading,
+                                "chunk": c.chunk_id,
+                            }
                             for c in answer.citations
                         ],
                         "thread": message.thread,

@@ -31,7 +31,9 @@ _LINK_SCHEMES = ("http://", "https://")
 def chunk_href(kb: str, source: str, chunk: str) -> str:
     """The console page of a cited chunk, scrolled to it."""
     query = urlencode({"kb": kb, "source": source, "chunk": chunk})
-    return f"/console/knowledge/chunk?{query}#chunk" if chunk else f"/console/knowledge/chunk?{query}"
+    return (
+        f"/console/knowledge/chunk?{query}#chunk" if chunk else f"/console/knowledge/chunk?{query}"
+    )
 
 
 def _link_marks(known: set[int]) -> Any:

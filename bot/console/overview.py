@@ -143,8 +143,7 @@ def health(console: Console, counted: list[dict[str, Any]] | None = None) -> dic
     if checks and row is not None and "error" not in row:
         detail = _graph_detail(row["kb"], row["documents"], row["chunks"])
         checks = [
-            {**c, "detail": detail} if c["name"] == "graph store" and c["ok"] else c
-            for c in checks
+            {**c, "detail": detail} if c["name"] == "graph store" and c["ok"] else c for c in checks
         ]
     return {"checks": checks, "at": cache.get("checked_at")}
 
