@@ -82,15 +82,13 @@ def _markdown(known: set[int]) -> MarkdownIt:
     md.disable("image")
     md.validateLink = lambda url: url.strip().lower().startswith(_LINK_SCHEMES)  # type: ignore[method-assign]
     md.core.ruler.push("citation_marks", _link_marks(known))
-    default_open = md.renderer.rules.get("link_open")
 
-    def link_open(tokens: list[Token], idx: int, options: Any, env: Any) -> str:
+    def link_open(renderer: Any, tokens: list[Token], idx: int, options: Any, env: Any) -> str:
+        # bound as a method of the renderer (MarkdownIt.add_render_rule)
         token = tokens[idx]
         if not str(token.attrs.get("href", "")).startswith("#"):
             token.attrs["rel"] = "noopener noreferrer nofollow"
-        if default_open is not None:
-            return str(default_open(tokens, idx, options, env))
-        return md.renderer.renderToken(tokens, idx, options, env)
+        return str(renderer.renderToken(tokens, idx, options, env))
 
     md.add_render_rule("link_open", link_open)
     return md
@@ -107,6 +105,7 @@ async def citation_rows(
     """A decision's citations as its answer numbers them. A trace recorded before citations
     kept their numbers holds only the cited sources: those are listed unnumbered (n None)."""
     kept = [c for c in trace.get("citations") or [] if isinstance(c, dict)]
+    cited: list[dict[str, Any]]
     if kept:
         cited = [
             {
@@ -124,7 +123,7 @@ async def citation_rows(
         ]
     if not cited:
         return []
-    sources = list(dict.fromkeys(c["source"] for c in cited))
+    sources = list(dict.fromkeys(str(c["source"]) for c in cited))
     titles = {d.source: d.title for d in await console.services.graph.get_documents(kb, sources)}
     return [
         {
