@@ -36,39 +36,37 @@ def chunk_href(kb: str, source: str, chunk: str) -> str:
     )
 
 
-def _link_marks(known: set[int]) -> Any:
-    """A core rule: each `[n]` of a known citation in the text becomes a link to it (#cite-n)."""
+def _link_marks(state: StateCore) -> None:
+    """A core rule: each `[n]` of a citation the answer has (`env["citations"]`) becomes a
+    link to it (#cite-n); marks inside a link or code stay as they are."""
+    known: set[int] = state.env.get("citations", set())
+    for block in state.tokens:
+        if known and block.type == "inline" and block.children:
+            block.children = _with_mark_links(block.children, known)
 
-    def rule(state: StateCore) -> None:
-        for block in state.tokens:
-            if block.type != "inline" or not block.children:
+
+def _with_mark_links(tokens: list[Token], known: set[int]) -> list[Token]:
+    out: list[Token] = []
+    inside_link = 0
+    for token in tokens:
+        inside_link += {"link_open": 1, "link_close": -1}.get(token.type, 0)
+        if token.type != "text" or inside_link or not _MARK.search(token.content):
+            out.append(token)
+            continue
+        at = 0
+        for mark in _MARK.finditer(token.content):
+            n = int(mark.group(1))
+            if n not in known:
                 continue
-            children: list[Token] = []
-            inside_link = 0
-            for token in block.children:
-                if token.type == "link_open":
-                    inside_link += 1
-                elif token.type == "link_close":
-                    inside_link -= 1
-                if token.type != "text" or inside_link or not _MARK.search(token.content):
-                    children.append(token)
-                    continue
-                at = 0
-                for mark in _MARK.finditer(token.content):
-                    n = int(mark.group(1))
-                    if n not in known:
-                        continue
-                    if mark.start() > at:
-                        children.append(_text(token.content[at : mark.start()]))
-                    opened = Token("link_open", "a", 1)
-                    opened.attrs = {"href": f"#cite-{n}", "class": "cite-mark"}
-                    children += [opened, _text(mark.group(0)), Token("link_close", "a", -1)]
-                    at = mark.end()
-                if at < len(token.content):
-                    children.append(_text(token.content[at:]))
-            block.children = children
-
-    return rule
+            if mark.start() > at:
+                out.append(_text(token.content[at : mark.start()]))
+            opened = Token("link_open", "a", 1)
+            opened.attrs = {"href": f"#cite-{n}", "class": "cite-mark"}
+            out += [opened, _text(mark.group(0)), Token("link_close", "a", -1)]
+            at = mark.end()
+        if at < len(token.content):
+            out.append(_text(token.content[at:]))
+    return out
 
 
 def _text(content: str) -> Token:
@@ -77,11 +75,11 @@ def _text(content: str) -> Token:
     return token
 
 
-def _markdown(known: set[int]) -> MarkdownIt:
+def _markdown() -> MarkdownIt:
     md = MarkdownIt("commonmark", {"html": False, "linkify": False, "typographer": False})
     md.disable("image")
     md.validateLink = lambda url: url.strip().lower().startswith(_LINK_SCHEMES)  # type: ignore[method-assign]
-    md.core.ruler.push("citation_marks", _link_marks(known))
+    md.core.ruler.push("citation_marks", _link_marks)
 
     def link_open(renderer: Any, tokens: list[Token], idx: int, options: Any, env: Any) -> str:
         # bound as a method of the renderer (MarkdownIt.add_render_rule)
@@ -94,9 +92,14 @@ def _markdown(known: set[int]) -> MarkdownIt:
     return md
 
 
+# One parser for every answer (building one costs more than rendering an answer); what differs
+# per answer, its citation numbers, goes in the render's env.
+_MD = _markdown()
+
+
 def render_markdown(text: str, citation_numbers: Iterable[int] = ()) -> Markup:
     """`text` as safe HTML; its `[n]` marks of the given citations link to #cite-n."""
-    return Markup(_markdown(set(citation_numbers)).render(text or ""))
+    return Markup(_MD.render(text or "", {"citations": set(citation_numbers)}))
 
 
 async def citation_rows(
