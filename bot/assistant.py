@@ -516,6 +516,16 @@ class TacitAssistant:
                         "kb": config.kb,
                         "mode": answer.mode,
                         "sources": [c.source for c in answer.citations],
+                        # numbered as the answer's text numbers them, each with its chunk
+                        "citations": [
+                            {
+                                "n": c.n,
+                                "source": c.source,
+                                "heading": c.heading,
+                                "chunk": c.chunk_id,
+                            }
+                            for c in answer.citations
+                        ],
                         "thread": message.thread,
                         "at": time.time(),
                         # how the answer was found (stages, evidence, judge rounds, LLM use)

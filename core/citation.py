@@ -20,6 +20,9 @@ class Citation:
     # When the cited document last changed (unix seconds): its file's last commit for a git
     # source, else when its current version was indexed. None: not known (an older index).
     changed_at: float | None = None
+    # The cited chunk's id (a source citation; "" for a graph fact, which has none): the
+    # console links a citation to the chunk it quotes.
+    chunk_id: str = ""
 
     def as_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {"n": self.n, "source": self.source, "text": self.text}

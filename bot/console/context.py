@@ -17,6 +17,7 @@ from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Re
 from adapters.http_body import FORM_TYPES, BodyRejected, read_form
 from bot.console.auth import CSRF_FIELD, CSRF_HEADER, SAFE_METHODS, ConsoleAuth, Session
 from bot.console.graph_outline import GraphOutlines
+from bot.console.next_page import login_url
 from bot.gate_labels import GateLabels
 
 if TYPE_CHECKING:
@@ -156,7 +157,9 @@ class Console:
                     session, fresh = await self.auth.open(user, "proxy"), True
             if session is None:
                 if request.method in SAFE_METHODS and "hx-request" not in request.headers:
-                    return RedirectResponse("/console/login", status_code=303)
+                    # back to this very page once logged in (next_page.py checks it)
+                    here = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+                    return RedirectResponse(login_url(here), status_code=303)
                 return JSONResponse({"error": "log in first"}, status_code=401)
             try:
                 if request.method not in SAFE_METHODS:

@@ -92,7 +92,7 @@ async def gate_page(console: Console, request: Request, session: Session) -> Res
         shown=summary(report) if report else None,
         counts=counts,
         min_per_class=MIN_PER_CLASS,
-        jobs=[j for j in console.jobs.recent(kb) if j.what.startswith("gate refit")][:3],
+        jobs=console.jobs.recent(kb, "refit")[:3],
     )
 
 
@@ -160,5 +160,7 @@ async def refit(console: Console, request: Request, session: Session) -> Respons
             error=f"a refit needs at least {MIN_PER_CLASS} labels of each kind "
             f"(have {answer} answer, {silent} silent)",
         )
-    job = console.jobs.start(kb, f"gate refit of {kb}", lambda j: _refit(console, kb, j))
+    job = console.jobs.start(
+        kb, f"gate refit of {kb}", lambda j: _refit(console, kb, j), kind="refit"
+    )
     return console.render(request, session, "job.html.j2", job=job, error="")

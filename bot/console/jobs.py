@@ -25,6 +25,9 @@ class Job:
     id: str
     kb: str
     what: str
+    # "index" (documents in: upload, path, re-index, source sync) or "refit" (the gate): each
+    # page lists its own kind, and a refit's progress is in steps, not files and chunks
+    kind: str = "index"
     started: float = field(default_factory=time.time)
     total: int | None = None
     done: int = 0
@@ -61,6 +64,7 @@ class Job:
             "id": self.id,
             "kb": self.kb,
             "what": self.what,
+            "kind": self.kind,
             "total": self.total,
             "done": self.done,
             "running": self.running,
@@ -75,10 +79,12 @@ class Jobs:
         self._tasks: set[asyncio.Task[None]] = set()
         self._locks: dict[str, asyncio.Lock] = {}
 
-    def start(self, kb: str, what: str, run: Callable[[Job], Awaitable[str]]) -> Job:
+    def start(
+        self, kb: str, what: str, run: Callable[[Job], Awaitable[str]], kind: str = "index"
+    ) -> Job:
         """Run `run(job)` in the background, one run per KB at a time (others wait)."""
         self._forget_old()
-        job = Job(uuid.uuid4().hex[:12], kb, what)
+        job = Job(uuid.uuid4().hex[:12], kb, what, kind)
         self._jobs[job.id] = job
         lock = self._locks.setdefault(kb, asyncio.Lock())
 
@@ -100,8 +106,12 @@ class Jobs:
     def get(self, job_id: str) -> Job | None:
         return self._jobs.get(job_id)
 
-    def recent(self, kb: str | None = None) -> list[Job]:
-        jobs = [j for j in self._jobs.values() if kb is None or j.kb == kb]
+    def recent(self, kb: str | None = None, kind: str | None = None) -> list[Job]:
+        jobs = [
+            j
+            for j in self._jobs.values()
+            if (kb is None or j.kb == kb) and (kind is None or j.kind == kind)
+        ]
         return sorted(jobs, key=lambda j: j.started, reverse=True)
 
     def _forget_old(self) -> None:

@@ -68,7 +68,7 @@ async def knowledge_page(console: Console, request: Request, session: Session) -
         total=len(documents),
         start=start,
         page_size=DOCS_PER_PAGE,
-        jobs=console.jobs.recent(kb)[:5],
+        jobs=console.jobs.recent(kb, "index")[:5],
         sources=[str(p) for p in console.settings.conversation.kb_sources.get(kb, [])],
     )
 

@@ -265,7 +265,7 @@ def cited(text: str, context: RetrievedContext) -> tuple[Citation, ...]:
     for n in numbers:
         if n <= len(chunks):
             chunk = chunks[n - 1].chunk
-            found.append(Citation(n, chunk.source, chunk.heading, chunk.text))
+            found.append(Citation(n, chunk.source, chunk.heading, chunk.text, chunk_id=chunk.id))
         elif n in facts:
             fact = facts[n]
             found.append(Citation(n, fact_source(fact, context), fact.name, fact.text))

@@ -12,6 +12,7 @@ import httpx
 import pytest
 
 from bot.console.knowledge import GRAPH_PAGE
+from bot.console.next_page import login_url
 from tests.browser.conftest import HUB_KB, TOKEN, Served, log_in
 from tests.browser.synthetic_graph import HUB, NEIGHBOURS, hub_weight, neighbour
 
@@ -33,7 +34,8 @@ def _csrf(page: Any) -> str:
 
 def test_log_in_and_out(page: Any, served: Served, artifacts: Path) -> None:
     page.goto(served.page_url("decisions"))
-    assert page.url == served.page_url("login")  # no session: the login page, nothing else
+    # no session: the login page, nothing else (naming the page to come back to)
+    assert page.url == served.page_url("login?next=%2Fconsole%2Fdecisions")
     page.screenshot(path=str(artifacts / "login.png"))
     page.fill("#token", "not-the-token")
     page.click("#login-form button[type=submit]")
@@ -42,9 +44,10 @@ def test_log_in_and_out(page: Any, served: Served, artifacts: Path) -> None:
     log_in(page, served)
     assert page.inner_text("h1") == "Overview"
     page.click("#logout")
-    page.wait_for_url(served.page_url("login"))
+    page.wait_for_url(served.page_url("login?signed_out=1"))
     page.goto(served.page_url("decisions"))
-    assert page.url == served.page_url("login")  # the session is gone, not just the cookie
+    # the session is gone, not just the cookie
+    assert page.url == served.page_url("login?next=%2Fconsole%2Fdecisions")
     assert page.errors == []
 
 
@@ -53,7 +56,7 @@ def test_no_session_gets_nothing(served: Served) -> None:
         for path in PAGES.values():
             response = http.get(f"/console/{path}")
             assert response.status_code == 303, path
-            assert response.headers["location"] == "/console/login"
+            assert response.headers["location"] == login_url(f"/console/{path}")
             assert response.content == b""
         for path, data in (
             ("/console/knowledge/remove", {"kb": "default", "source": "faq.md"}),

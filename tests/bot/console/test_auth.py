@@ -73,7 +73,7 @@ async def test_the_header_from_anyone_else_is_ignored(
     async with client(app, "192.168.1.9") as http:
         page = await http.get("/console/decisions", headers={"X-Forwarded-User": "ana@corp"})
         assert page.status_code == 303
-        assert page.headers["location"] == "/console/login"
+        assert page.headers["location"] == "/console/login?next=%2Fconsole%2Fdecisions"
     no_proxies = app_for(store, tmp_path, trusted_user_header="X-Forwarded-User")
     async with client(no_proxies, "10.0.0.7") as http:
         page = await http.get("/console/decisions", headers={"X-Forwarded-User": "ana@corp"})

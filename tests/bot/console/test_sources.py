@@ -156,7 +156,10 @@ ACTIONS = (
 async def test_without_a_session_nothing_is_shown_or_done(site: Site) -> None:
     async with client(site.app, "192.168.1.9") as http:  # not a trusted proxy: no session
         page = await http.get("/console/sources", headers=USER)
-        assert page.status_code == 303 and page.headers["location"] == "/console/login"
+        assert (
+            page.status_code == 303
+            and page.headers["location"] == "/console/login?next=%2Fconsole%2Fsources"
+        )
         assert (await http.get("/console/sources/rows")).status_code == 303
         for path, data in ACTIONS:
             refused = await http.post(path, data=data, headers={"Origin": BASE})
