@@ -196,6 +196,29 @@ class NebulaGraphStore:
 
         return await self._read(kb, [], work)
 
+    async def relation_keywords(self, kb: str, pairs: Sequence[tuple[str, str]]) -> dict[Pair, str]:
+        wanted = {(a, b) if a < b else (b, a) for a, b in pairs if a != b}
+        if not wanted:
+            return {}
+
+        def work(pool: SessionPool) -> dict[Pair, str]:
+            sources = sorted({a for a, _ in wanted})
+            targets = sorted({b for _, b in wanted})
+            statement = ngql.relation_supports([vid(ENTITY, a) for a in sources], targets)
+            rows = sorted(
+                (r for r in self._query(pool, statement) if (r["src"], r["tgt"]) in wanted),
+                key=lambda r: r["seq"],
+            )
+            found: dict[Pair, list[str]] = {}
+            for row in rows:
+                if row["keywords"]:
+                    found.setdefault((row["src"], row["tgt"]), []).append(row["keywords"])
+            return {
+                pair: merged for pair, words in found.items() if (merged := merge_keywords(words))
+            }
+
+        return await self._read(kb, {}, work)
+
     async def chunk_entities(self, kb: str, chunk_ids: Sequence[str]) -> dict[str, list[str]]:
         wanted = unique_in_order(chunk_ids)
         if not wanted:

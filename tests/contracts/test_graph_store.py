@@ -704,6 +704,25 @@ async def test_entity_edges_weigh_relations_by_supporting_chunks(
     assert await store.entity_edges(other_kb) == []
 
 
+async def test_relation_keywords_name_the_asked_relations_that_have_any(
+    store: GraphStore, kb: str, other_kb: str
+) -> None:
+    c1, c2 = await put_doc(store, kb, "a.md")
+    await store.upsert_relations(
+        kb,
+        [
+            rel("Redis", "Kafka", c1, "one", keywords="feeds, queue"),
+            rel("Kafka", "Redis", c2, "two", keywords="Queue, buffer"),
+            rel("B", "A", c1, keywords=""),  # co-occurrence only: no name
+            rel("Nginx", "Envoy", c1, keywords="proxies"),
+        ],
+    )
+    asked = [("redis", "kafka"), ("a", "b"), ("kafka", "nowhere"), ("nginx", "nginx")]
+    assert await store.relation_keywords(kb, asked) == {("kafka", "redis"): "feeds, queue, buffer"}
+    assert await store.relation_keywords(kb, []) == {}
+    assert await store.relation_keywords(other_kb, [("kafka", "redis")]) == {}
+
+
 async def test_communities_are_stored_per_entity_and_replaced(store: GraphStore, kb: str) -> None:
     (c1,) = await put_doc(store, kb, "a.md", 1)
     await store.upsert_relations(kb, [rel("Redis", "Kafka", c1), rel("Nginx", "Envoy", c1)])
