@@ -66,6 +66,20 @@ def normalise_name(name: str) -> str:
     return re.sub(r"\s+", " ", text).strip()
 
 
+# Entity types that say no type is known: "unknown" for an entity met only as a relation's
+# endpoint, "term" for a key term the NLP extractor could read nothing more about. Every
+# GraphStore lets a later mention's type replace them ("term" replaces "unknown", any other
+# type either); any other type, once stored, stays.
+UNKNOWN_TYPE = "unknown"
+TERM_TYPE = "term"
+_TYPE_RANK = {UNKNOWN_TYPE: 0, TERM_TYPE: 1}
+
+
+def replaces_type(stored: str, mentioned: str) -> bool:
+    """Whether a mention's entity type replaces the stored one (see UNKNOWN_TYPE)."""
+    return stored in _TYPE_RANK and _TYPE_RANK.get(mentioned, 2) > _TYPE_RANK[stored]
+
+
 _KEYWORD_SEPARATORS = re.compile(r"[,，、;；]")
 
 

@@ -688,12 +688,14 @@ class SQLiteGraphStore:
         ordered = sorted(mentions, key=itemgetter(0))
         with _transaction(conn, write=True):
             self._require_chunks(conn, kb, {m.chunk_id for _, m in mentions})
-            # A real type replaces "unknown" (the type of an entity first met as a relation
-            # endpoint); otherwise the first type stays.
+            # A known type replaces "unknown" (an entity first met as a relation endpoint) and
+            # "term" (no type known), "term" replaces "unknown"; otherwise the first type stays
+            # (core.models.replaces_type).
             conn.executemany(
                 "INSERT INTO entities (kb, key, name, type) VALUES (?, ?, ?, ?)"
                 " ON CONFLICT (kb, key) DO UPDATE SET type = excluded.type"
-                " WHERE entities.type = 'unknown' AND excluded.type <> 'unknown'",
+                " WHERE (entities.type = 'unknown' AND excluded.type <> 'unknown')"
+                " OR (entities.type = 'term' AND excluded.type NOT IN ('unknown', 'term'))",
                 [(kb, key, m.name.strip(), m.type.strip() or "unknown") for key, m in ordered],
             )
             conn.executemany(

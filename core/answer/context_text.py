@@ -28,6 +28,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from core.answer.events import Citation
+from core.index.markup_kinds import LAYOUT_TYPES
+from core.models import UNKNOWN_TYPE
 from core.retrieve.context import RetrievedContext, ScoredChunk, ScoredRelation
 from core.text import CJK_RUN
 from core.words import zipf
@@ -164,8 +166,8 @@ def _telling(name: str, kind: str = "") -> bool:
     """Whether a graph item says what the KB is about: an entity the extractor gave a kind (a
     model named it a system, a person…), or a name that is not one word common in general
     language (identifiers, phrases and rare words are telling; the NLP extractor's "term" is
-    every noun)."""
-    if kind and kind not in ("term", "unknown"):
+    every noun, and its other types say how a term is written, not what it is)."""
+    if kind and kind != UNKNOWN_TYPE and kind not in LAYOUT_TYPES:
         return True
     words = name.split()
     if len(words) != 1:

@@ -407,6 +407,26 @@ async def test_a_real_type_replaces_unknown(store: GraphStore, kb: str) -> None:
     assert (await one(store, kb, "kafka")).type == "software"  # the first real type stays
 
 
+async def test_a_known_type_replaces_term_and_term_replaces_unknown(
+    store: GraphStore, kb: str
+) -> None:
+    """"term" is the NLP extractor's "no type known": a chunk that writes the term as code or
+    a command tells more, whichever chunk is stored first."""
+    (c1,) = await put_doc(store, kb, "a.md", 1)
+    await store.upsert_relations(kb, [rel("lumenctl", "Argo CD", c1)])
+    await store.upsert_entities(kb, [ent("lumenctl", c1, "a CLI", type_="term")])
+    assert (await one(store, kb, "lumenctl")).type == "term"
+    await store.upsert_entities(
+        kb, [ent("lumenctl", c1, "a command", type_="command"), ent("Argo CD", c1, type_="term")]
+    )
+    assert (await one(store, kb, "lumenctl")).type == "command"
+    await store.upsert_entities(
+        kb, [ent("lumenctl", c1, "again", type_="term"), ent("lumenctl", c1, type_="code")]
+    )
+    assert (await one(store, kb, "lumenctl")).type == "command"  # the first known type stays
+    assert (await one(store, kb, "argo cd")).type == "term"
+
+
 async def test_relations_are_undirected_and_weighted_by_chunks(store: GraphStore, kb: str) -> None:
     (c1, c2, c3) = await put_doc(store, kb, "a.md", 3)
     await store.upsert_entities(kb, [ent("Redis", c1), ent("Python", c1)])
