@@ -105,6 +105,7 @@ def test_nodes_are_coloured_by_type_with_a_legend(
     text = {t: shown for t, shown, _ in entries}
     assert text["person"] == "person · 1" and text["component"] == "component · 2"
     assert text["term"] == "term (a key term; no type known) · 1"
+    assert text["constructor"] == "constructor · 1"
     # One colour per type, and each node drawn in its type's colour.
     colours = {t: colour.replace(" ", "") for t, _, colour in entries}
     assert len(set(colours.values())) == len(colours)

@@ -24,6 +24,7 @@ AROUND = (
     ("eu-west-1", "location", "runs in"),
     ("canary stage", "component", "has stage"),
     ("release notes", "term", ""),  # a key term the no-model extractor found: no type, no name
+    ("Object.prototype", "constructor", "inherits"),  # a type that is a JavaScript property name
 )
 EXPANDED = "lumen"  # has PARTS neighbours of its own, not drawn until it is expanded
 PARTS = 30

@@ -12,7 +12,14 @@
 const PALETTE = ["#1565c0", "#2e7d32", "#ef6c00", "#6a1b9a", "#00838f", "#c62828", "#5d4037",
   "#ad1457", "#558b2f", "#283593", "#f9a825", "#00695c"];
 // The types that say no type is known: the no-model extractor's key terms, relation endpoints.
-const UNTYPED = { term: "term (a key term; no type known)", unknown: "unknown (no type known)" };
+const UNTYPED = new Set(["term", "unknown"]);
+// What the legend says of the types the no-model extractor reads from markup
+// (core/index/markup_kinds.py). A Map: a type is any string, "constructor" included.
+const TYPE_NOTES = new Map([
+  ["term", "a key term; no type known"], ["unknown", "no type known"],
+  ["topic", "named in a heading"], ["code", "written as code"],
+  ["command", "written as a command"], ["config key", "set to a value in code"],
+  ["file", "a file name"]]);
 const UNTYPED_COLOUR = "#90a4ae";
 const SMALL = 60;  // up to this many nodes, a first drawing uses the (quadratic) cose layout
 const STEP = 9;  // px: how fast the spiral of candidate places widens
@@ -127,7 +134,7 @@ document.addEventListener("DOMContentLoaded", () => {
   window.tacitGraphTimes = [];  // per load: fetch, add + layout, first painted frame (ms)
 
   function typeColour(type) {
-    if (type in UNTYPED) return UNTYPED_COLOUR;
+    if (UNTYPED.has(type)) return UNTYPED_COLOUR;
     if (!typeColours.has(type)) {
       typeColours.set(type, PALETTE[typeColours.size % PALETTE.length]);
     }
@@ -146,7 +153,8 @@ document.addEventListener("DOMContentLoaded", () => {
       const swatch = document.createElement("span");
       swatch.className = "type-swatch";
       swatch.style.backgroundColor = typeColour(type);
-      item.append(swatch, `${UNTYPED[type] || type} · ${n}`);
+      const note = TYPE_NOTES.get(type);
+      item.append(swatch, `${type}${note ? ` (${note})` : ""} · ${n}`);
       return item;
     }));
     legend.hidden = items.length === 0;
