@@ -156,7 +156,10 @@ def test_an_expansion_places_its_neighbours_clear_of_every_label(
     inside = [
         b[0]
         for b in boxes
-        if b[0] in new and b[1] >= -1 and b[2] >= -1 and b[3] <= canvas[0] + 1
+        if b[0] in new
+        and b[1] >= -1
+        and b[2] >= -1
+        and b[3] <= canvas[0] + 1
         and b[4] <= canvas[1] + 1
     ]
     assert len(inside) >= (PARTS if viewport == "desktop" else PARTS // 2)

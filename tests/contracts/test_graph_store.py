@@ -410,7 +410,7 @@ async def test_a_real_type_replaces_unknown(store: GraphStore, kb: str) -> None:
 async def test_a_known_type_replaces_term_and_term_replaces_unknown(
     store: GraphStore, kb: str
 ) -> None:
-    """"term" is the NLP extractor's "no type known": a chunk that writes the term as code or
+    """ "term" is the NLP extractor's "no type known": a chunk that writes the term as code or
     a command tells more, whichever chunk is stored first."""
     (c1,) = await put_doc(store, kb, "a.md", 1)
     await store.upsert_relations(kb, [rel("lumenctl", "Argo CD", c1)])
