@@ -45,7 +45,9 @@ async def search_entities(console: Console, kb: str, query: str) -> EntitySearch
     key = normalise_name(query)
     if not key:
         return EntitySearch()
-    outline = await console.graph_outlines.get(kb, key)
+    # Not get(kb, key): a query that names nothing would re-read the whole outline each time.
+    # The entity named exactly is looked up in the store below, however new.
+    outline = await console.graph_outlines.get(kb)
     named = [key, *named_by(outline, key)]
     vector = await console.services.embedder.embed([query])
     # The process's in-memory copy (shared with the answerer): exact, and a matrix product
