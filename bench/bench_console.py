@@ -306,7 +306,10 @@ def time_graph_in_browser(
         query = f"kb={kb}&entity={entity}" + (f"&limit={limit}" if limit else "")
         started = time.perf_counter()
         page.goto(f"{url}/console/graph?{query}")
-        page.wait_for_function("document.getElementById('cy').dataset.loaded !== undefined")
+        # A function, not an expression: polling an expression evaluates a string, which the
+        # console's Content-Security-Policy (no 'unsafe-eval') refuses once the graph is slow
+        # enough that the first check finds it not loaded yet.
+        page.wait_for_function("() => document.getElementById('cy').dataset.loaded !== undefined")
         page.evaluate("new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))")
         drawn_ms = (time.perf_counter() - started) * 1000
         found: dict[str, Any] = {

@@ -71,7 +71,7 @@ INSTRUMENT = r"""
 NODE = "node 0002"
 RESET = """() => { window.__added = false; window.__marks.length = 0; const b = window.__beat;
   b.maxTimerGap = 0; b.maxFrameGap = 0; b.frames = 0; b.lastTimer = performance.now(); }"""
-EXPANDED = "document.getElementById('cy').dataset.loaded == '203'"
+EXPANDED = "() => document.getElementById('cy').dataset.loaded == '203'"
 
 
 def click_once(page: Any, url: str, token: str, mode: str, sleep: float) -> dict[str, Any]:
@@ -80,7 +80,8 @@ def click_once(page: Any, url: str, token: str, mode: str, sleep: float) -> dict
     page.click("#login-form button[type=submit]")
     page.wait_for_url(f"{url}/console/")
     page.goto(f"{url}/console/graph?kb=synthetic&entity=hub")
-    page.wait_for_function("document.getElementById('cy').dataset.loaded == '201'")
+    # A function, not a string: polling a string evaluates it, which the console's CSP refuses.
+    page.wait_for_function("() => document.getElementById('cy').dataset.loaded == '201'")
     page.evaluate(RESET)
     x, y = page.evaluate(
         f"""() => {{ const p = window.tacitGraph.getElementById('{NODE}').renderedPosition();

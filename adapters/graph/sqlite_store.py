@@ -289,6 +289,30 @@ class SQLiteGraphStore:
         )
         return await self._call(lambda conn: [tuple(r) for r in conn.execute(sql, (kb,))])
 
+    async def relation_keywords(
+        self, kb: str, pairs: Sequence[tuple[str, str]]
+    ) -> dict[tuple[str, str], str]:
+        wanted = sorted({_canonical(a, b) for a, b in pairs if a != b})
+        if not wanted:
+            return {}
+        # Only the mentions that name the relation: the NLP extractor's have no keywords.
+        sql = (
+            "SELECT d.src_key, d.tgt_key, d.keywords"
+            " FROM json_each(?2) AS p, relation_descriptions AS d"
+            " WHERE d.kb = ?1 AND d.src_key = p.value ->> 0 AND d.tgt_key = p.value ->> 1"
+            " AND d.keywords <> '' ORDER BY d.id"
+        )
+
+        def work(conn: sqlite3.Connection) -> dict[tuple[str, str], str]:
+            found: dict[tuple[str, str], list[str]] = {}
+            for src, tgt, words in conn.execute(sql, (kb, json.dumps(wanted, ensure_ascii=False))):
+                found.setdefault((src, tgt), []).append(words)
+            return {
+                pair: merged for pair, words in found.items() if (merged := merge_keywords(words))
+            }
+
+        return await self._read(work)
+
     async def chunk_entities(self, kb: str, chunk_ids: Sequence[str]) -> dict[str, list[str]]:
         wanted = unique_in_order(chunk_ids)
         if not wanted:
@@ -664,12 +688,14 @@ class SQLiteGraphStore:
         ordered = sorted(mentions, key=itemgetter(0))
         with _transaction(conn, write=True):
             self._require_chunks(conn, kb, {m.chunk_id for _, m in mentions})
-            # A real type replaces "unknown" (the type of an entity first met as a relation
-            # endpoint); otherwise the first type stays.
+            # A known type replaces "unknown" (an entity first met as a relation endpoint) and
+            # "term" (no type known), "term" replaces "unknown"; otherwise the first type stays
+            # (core.models.replaces_type).
             conn.executemany(
                 "INSERT INTO entities (kb, key, name, type) VALUES (?, ?, ?, ?)"
                 " ON CONFLICT (kb, key) DO UPDATE SET type = excluded.type"
-                " WHERE entities.type = 'unknown' AND excluded.type <> 'unknown'",
+                " WHERE (entities.type = 'unknown' AND excluded.type <> 'unknown')"
+                " OR (entities.type = 'term' AND excluded.type NOT IN ('unknown', 'term'))",
                 [(kb, key, m.name.strip(), m.type.strip() or "unknown") for key, m in ordered],
             )
             conn.executemany(

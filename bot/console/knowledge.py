@@ -10,13 +10,13 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 from starlette.datastructures import UploadFile
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 
 from bot.console.auth import Session
 from bot.console.context import Console
+from bot.console.graph_search import EntitySearch, relation_names, search_entities
 from bot.console.jobs import Job
 from bot.console.overview import indexed_key
 from core.kb import validate_kb_name
@@ -240,10 +240,11 @@ async def job_status(console: Console, request: Request, session: Session) -> Re
 async def graph_page(console: Console, request: Request, session: Session) -> Response:
     kb = _kb(console, request)
     query = request.query_params.get("q", "").strip()[:200]
-    matches: list[dict[str, Any]] = []
-    if query:
-        matches = await _search_entities(console, kb, query)
-    focus = request.query_params.get("entity", "") or (matches[0]["name"] if matches else "")
+    found = await search_entities(console, kb, query) if query else EntitySearch()
+    # Only an entity the query names is drawn unasked; the closest by meaning are offered.
+    focus = request.query_params.get("entity", "") or (
+        found.matches[0]["name"] if found.matches else ""
+    )
     if focus:
         console.graph_outlines.warm(kb)  # ready, or nearly, when the script asks for the data
     facets = await console.state.log.facets()
@@ -254,31 +255,17 @@ async def graph_page(console: Console, request: Request, session: Session) -> Re
         kb=kb,
         kbs=console.kbs(facets["kbs"]),
         query=query,
-        matches=matches,
+        matches=found.matches,
+        closest=found.closest,
         focus=focus,
         page_size=_bounded(request.query_params.get("limit"), GRAPH_PAGE, 1, GRAPH_MAX),
     )
 
 
-async def _search_entities(console: Console, kb: str, query: str) -> list[dict[str, Any]]:
-    """The entity named `query` (when there is one), then the ten nearest by embedding."""
-    vector = await console.services.embedder.embed([query])
-    # The process's in-memory copy (shared with the answerer): exact, and a matrix product
-    # instead of a Milvus Lite search (30–100 ms over 13k entities under load).
-    hits = await console.services.vector_cache().search(
-        "entities", kb, np.asarray(vector, dtype=np.float32), limit=10
-    )
-    keys = [hit.id for hit in (hits[0] if hits else [])]  # an entity's vector id is its key
-    # Names, types and degrees without the mentions: a hub has thousands, none shown here.
-    sub = await console.services.graph.neighbourhood(
-        kb, [query, *keys], hops=0, limit=len(keys) + 1, mentions=0
-    )
-    return [{"name": e.name, "type": e.type, "degree": e.degree} for e in sub.entities][:10]
-
-
 async def graph_data(console: Console, request: Request, session: Session) -> Response:
     """One page of an entity's neighbourhood, strongest relations first: nodes as
-    [key, name, type, degree, community], edges as [key, key, weight].
+    [key, name, type, degree, community], edges as [key, key, weight, relation name] (the name
+    is the extractor's keywords, "" when it gave none).
 
     `offset`/`limit` page through the neighbours (the page's "show more"); the edges returned
     are those from the page's entities to the entity and to every neighbour up to this page, so
@@ -318,11 +305,12 @@ async def graph_data(console: Console, request: Request, session: Session) -> Re
         edges.sort(key=lambda e: (root not in (e[0], e[1]), -e[2]))
         left_out, edges = len(edges) - most, edges[:most]
     end = offset + len(page)
+    named = await relation_names(console.services.graph, kb, outline, edges)
     return JSONResponse(
         {
             "root": root,
             "nodes": nodes,
-            "edges": edges,
+            "edges": named,
             "total": len(around),
             "edges_left_out": left_out,
             "next": end if end < len(around) else None,
@@ -350,6 +338,8 @@ async def graph_detail(console: Console, request: Request, session: Session) -> 
         for r in sub.relations:
             if {r.source, r.target} == {q["source"], q["target"]}:
                 title = f"{names.get(r.source, r.source)} — {names.get(r.target, r.target)}"
+                if r.keywords:
+                    title += f" ({r.keywords})"
                 descriptions, chunk_ids = list(r.descriptions), list(r.chunk_ids)
                 break
     elif q.get("entity"):

@@ -5,6 +5,12 @@ The low-cost mode of HuixiangDou2's indexing. A chunk's key terms are its key ph
 function words left out). Two terms of one chunk that appear in one sentence are related, and
 that sentence is the description of the relation; the first sentence naming a term describes it.
 
+Types and relation names come from the chunk's markup (core/index/markup_kinds.py): a term
+written as code is code, a command or a config key, a term of the heading is the section's topic;
+a table's row relates its
+first cell to the others, named by the column's header. Everything else is a "term", and two
+terms of one sentence are related without a name: co-occurrence says no more.
+
 Fenced code is left out: identifiers in code samples (`self`, `import`) are noise as entities.
 """
 
@@ -17,6 +23,7 @@ from functools import lru_cache
 from itertools import combinations
 
 from core.index.extract import Extraction
+from core.index.markup_kinds import TERM, markup_types, table_rows, term_type
 from core.language.phrases import chinese_terms, english_terms
 from core.language.text import detect_language, split_sentences
 from core.models import ChunkRecord, EntityMention, RelationMention, normalise_name
@@ -30,7 +37,8 @@ def _extraction_thread() -> ThreadPoolExecutor:
     return ThreadPoolExecutor(max_workers=1, thread_name_prefix="tacit-nlp-extract")
 
 
-ENTITY_TYPE = "term"
+ENTITY_TYPE = TERM  # a term whose markup tells nothing more
+MAX_RELATION_NAME_CHARS = 40  # a longer table header is a sentence, not a relation's name
 
 _CODE_FENCE = re.compile(r"^\s*(```|~~~).*?^\s*\1[^\n]*$", re.M | re.S)
 # A Markdown table: a header row, its delimiter row ("|---|:--:|"), then body rows.
@@ -65,7 +73,8 @@ class NLPExtractor:
         return await loop.run_in_executor(_extraction_thread(), self.extract_sync, chunk)
 
     def extract_sync(self, chunk: ChunkRecord) -> Extraction:
-        text = _INLINE_URL.sub(" ", table_rows_as_text(_CODE_FENCE.sub("\n", chunk.text)))
+        unfenced = _CODE_FENCE.sub("\n", chunk.text)
+        text = _INLINE_URL.sub(" ", table_rows_as_text(unfenced))
         sentences = split_sentences(text)
         if not sentences:
             return Extraction()
@@ -73,23 +82,63 @@ class NLPExtractor:
             terms = chinese_terms(text, self.max_terms)
         else:
             terms = english_terms(sentences, self.max_terms)
-        return self._mentions(chunk.id, terms, sentences)
-
-    def _mentions(self, chunk_id: str, terms: list[str], sentences: list[str]) -> Extraction:
+        typed = markup_types(unfenced)
+        types = {term: term_type(term, typed, chunk.heading) for term in terms}
         result = Extraction()
+        seen_pairs: set[tuple[str, str]] = set()
+        if terms:
+            self._table_relations(chunk.id, terms, unfenced, result, seen_pairs)
+        self._mentions(chunk.id, terms, types, sentences, result, seen_pairs)
+        return result
+
+    def _table_relations(
+        self,
+        chunk_id: str,
+        terms: list[str],
+        text: str,
+        result: Extraction,
+        seen_pairs: set[tuple[str, str]],
+    ) -> None:
+        """A table row's first cell related to each of its other cells, the relation named by
+        the column's header."""
+        for row in table_rows(text):
+            if len(row.cells) < 2:
+                continue
+            description = _shorten("; ".join(cell for cell in row.cells if cell))
+            subjects = [t for t in terms if t.casefold() in row.cells[0].casefold()][:1]
+            for cell, header in zip(row.cells[1:], row.headers[1:], strict=False):
+                name = header.strip("*_` ").lower()
+                if not subjects or not name or len(name) > MAX_RELATION_NAME_CHARS:
+                    continue
+                for term in (t for t in terms if t.casefold() in cell.casefold()):
+                    a, b = subjects[0], term
+                    pair = (a, b) if a < b else (b, a)
+                    if pair in seen_pairs or normalise_name(a) == normalise_name(b):
+                        continue
+                    seen_pairs.add(pair)
+                    result.relations.append(RelationMention(a, b, name, description, chunk_id))
+
+    def _mentions(
+        self,
+        chunk_id: str,
+        terms: list[str],
+        types: dict[str, str],
+        sentences: list[str],
+        result: Extraction,
+        seen_pairs: set[tuple[str, str]],
+    ) -> None:
         if not terms:
-            return result
+            return
         folded = [s.casefold() for s in sentences]
         rank = {term: i for i, term in enumerate(terms)}
         described: set[str] = set()
-        seen_pairs: set[tuple[str, str]] = set()
         for sentence, lower in zip(sentences, folded, strict=True):
             present = [t for t in terms if t.casefold() in lower]
             description = _shorten(sentence)
             for term in present:
                 if term not in described:
                     described.add(term)
-                    result.entities.append(EntityMention(term, ENTITY_TYPE, description, chunk_id))
+                    result.entities.append(EntityMention(term, types[term], description, chunk_id))
             present.sort(key=rank.__getitem__)
             for a, b in combinations(present[: self.max_terms_per_sentence], 2):
                 pair = (a, b) if a < b else (b, a)
@@ -97,7 +146,6 @@ class NLPExtractor:
                     continue
                 seen_pairs.add(pair)
                 result.relations.append(RelationMention(a, b, "", description, chunk_id))
-        return result
 
 
 def table_rows_as_text(text: str) -> str:

@@ -30,6 +30,7 @@ from typing import Any
 from core.citation import Citation
 from core.language.text import CJK_RUN
 from core.language.words import zipf
+from core.models import LAYOUT_TYPES, UNKNOWN_TYPE
 from core.retrieve.context import RetrievedContext, ScoredChunk, ScoredRelation
 from prompts import fenced, inline
 
@@ -164,8 +165,8 @@ def _telling(name: str, kind: str = "") -> bool:
     """Whether a graph item says what the KB is about: an entity the extractor gave a kind (a
     model named it a system, a person…), or a name that is not one word common in general
     language (identifiers, phrases and rare words are telling; the NLP extractor's "term" is
-    every noun)."""
-    if kind and kind not in ("term", "unknown"):
+    every noun, and its other types say how a term is written, not what it is)."""
+    if kind and kind != UNKNOWN_TYPE and kind not in LAYOUT_TYPES:
         return True
     words = name.split()
     if len(words) != 1:
