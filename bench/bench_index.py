@@ -51,6 +51,8 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
+from bench import results as results_md  # noqa: E402
+
 DATA = REPO.parent / "shared" / "data"
 CORPORA = {
     "refusal": DATA / "refusal" / "kb",
@@ -258,6 +260,7 @@ def main() -> None:
     )
     parser.add_argument("--out", type=Path, default=REPO / "bench" / "results")
     parser.add_argument("--case-json", nargs=4, help=argparse.SUPPRESS)  # internal: one case
+    results_md.add_arguments(parser)
     args = parser.parse_args()
     if args.case_json:
         case, corpus, home, embedder = args.case_json
@@ -274,6 +277,7 @@ def main() -> None:
         )
         print(json.dumps(result), flush=True)
         return
+    run_md = results_md.Run.start(__file__, enabled=not args.no_results)
 
     load_before = os.getloadavg()
     results: list[dict[str, Any]] = []
@@ -324,6 +328,31 @@ def main() -> None:
     path = args.out / f"index-{stamp}.json"
     path.write_text(json.dumps({"meta": meta, "results": results}, indent=2))
     print(f"wrote {path}")
+    run_md.write(headline(results, args.embedder, args.limit))
+
+
+def headline(results: list[dict[str, Any]], embedder: str, limit: int) -> list[results_md.Row]:
+    """Each case's wall time beside chunk-only indexing of the same corpus (the baseline), and a
+    re-index's share of its first run."""
+    out = []
+    for r in results:
+        corpus = f"{r['corpus']}{f' (first {limit})' if limit else ''}, {embedder} embedder"
+        base = next(
+            (x for x in results if x["corpus"] == r["corpus"] and x["case"] == "chunks"), None
+        )
+        notes = f"{r['chunks']} chunks"
+        if "share_of_first_run" in r:
+            notes += f", {r['share_of_first_run']:.1%} of the first run"
+        out.append(
+            results_md.Row(
+                f"index {corpus}: {r['case']}",
+                r["wall_seconds"],
+                baseline=None if base is None or base is r else base["wall_seconds"],
+                unit="s",
+                notes=notes + ("; baseline: chunks only" if base is not None else ""),
+            )
+        )
+    return out
 
 
 if __name__ == "__main__":

@@ -108,6 +108,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def number(value: object) -> str:
     """A value as written in the table: floats to 4 significant digits, thousands grouped."""
+    if value is None:
+        return "n/a"
     if isinstance(value, bool):
         return str(value).lower()
     if isinstance(value, int):
