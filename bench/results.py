@@ -44,6 +44,7 @@ COLUMNS = (
     "metric",
     "value",
     "baseline (same run)",
+    "notes",
     "machine",
     "date (UTC)",
     "commit",
@@ -75,6 +76,7 @@ class Line:
     metric: str
     value: str
     baseline: str
+    notes: str
     machine: str
     date: str
     commit: str
@@ -90,6 +92,7 @@ class Line:
             self.metric,
             self.value,
             self.baseline,
+            self.notes,
             self.machine,
             self.date,
             self.commit,
@@ -217,15 +220,13 @@ class Run:
         out = []
         for row in rows:
             baseline = NO_BASELINE if row.baseline is None else with_unit(row.baseline, row.unit)
-            value = with_unit(row.value, row.unit)
-            if row.notes:
-                value = f"{value} ({row.notes})"
             out.append(
                 Line(
                     self.bench,
                     row.metric,
-                    value,
+                    with_unit(row.value, row.unit),
                     baseline,
+                    row.notes,
                     self.machine,
                     self.date,
                     self.commit,
