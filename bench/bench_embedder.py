@@ -117,7 +117,7 @@ def make_encoder(system: str) -> tuple[Callable[[list[str], int], Any], Callable
 
         # Its internal batch is the largest measured, so each call of `batch_size` texts is
         # encoded as exactly one batch: the measured batching is the caller's.
-        embedder = USEEmbedder(batch_size=max(BATCH_SIZES), threads=THREADS)
+        embedder = USEEmbedder(batch_size=max(BATCH_SIZES))  # its own workers, BLAS on one
         loop.run_until_complete(embedder.warm_up())
 
         def close_adapter() -> None:
