@@ -24,7 +24,8 @@ indexes): both sides read the current tree's sets and documents, so only the cod
 tables are printed side by side, then every message whose verdict moved. (bench_first_hour.py is
 the gate alone on the team-written sets; this is the whole path on sets nobody here wrote.)
 
-Writes --json-out (every row) when asked, and prints the Markdown table docs/BENCHMARKS.md takes.
+Writes --json-out (every row) when asked, prints a Markdown table, and writes its headline rows
+to docs/RESULTS.md (bench/results.py).
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ dir, then the same random entities are queried three ways:
 - port:  the async GraphStore call, as the pipeline makes it (thread hop, full hydration:
          entities with descriptions, chunk ids and degrees, relations with descriptions);
 - raw:   the bare adjacency / count SQL on a second sqlite3 connection in this thread — the
-         floor, and what docs/BENCHMARKS.md's raw figures (0.015 / 0.04 ms) measure;
+         floor;
 - hop:   an empty function through the store's kind of executor, the thread-hop share.
 
 Graphs are uniform random (every pair equally likely), with nodes:edges = 30:36 at every size,

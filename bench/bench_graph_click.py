@@ -1,6 +1,6 @@
 """Time a node click in the console's graph view with marks recorded inside the page, so the
-numbers do not depend on how the driver waits (docs/BENCHMARKS.md, "Web console at the target
-size").
+numbers do not depend on how the driver waits (a driver that waits for the page can measure
+its own waiting).
 
     python -m tests.browser.synthetic_graph /tmp/gc/home synthetic
     TACIT_HOME=/tmp/gc/home TACIT_CONSOLE__ADMIN_TOKEN=tok tacit serve --port 18788 &

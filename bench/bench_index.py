@@ -128,7 +128,7 @@ async def run_case(
     elif llm is not None:
         extractor = LoopNERExtractor(llm, variant="base", max_loops=1)  # type: ignore[arg-type]
     # No description summaries: the instant LLM answers extraction prompts only, and this
-    # measures Tacit's own time per chunk (the figures in docs/BENCHMARKS.md were run so).
+    # measures Tacit's own time per chunk.
     options = IndexOptions(summarize_over_tokens=0)
     indexer = Indexer(graph, vectors, embedder, options, extractor=extractor, llm=llm)  # type: ignore[arg-type]
     spent = {"vector_store": 0.0, "embedder": 0.0}

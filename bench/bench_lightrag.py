@@ -19,7 +19,7 @@ related entities and the relation's theme. Each query runs on both, interleaved,
 the same machine load; 5 warm-up queries are not counted. LightRAG: QueryParam(mode="hybrid",
 only_need_context=True, enable_rerank=False), its default top-k and budgets. Tacit: retrieve()
 with its defaults (dual level + dense + BM25 chunks + graph-chunk lookups, fused, budgets);
-BM25 runs in process (the embedded default; docs/BENCHMARKS.md, "The full retriever").
+BM25 runs in process (the embedded default).
 
 Prints a Markdown table; writes JSON to bench/results/.
 """

@@ -1,5 +1,4 @@
-"""The unfitted gate's target on a fourth KB of another shape (docs/BENCHMARKS.md, "Gate
-coverage on an ML platform team's KB").
+"""The unfitted gate's target on a fourth KB of another shape: an ML platform team's.
 
 tests/data/fourth_team/ is an ML platform / GPU cluster team's KB ("Foundry": the Anvil cluster,
 the Kiln scheduler, the `forge` CLI), mostly English with two Chinese pages, in reStructuredText
@@ -48,7 +47,7 @@ async def gate(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Gate]:
 
 @module_loop
 async def test_unfitted_gate_meets_the_target_on_an_ml_platform_kb(gate: Gate) -> None:
-    # ≤ 1 in 20 covered questions refused; ≥ 9 in 10 uncovered ones refused (docs/BENCHMARKS.md)
+    # the first-hour target: ≤ 1 in 20 covered questions refused; ≥ 9 in 10 uncovered ones refused
     await assert_first_hour_target(gate, KB, DATA)
 
 
@@ -149,8 +148,8 @@ def test_a_question_asked_in_general_is_not_covered_by_similarity_alone() -> Non
 
 @module_loop
 async def test_the_first_hours_misses_on_this_kb_are_refused(gate: Gate) -> None:
-    # docs/BENCHMARKS.md, "A first hour's misses": a general-knowledge ask near the KB's own
-    # runbook, and a KB error line in front of an off-topic ask
+    # a general-knowledge ask near the KB's own runbook, and a KB error line in front of an
+    # off-topic ask
     for text in (
         "How do I fix CUDA out of memory in PyTorch in general?",
         "KilnAdmissionError: write me a poem about GPUs",

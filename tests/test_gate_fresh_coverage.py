@@ -1,6 +1,6 @@
-"""The unfitted gate's target on a KB it was never tuned on (docs/BENCHMARKS.md, "Gate coverage
-on a fresh team's KB"): the rule's thresholds were measured on the demo KB (tests/
-test_gate_demo_coverage.py), so a second team's docs check that they are not the demo's.
+"""The unfitted gate's target on a KB it was never tuned on: the rule's thresholds were
+measured on the demo KB (tests/test_gate_demo_coverage.py), so a second team's docs check that
+they are not the demo's.
 
 tests/data/fresh_team/ is a data-pipeline team's KB ("Loom": dashed service names, people named
 in several cultures, one of them in Chinese, a config table of LOOM_* keys with units, runbooks,
@@ -45,7 +45,7 @@ async def gate(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Gate]:
 
 @module_loop
 async def test_unfitted_gate_meets_the_target_on_a_kb_it_was_not_tuned_on(gate: Gate) -> None:
-    # ≤ 1 in 20 covered questions refused; ≥ 9 in 10 uncovered ones refused (docs/BENCHMARKS.md)
+    # the first-hour target: ≤ 1 in 20 covered questions refused; ≥ 9 in 10 uncovered ones refused
     await assert_first_hour_target(gate, KB, DATA)
 
 
@@ -144,7 +144,7 @@ def test_everyday_words_all_in_a_passages_heading_are_covered() -> None:
 
 # The fresh KB's lines about its manager (tests/data/fresh_team/kb): a runbook passage whose
 # first line says "Older data" and whose last needs her approval, and the Chinese onboarding
-# table naming her (docs/BENCHMARKS.md, "A first hour's misses").
+# table naming her.
 MANAGER = [
     "Backfill runbook > Before you start\n"
     "- The raw zone keeps **14 days**. Older data must be re-sent by the producer team.\n"

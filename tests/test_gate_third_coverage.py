@@ -1,5 +1,4 @@
-"""The unfitted gate's target on the Chinese-majority payments team's KB (docs/BENCHMARKS.md,
-"Gate coverage on a Chinese-majority team's KB" and "A first hour's misses").
+"""The unfitted gate's target on the Chinese-majority payments team's KB.
 
 tests/data/third_team/ is the "星途支付" team's KB (mostly Chinese, with the English such docs
 carry: `XINGTU_*` keys, `paycli` commands, alert names) and its pre-registered covered and
@@ -32,7 +31,7 @@ async def gate(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Gate]:
 
 @module_loop
 async def test_unfitted_gate_meets_the_target_on_a_chinese_team_kb(gate: Gate) -> None:
-    # ≤ 1 in 20 covered questions refused; ≥ 9 in 10 uncovered ones refused (docs/BENCHMARKS.md)
+    # the first-hour target: ≤ 1 in 20 covered questions refused; ≥ 9 in 10 uncovered ones refused
     await assert_first_hour_target(gate, KB, DATA)
 
 

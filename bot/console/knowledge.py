@@ -264,7 +264,7 @@ async def _search_entities(console: Console, kb: str, query: str) -> list[dict[s
     """The entity named `query` (when there is one), then the ten nearest by embedding."""
     vector = await console.services.embedder.embed([query])
     # The process's in-memory copy (shared with the answerer): exact, and a matrix product
-    # instead of a Milvus Lite search (30–100 ms over 13k entities under load).
+    # instead of a Milvus Lite search, which scans its rows in Python.
     hits = await console.services.vector_cache().search(
         "entities", kb, np.asarray(vector, dtype=np.float32), limit=10
     )
