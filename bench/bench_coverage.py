@@ -141,6 +141,7 @@ def headline(reports: list[dict[str, Any]]) -> list[results_md.Row]:
             ours["p50_ms"],
             baseline=None if base is None else base["p50_ms"],
             unit="ms",
+            notes="baseline: coverage alone, no request prior" if base else "",
         )
     ]
 

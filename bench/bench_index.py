@@ -343,13 +343,14 @@ def headline(results: list[dict[str, Any]], embedder: str, limit: int) -> list[r
         notes = f"{r['chunks']} chunks"
         if "share_of_first_run" in r:
             notes += f", {r['share_of_first_run']:.1%} of the first run"
+        compared = base is not None and base is not r
         out.append(
             results_md.Row(
                 f"index {corpus}: {r['case']}",
                 r["wall_seconds"],
-                baseline=None if base is None or base is r else base["wall_seconds"],
+                baseline=base["wall_seconds"] if compared else None,
                 unit="s",
-                notes=notes + ("; baseline: chunks only" if base is not None else ""),
+                notes=notes + ("; baseline: chunks only" if compared else ""),
             )
         )
     return out
