@@ -347,6 +347,7 @@ def main() -> None:
             "baseline: the plain wider round",
         )
         for key, r in results.items()
+        if r["questions_acted"]  # round 1 missed no hop: nothing to widen for
         for arm in ARMS
         if arm != "plain"
     )
