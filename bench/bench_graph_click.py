@@ -157,7 +157,12 @@ def headline(clicks: list[dict[str, Any]], mode: str, headed: bool) -> list[resu
     """The median over the runs of the page's own time from the tap to the expanded graph
     drawn, and of the driver's wall time around it."""
     label = f"node click ({mode}{', headed' if headed else ''})"
-    loaded = [c["marks"]["data-loaded"] for c in clicks if "data-loaded" in c["marks"]]
+    # the mark names the node count it loaded: "data-loaded 203"
+    loaded = [
+        next(t for mark, t in c["marks"].items() if mark.startswith("data-loaded"))
+        for c in clicks
+        if any(mark.startswith("data-loaded") for mark in c["marks"])
+    ]
     out = [
         results_md.Row(
             f"{label}: driver wall time, median",

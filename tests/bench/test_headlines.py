@@ -72,7 +72,7 @@ def test_console() -> None:
 
 def test_graph_click() -> None:
     clicks = [
-        {"driver_ms": 900, "marks": {"data-loaded": 300}},
+        {"driver_ms": 900, "marks": {"tap handler": 0, "data-loaded 203": 300}},
         {"driver_ms": 1100, "marks": {}},
     ]
     rows = _table(_bench("bench_graph_click").headline(clicks, "emit-wait", False))
