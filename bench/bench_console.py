@@ -35,6 +35,7 @@ import asyncio
 import json
 import os
 import random
+import re
 import shutil
 import signal
 import socket
@@ -51,6 +52,8 @@ import httpx
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+
+from bench import results as results_md  # noqa: E402
 from tests.browser.synthetic_graph import HUB, neighbour  # noqa: E402
 
 DEFAULT_KB = REPO.parent / "shared" / "data" / "refusal" / "kb"
@@ -456,7 +459,9 @@ def main() -> None:
         help="a copy of the code to time right after, on the same data home (the previous "
         "numbers in the same run)",
     )
+    results_md.add_arguments(parser)
     args = parser.parse_args()
+    run_md = results_md.Run.start(__file__, enabled=not args.no_results)
     out = REPO / "bench" / "results"
     out.mkdir(parents=True, exist_ok=True)
     report: dict[str, Any] = {"decisions": args.decisions}
@@ -517,6 +522,29 @@ def main() -> None:
         print(n, runs[n]["uptime_before"], "→", runs[n]["uptime_after"])
         print(json.dumps(runs[n]["browser_graph"], ensure_ascii=False))
     print(json.dumps({k: v for k, v in report.items() if k != "runs"}, ensure_ascii=False))
+    run_md.write(headline(runs, pages))
+
+
+def headline(runs: dict[str, Any], pages: dict[str, str]) -> list[results_md.Row]:
+    """Each page's p50 against the same run's floor: /healthz, or the --baseline-repo's page."""
+    new, old = runs["new"]["pages"], runs.get("baseline", {}).get("pages")
+    floor = new["baseline: /healthz"]["p50_ms"]
+    out = []
+    for page in pages:
+        if page.startswith("baseline"):
+            continue
+        name = re.sub(r", degree \d+\)$", ")", page)  # the degree varies with the KB
+        out.append(
+            results_md.Row(
+                f"console {name}: p50",
+                new[page]["p50_ms"],
+                baseline=old[page]["p50_ms"] if old else floor,
+                unit="ms",
+                notes=f"n {new[page]['repeats']}; baseline: "
+                + ("--baseline-repo's page" if old else "/healthz"),
+            )
+        )
+    return out
 
 
 if __name__ == "__main__":

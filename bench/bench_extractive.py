@@ -50,6 +50,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench import results as results_md  # noqa: E402
+
 DATA = ROOT / "tests" / "data" / "extractive_answers.tsv"
 KBS = {
     "demo": ROOT / "bot" / "demo_kb",
@@ -236,7 +238,9 @@ def main() -> None:
     )
     parser.add_argument("--verbose", action="store_true", help="print every answer")
     parser.add_argument("--json-out", type=Path)
+    results_md.add_arguments(parser)
     args = parser.parse_args()
+    run_md = results_md.Run.start(__file__, enabled=not args.no_results)
 
     cases = load_cases(args.data)
     home = args.work / "home"
@@ -261,6 +265,20 @@ def main() -> None:
                 for line in r.lines:
                     print(f"            {line[:150]}")
     print(json.dumps(summary, ensure_ascii=False, indent=2))
+    run_md.write(
+        results_md.Row(
+            f"{args.data.name}: {label}",
+            summary[key],
+            baseline=None if baseline is None else baseline[key],
+            notes=f"{summary['questions']} questions, {summary['refused']} refused"
+            + (f"; baseline: extractive.py at {args.baseline}" if baseline else ""),
+        )
+        for key, label in (
+            ("first_line_share", "answering line first (share of answered)"),
+            ("any_line_share", "answering line anywhere (share of answered)"),
+            ("mean_lines", "lines per answer"),
+        )
+    )
     if args.json_out:
         args.json_out.parent.mkdir(parents=True, exist_ok=True)
         rows = [

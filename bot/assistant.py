@@ -118,7 +118,7 @@ class Gatekeeper(Protocol):
 class ScreeningGatekeeper(Gatekeeper, Protocol):
     """A gate whose decision splits in two (core.gate.gate.Gate): screen() runs the cheap
     stages, classify() the LLM's intent-and-safety screening, which the assistant runs while
-    the answer is being prepared (the first token in seconds; docs/BENCHMARKS.md)."""
+    the answer is being prepared, so the screening adds no wait before the first token."""
 
     async def screen(self, kb: str, message: str, *, addressed: bool = False) -> GateVerdict: ...
 

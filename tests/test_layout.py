@@ -21,6 +21,7 @@ KEPT = ("adversarial", "browser", "contracts", "fakes", "fixtures", "data")
 TOP_LEVEL = {
     "test_deploy_files.py",
     "test_docs.py",
+    "test_code_comments.py",
     "test_layout.py",
     "test_network_guard.py",
     "test_readme.py",

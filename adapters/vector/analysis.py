@@ -17,9 +17,8 @@ lexical="milvus") runs DEFAULT_ANALYZER on the stored text and does not fold, on
 too, so each path is consistent with itself: `analyse(text)` is exactly Milvus's cut of
 `fold_diacritics(text)` (tests/adapters/vector/test_bm25_index.py checks it), and text without Latin
 diacritics is cut identically by both. Folding on a server as well would need a folded copy of
-each chunk's text as the function's input field (the stored text is what searches return); see
-docs/BENCHMARKS.md. ANALYSER_VERSION names this cut: an index saved with another is rebuilt
-from its texts.
+each chunk's text as the function's input field (the stored text is what searches return).
+ANALYSER_VERSION names this cut: an index saved with another is rebuilt from its texts.
 """
 
 from __future__ import annotations
@@ -38,8 +37,8 @@ PUNCTUATION = list(".,;:!?'\"()[]{}<>-_/\\|@#$%^&*+=~`") + list(
 )
 
 # Function words: BM25's idf discounts them but does not silence them, and in a question ("Who
-# was the director of …") they outnumber the terms that matter. Measured on the HotpotQA dev
-# set's pooled paragraphs, dropping them lifted BM25 recall@5 by 1.5–6 points. The list is
+# was the director of …") they outnumber the terms that matter, so dropping them ranks the
+# passages about those terms higher (bench/bench_retrieval.py measures it). The list is
 # explicit because Lite ignores Milvus's "_english_" shorthand (and its stemmer filter).
 _ENGLISH_FUNCTION_WORDS = (
     "a an the and or but if of in on at to for by with from into onto about as than then "

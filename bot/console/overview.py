@@ -84,7 +84,7 @@ def _probes(console: Console) -> list[tuple[str, doctor.Probe, str]]:
 
     async def vectors(_: Settings) -> str:
         # A one-hit search, not `count`: Milvus Lite's filtered count(*) takes seconds of its
-        # CPU at 30k rows (docs/BENCHMARKS.md), and this runs every HEALTH_EVERY_S.
+        # CPU on a large collection, and this runs every HEALTH_EVERY_S.
         query = np.asarray(await services.embedder.embed(["tacit doctor"]), dtype=np.float32)
         hits = await services.vectors.search("chunks", settings.kb, query, limit=1)
         found = len(hits[0]) if hits else 0

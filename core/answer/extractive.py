@@ -3,10 +3,10 @@
 Sentences, each shaped to hold one fact whole (_sentences), are scored by similarity to the
 question and the answer keeps the best few. The best one leads: in a chat the first line is the
 one read, and it is the line most likely to answer. The others follow in the order they appear
-in their sources (grouped by source), so they still read as the documents wrote them. Measured
-in docs/BENCHMARKS.md ("Extractive answers: the answering line first"): reading order put the
-answering line first less often than best-first, and ordering whole sources by their best
-sentence did no better than reading order, since a source's earlier, weaker sentence then leads.
+in their sources (grouped by source), so they still read as the documents wrote them. Not
+reading order throughout: it puts the answering line first less often than best-first; nor whole
+sources ordered by their best sentence, since a source's earlier, weaker sentence then leads
+(bench/bench_extractive.py measures where the answering line lands).
 """
 
 from __future__ import annotations
@@ -128,9 +128,8 @@ def _logical_lines(text: str) -> tuple[list[str], set[int]]:
     """The text's lines, stripped, with a paragraph or list item that its author wrapped over
     several lines joined into one: Markdown and reST render such a wrap as a space, but read line
     by line a fact falls in two ("Backups: nightly at 01:30 …, WAL archived every" / "5 minutes.
-    Retention: 35 days …"), and neither half answers "when, and kept how long?"
-    (docs/BENCHMARKS.md, "Extractive answers: the answering line first"). Code (fenced, or a reST
-    literal block after "::") keeps its lines, and so do table rows, headings and titles.
+    Retention: 35 days …"), and neither half answers "when, and kept how long?". Code (fenced,
+    or a reST literal block after "::") keeps its lines, and so do table rows, headings and titles.
     Also the indexes of the lines that are paragraphs of several lines (not list items): a
     paragraph is split into its sentences however short, as it was when each wrapped line was
     read alone, since a list item holds one fact and a paragraph several."""
@@ -234,8 +233,7 @@ async def best_sentences(
     chunk beats a look-alike from a weak one, and with the share of the question's terms it
     contains. pattern (asked_of): a sentence holding one of the question's names and every word
     asked of it holds all the question's terms, however it writes them ("owns" in a row under
-    `Owner`, which the exact terms miss; docs/BENCHMARKS.md, "Extractive answers: the answering
-    line first").
+    `Owner`, which the exact terms miss).
     """
     candidates = _candidates(evidence)
     if not candidates:

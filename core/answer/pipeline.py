@@ -25,7 +25,7 @@ the check). The judge runs after the answer has streamed; it widens for a part i
 when retrieval for that part finds something new, and an answer it finds answers nothing is a
 refusal. With the gate's LLM screening running beside the answer, the answer's model calls
 after its first wait for the verdict (core.answer.screened_llm). Calls per path:
-docs/BENCHMARKS.md, "A lean model path".
+bench/bench_answer_paths.py.
 
 Feedback rounds stream too: the user watches the first answer arrive; if the judge finds it
 unfaithful or incomplete, the context is widened (within the budgets: core.answer.widening)
@@ -830,8 +830,7 @@ class _Run:
                 # KGiRAG's feedback steers the next retrieval: the part the judge named is
                 # searched as a query of its own, with keywords cut the NLP way (no LLM call;
                 # the judge's text is capped at MAX_MISSING_CHARS), within the usual budgets.
-                # On MuSiQue it reaches missing hops plain widening does not
-                # (docs/BENCHMARKS.md, "The part the judge named as lacking").
+                # It reaches missing hops that plain widening does not.
                 record.detail["lacking_query"] = lacking
                 part = self.retriever.retrieve(
                     self.kb,
@@ -979,7 +978,7 @@ class _Run:
         question names, ranked word to word by what it asks of them (core.retrieve.entries, as
         a plan step's subject and predicate): the owners table's row for "Who owns
         loom-ingest?" is one row of seven, ranked by neither BM25 nor dense among the first
-        chunks (docs/BENCHMARKS.md, "Extractive answers: the answering line first").
+        chunks.
         `asked_of_names`: named_and_asked of the question."""
         names, asked = asked_of_names
         if not names or not asked or self.options.extractive_entries <= 0:

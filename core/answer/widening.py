@@ -4,10 +4,9 @@ Each feedback round retrieves a wider context; merged with what the earlier roun
 would grow without bound (round k carrying up to k budgets). recut() fits the merged context
 back into the `[retrieval]` budgets, in order of preference: what the last answer cited (its
 evidence), then what the retrieval for the part the judge named as lacking found new (KGiRAG's
-feedback steering the next retrieval, docs/BENCHMARKS.md "The part the judge named as
-lacking"), then what else is new this round, then the rest by score. novelty() says whether a
-round found anything the earlier ones did not: one that found nothing is not answered again
-(the same prompt would get the same answer).
+feedback steering the next retrieval), then what else is new this round, then the rest by
+score. novelty() says whether a round found anything the earlier ones did not: one that found
+nothing is not answered again (the same prompt would get the same answer).
 """
 
 from __future__ import annotations

@@ -75,8 +75,8 @@ class GateOptions:
     # With an LLM and no fit, a question addressed to the bot that the coverage rule refuses
     # for coverage alone (not its stuffing veto) goes to the answerer, whose model reads the
     # retrieved passages and answers or says they do not hold the answer (core.answer.pipeline):
-    # the rule matches words, weakly across scripts (docs/BENCHMARKS.md, "Questions the word
-    # rule refuses, left to the model"). Overheard messages are never deferred.
+    # the rule matches words, weakly across scripts, and a model reading the passages is the
+    # better judge of those. Overheard messages are never deferred.
     model_judges_uncovered: bool = True
 
 

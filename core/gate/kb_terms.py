@@ -61,7 +61,7 @@ class KbTerms:
     _words: dict[str, tuple[str, ...]] = field(default_factory=dict, repr=False)
     _lines: dict[int, KbTerms] = field(default_factory=dict, repr=False)
     # the keys of each passage's first line (its heading path) → the passages: headed() asks
-    # a message of everyday words, and scanning every heading cost 2 ms a message at 6k chunks
+    # a message of everyday words, and scanning every heading for each message grows with the KB
     heads: dict[str, frozenset[int]] = field(default_factory=dict, repr=False)
 
     @classmethod
@@ -132,8 +132,8 @@ class KbTerms:
         """Take the words an earlier version of the KB cut its passages into, for the passages
         this version still holds as they were: a KB's new version (one file indexed again, or
         the same chunks read afresh) re-reads every chunk, and cutting the passages into words
-        again (jieba, wordfreq) took half of the cross-script look-up's time at 10k chunks
-        (docs/BENCHMARKS.md, "The cross-script look-up without its repeats")."""
+        again (jieba, wordfreq) is the larger part of the cross-script look-up's time on a
+        large KB."""
         held = set(self.texts)
         for text, words in list(earlier._words.items()):
             if text in held:
@@ -198,9 +198,8 @@ class KbTerms:
         everyday frequency (的, 是, 最: FUNCTION_ZIPF) or a question particle (吗, 呢) is the
         question's, never part of the KB's word; one jieba put in a word of its own (双十 in
         双十/一买) is that word's (the context holds none). Not the word's own pairs alone: on
-        real chat against a large KB, "这不贵" read as 这不 and "不换个" as 换个 brought chatter
-        in (docs/BENCHMARKS.md). The passages are those holding every such run. The word
-        keeps its own weight."""
+        real chat against a large KB, "这不贵" read as 这不 and "不换个" as 换个 bring chatter
+        in. The passages are those holding every such run. The word keeps its own weight."""
         text, start = term.context, term.at
         end = start + len(term.key)
         held = [
@@ -349,9 +348,8 @@ def untranslated(
     (not `across`): jieba may have cut it around the KB's word (within, which
     CoverageRule.translations reads)."""
     candidates = dict.fromkeys([*_lexical_best(terms, kb, TRANSLATION_PASSAGES), *nearest])
-    # Farther passages of the word's own script stay out: on the refusal set's chat, reading
-    # 超高速 as 高速 or 聊天记录 as 记录 there brought 3 more unanswerable messages in and no
-    # answerable one (docs/BENCHMARKS.md, "The nearest passages across scripts").
+    # Farther passages of the word's own script stay out: on real chat, reading 超高速 as 高速
+    # or 聊天记录 as 记录 there lets unanswerable messages in and no answerable one.
     farther = dict.fromkeys(index for index in across if index not in candidates)
     pairs: list[tuple[Term, int]] = []
     for term in distinct_terms(terms).values():

@@ -206,9 +206,9 @@ class Analysis:
 
 def _without_opening_imperative(request: str, terms: list[Term]) -> list[Term]:
     """The request's terms less the imperative it opens with: "write me a poem about GPUs"
-    asks for a poem, and "write" is how it asks, as "what" is ("KilnAdmissionError: write me
-    a poem about GPUs" found "write" in the KB, 27% of the ask; docs/BENCHMARKS.md, "A first
-    hour's misses")."""
+    asks for a poem, and "write" is how it asks, as "what" is: kept, "write" is found in
+    the KB and makes an off-topic ask look partly covered ("KilnAdmissionError: write me a
+    poem about GPUs")."""
     words = LATIN_WORD.findall(request)
     if not words or words[0] not in IMPERATIVES:
         return terms

@@ -151,8 +151,8 @@ class GraphVectorSync:
             VectorRecord(id=record_id, vector=vector, text=text)
             for (record_id, text), vector in zip(rows, matrix, strict=True)
         ]
-        # One upsert for all: a vector store call costs far more than a row (Milvus Lite: ~65
-        # ms per call of 64 rows against ~1 ms per row), and the adapter batches it itself.
+        # One upsert for all: a vector store call costs far more than a row (Milvus Lite most
+        # of all), and the adapter batches it itself.
         await self.vectors.upsert(collection, kb, records)
         self._embedded.update(((kb, collection, rid), text) for rid, text in rows)
 

@@ -49,11 +49,10 @@ _INLINE_URL = re.compile(r"https?://\S+|www\.\S+")
 
 
 class NLPExtractor:
-    """Key terms and sentence co-occurrence; no model, no network, ~1 ms per chunk.
+    """Key terms and sentence co-occurrence; no model, no network, about a millisecond a chunk.
 
-    The limits bound the graph, and so the vectors to embed and store: over the 9 MB refusal
-    corpus, 12 terms a chunk and 5 a sentence made 14.6k entities and 52k relations, and
-    Milvus Lite's memory (it grows with rows) reached 1.9 GB.
+    The limits bound the graph, and so the vectors to embed and store: Milvus Lite's memory
+    grows with its rows, and more terms a chunk or a sentence multiply the relations.
     """
 
     def __init__(self, *, max_terms: int = 10, max_terms_per_sentence: int = 4) -> None:

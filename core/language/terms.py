@@ -32,8 +32,8 @@ STOP_ZIPF = 5.5
 FUNCTION_ZIPF = 6.0
 # Lighter words (Zipf above ~5.1: 负责, 意思, "control", 法国) only frame the ask: a passage
 # need not hold them beside a heavier word (they are the ask only when no word is heavier: see
-# light_words). On the demo sets 0.06-0.10 make no mistake; from 0.12 "capital" and
-# "France" leave "LUMEN_DISPATCH_CONCURRENCY what is the capital of France?" with no ask.
+# light_words). Low enough that "capital" and "France" stay the ask of
+# "LUMEN_DISPATCH_CONCURRENCY what is the capital of France?".
 ASK_WEIGHT = 0.08
 
 
@@ -56,14 +56,12 @@ _CJK_FRAME = _words(
 # A question word jieba cuts together with its measure word (几次 "how many times", 哪位 "which
 # person", 那次 "that time"), and the colloquial ones (多久 "how long", 啥 "what", 咋整 "how to
 # deal with it", 干嘛 "what for"): the question's frame, like 多少 and 哪个 above, however
-# rarely wordfreq has seen the pair. As content they weighed 0.17-0.45 and, found in no passage,
-# counted against every question asked with them (docs/BENCHMARKS.md, "Gate coverage on a
-# Chinese-majority team's KB").
-# Not the measure words of time (哪天, 几年): measured only while a Chinese-written name was no
-# name to the rule, when "赵慧玲的生日是哪天？" was refused only for 哪天 (docs/BENCHMARKS.md).
+# rarely wordfreq has seen the pair: as content they weigh much and, found in no passage, count
+# against every question asked with them.
+# Not the measure words of time (哪天, 几年): the one case for them ("赵慧玲的生日是哪天？"
+# refused for 哪天) came from a Chinese-written name not yet read as a name, not from 哪天.
 # 这边 / 那边 ("our side", "over there") point as 这个 does: "我们这边要做什么" (what do we do on
-# our side) asks nothing about a 这边 (docs/BENCHMARKS.md, "Gate coverage on a hospital lab
-# team's KB").
+# our side) asks nothing about a 这边.
 _CJK_ASKING = re.compile(r"[几哪这那][个次位种台条张家些里回遍件份边]|多久|啥|咋.?|干嘛")
 
 
@@ -225,8 +223,8 @@ def mark_names(found: list[Term], spans: frozenset[str]) -> list[Term]:
 
 
 # A phrasal verb that asks what "mean" asks ("What does GHQ stand for?"): the question's frame,
-# like "mean" in _FRAME. As content, "stand" was the ask and a glossary's "GHQ — GPU-Hour Quota"
-# lacked it (docs/BENCHMARKS.md, "Gate coverage on an ML platform team's KB").
+# like "mean" in _FRAME. As content, "stand" would be the ask, and a glossary's "GHQ — GPU-Hour
+# Quota" answers it without the word.
 _FRAME_PHRASES = frozenset({("stand", "for"), ("stands", "for")})
 
 
@@ -302,7 +300,6 @@ def message_terms(text: str) -> list[Term]:
 # names, as "robustness" (2.8) is one to the Latin rule. Rarer than that rule's 3.5: two or three
 # characters also spell everyday words (张力 3.5, 李白 3.5), and wordfreq scores CJK words it
 # does not list from their characters (赵慧玲 1.1, not 0). A name is never half of a compound.
-# (docs/BENCHMARKS.md, "Chinese-written names are names")
 CJK_NAME_CHARS = 3
 CJK_NAME_ZIPF = 3.0
 
@@ -377,9 +374,9 @@ def is_cjk(term: Term) -> bool:
 
 # English month names and their abbreviations → the month's number, which a Chinese passage
 # writes instead (12月, 十二月): "who's primary on call the week of Dec 14?" found no "dec" in
-# the on-call table headed "2026 年 11–12 月排班表", and the embedder puts "dec" 0.59 from 12月,
-# under the rule's TRANSLATION_MIN (docs/BENCHMARKS.md, "Across languages: a bilingual
-# dictionary"). Not "may", far more often the verb.
+# the on-call table headed "2026 年 11–12 月排班表", and the embedder puts "dec" below the rule's
+# TRANSLATION_MIN from 12月: a fixed dictionary, not the embedder. Not "may", far more often the
+# verb.
 _MONTH_NAMES = (
     "january february march april may june july august september october november december"
 )
@@ -434,8 +431,7 @@ _ASKING_ONLY = WH_WORDS | AUXILIARIES | _words("help idea ideas")
 
 def is_empty_request(text: str) -> bool:
     """Nothing but asking words ("what now?", "how?", "why?", "any idea?", "怎么办？"): the words
-    around the request say what it is about (docs/BENCHMARKS.md, "Gate coverage on an ML
-    platform team's KB")."""
+    around the request say what it is about."""
     folded = unaddressed(fold(text))
     for word in LATIN_WORD.findall(folded):
         if word in _FRAME or word in _ASKING_ONLY or NUMBER.match(word):

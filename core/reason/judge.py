@@ -16,8 +16,8 @@ FeedbackPolicy decides after each judged round: accept (both scores reach the th
 (one more round with a wider context), or stop, and says why (Decision). It stops when the round
 limit is reached; when the answer falls short on a part the context lacks and an earlier,
 narrower round's judge named the same part as lacking — a wider round was tried for it and did
-not bring it, so the knowledge base most likely does not hold it (a relay run widened to the round
-limit for an approver the demo KB never names, docs/BENCHMARKS.md); or when the weaker score did not
+not bring it, so the knowledge base most likely does not hold it (without this, a question about
+an approver the KB never names widens to the round limit); or when the weaker score did not
 improve on the previous round — more context is not helping, KGiRAG §5's "soft" stopping rule.
 A part the context lacks gets one wider round, since the answer's cited sources are all the
 judge reads and retrieval may rank the part lower; a part named in no earlier round (the wider

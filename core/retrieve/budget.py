@@ -21,7 +21,7 @@ T = TypeVar("T")
 @lru_cache(maxsize=65_536)
 def _tokens(text: str) -> int:
     # The same entities and relations come back query after query (hubs, a feedback round's
-    # wider context): counting each text once saves most of the budget's cost (~0.2 ms a text).
+    # wider context): counting each text once saves most of the budget's cost.
     return count_tokens(text)
 
 

@@ -5,7 +5,7 @@ thing, and a plan step asks for one of them: "lumen-gateway / 负责人". Its qu
 by their words and their meaning as a whole, so when the predicate is in the other script
 ("负责人" against a table headed `Owner`) nothing ranks the row: BM25 shares no word with it,
 and a whole table is no closer to "lumen-gateway 负责人" in meaning than the passages that only
-mention the gateway (docs/BENCHMARKS.md, "Plan steps across languages").
+mention the gateway.
 
 The subject is the part spelt alike in both languages, so the entries start from it: the
 passages that write the name (its best BM25 hits), and in them each row (with its table's

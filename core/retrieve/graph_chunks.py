@@ -1,8 +1,8 @@
 """Which chunks the graph points at: the entities' own passages, and the bridges to them.
 
-Measured on HotpotQA (docs/BENCHMARKS.md, "Retrieval and answers"), attaching every source chunk
-of the matched entities and relations made the fused ranking worse than BM25 + dense alone
-(recall@5 0.69 against 0.755): a term's chunks are mostly passages that merely mention it.
+Attaching every source chunk of the matched entities and relations makes the fused ranking
+worse than BM25 + dense alone on the multi-hop dev sets: a term's chunks are mostly passages
+that merely mention it.
 What the graph adds is two precise pointers:
 
 - an entity's *own* passage: a chunk whose heading names the entity (a page or section about

@@ -1,9 +1,8 @@
 """Error lines as cover: a pasted error is a request to the unfitted gate (core.gate.prior,
 _FAULT), so an error line in front of an off-topic ask, an error said over and over, or an error
 from another stack must still be refused — the fault form says that a message asks, never that
-the KB covers it (docs/BENCHMARKS.md, "Gate coverage on an ML platform team's KB"). The ML
-platform team's KB (tests/data/teams/ml_platform/kb); real embedder (USE), Milvus Lite,
-embedded Redis; no LLM."""
+the KB covers it. The ML platform team's KB (tests/data/teams/ml_platform/kb); real embedder
+(USE), Milvus Lite, embedded Redis; no LLM."""
 
 from __future__ import annotations
 

@@ -240,8 +240,8 @@ async def test_an_answer_kept_but_not_yet_logged_is_logged_once_when_run_again(
 async def test_a_delivered_answer_waits_out_a_store_outage_rather_than_being_answered_again(
     store: RedisStateStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """bench_faults (issue 38): Redis killed just after an answer went out, so marking it
-    delivered failed; the entry stayed pending and was answered again 7 s later."""
+    """Redis killed just after an answer went out, so marking it delivered fails: the entry
+    stays pending, and must not be answered a second time when it is reclaimed."""
     answerer = ScriptedAnswerer({QUESTION: ANSWER})
     platform = Platform()
     await EventIngest(RedisEventQueue(store)).submit(message(1))

@@ -198,7 +198,7 @@ def _graph_after(page: Any, action: str) -> bool:
     """Run `action` and wait, in the same evaluation, until the graph has loaded what it asked
     for (#cy's data-loaded is set again). The action's value is never returned: `emit('tap')`
     returns the cytoscape element, and Playwright serialising it (the whole graph hangs off it)
-    blocked the page's main thread for 11–17 s (docs/BENCHMARKS.md)."""
+    blocks the page's main thread for seconds."""
     return bool(
         page.evaluate(
             """(action) => new Promise(resolve => {

@@ -99,7 +99,7 @@ async def test_use_workers_split_a_call_without_changing_a_row() -> None:
 
 
 async def test_use_runs_blas_single_threaded(use_embedder: USEEmbedder) -> None:
-    # Two BLAS threads per encode measured ~5x slower on a shared 2-core machine than one;
+    # Two BLAS threads per encode are several times slower on a shared 2-core machine than one;
     # the workers are the parallelism.
     from threadpoolctl import threadpool_info
 

@@ -2,8 +2,8 @@
 
 Counted in SQLite virtual-machine steps (a progress handler), not in time: reading the first
 few mentions of a key may cost in proportion to its mentions (one pass over its index range),
-never in proportion to their square (one pass per mention), which is what made the benchmark
-graph's hub of 3,662 mentions take 3.8 s per read (docs/BENCHMARKS.md).
+never in proportion to their square (one pass per mention), which makes a hub of a few
+thousand mentions take seconds per read.
 """
 
 from __future__ import annotations

@@ -1,6 +1,5 @@
 """The no-LLM answer's lines: a wrapped fact read whole, and the line about the thing the question
-names leading (core/answer/extractive.py; docs/BENCHMARKS.md, "Extractive answers: the answering
-line first")."""
+names leading (core/answer/extractive.py)."""
 
 from __future__ import annotations
 

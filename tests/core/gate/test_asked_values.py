@@ -1,8 +1,7 @@
 """The value a question word asks for, as the coverage rule reads it (core.language.asked_values,
 core.gate.request, core.gate.evidence): "哪几天", "what hours", "how long" and "who" ask for a day,
 a time, a duration or a person's name, which a passage writes as a value, not as the word. Pure
-functions on a small KB written like the demo's and the fifth team's pages (docs/BENCHMARKS.md,
-"Question words that ask for a value")."""
+functions on a small KB written like the demo's and the fifth team's pages."""
 
 from __future__ import annotations
 

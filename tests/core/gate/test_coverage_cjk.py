@@ -1,6 +1,6 @@
-"""The coverage rule on Chinese questions asked of a Chinese-majority KB (docs/BENCHMARKS.md,
-"Gate coverage on a Chinese-majority team's KB"): the misses of tests/data/teams/payments/, each
-cause pinned on a small KB, pure (no embedder). The passages are that KB's own lines."""
+"""The coverage rule on Chinese questions asked of a Chinese-majority KB: the misses of
+tests/data/teams/payments/, each cause pinned on a small KB, pure (no embedder). The passages
+are that KB's own lines."""
 
 from __future__ import annotations
 
@@ -123,7 +123,7 @@ PEOPLE = [
 
 def test_a_chinese_written_persons_name_is_a_name() -> None:
     # jieba tags it as a person's name, it opens with a character that opens names, it is two
-    # or three characters and rare as a word (docs/BENCHMARKS.md, "Chinese-written names")
+    # or three characters and rare as a word
     for text, name in (
         ("周浩喜欢吃什么", "周浩"),
         ("王思远结婚了吗？", "王思远"),
@@ -192,7 +192,7 @@ def test_a_jieba_without_its_name_model_tells_no_name_and_keeps_answering(
 
 def test_a_compound_may_begin_with_a_word_too_common_to_look_up() -> None:
     # 产品 (Zipf 5.6) is no term, and 经理 alone (0.15) left "产品经理是哪位" nothing to look up;
-    # the KB writes 产品经理 (docs/BENCHMARKS.md, "A first hour's misses")
+    # the KB writes 产品经理
     kb = KbTerms.build(PASSAGES)
     assert [t.surface for t in compounds(content_terms("产品经理是哪位"), kb)] == ["产品经理"]
     assert _covered("产品经理是哪位", kb)

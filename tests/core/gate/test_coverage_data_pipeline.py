@@ -92,7 +92,7 @@ def test_everyday_words_all_in_a_passages_heading_are_covered() -> None:
 
 # The data-pipeline KB's lines about its manager (tests/data/teams/data_pipeline/kb): a runbook
 # passage whose first line says "Older data" and whose last needs her approval, and the Chinese
-# onboarding table naming her (docs/BENCHMARKS.md, "A first hour's misses").
+# onboarding table naming her.
 MANAGER = [
     "Backfill runbook > Before you start\n"
     "- The raw zone keeps **14 days**. Older data must be re-sent by the producer team.\n"

@@ -1,7 +1,6 @@
-"""The unfitted gate's target as a test (docs/BENCHMARKS.md, "Gate coverage without a fit"):
-with no fitted gate and no LLM, on the demo KB, the gate answers what the KB covers (names,
-config keys, numbers, Chinese and English) and refuses the rest — off-topic questions,
-chatter and KB words stuffed in front of an off-topic request.
+"""The unfitted gate's target as a test: with no fitted gate and no LLM, on the demo KB, the
+gate answers what the KB covers (names, config keys, numbers, Chinese and English) and refuses
+the rest — off-topic questions, chatter and KB words stuffed in front of an off-topic request.
 
 The set (tests/data/demo_coverage.jsonl) was written before the coverage rule was tuned;
 tests/data/demo_coverage_holdout.jsonl after its first version, and never tuned on. The
@@ -90,7 +89,7 @@ async def test_unfitted_gate_answers_covered_and_refuses_the_rest(demo, name: st
     covered = [r for r in rows if r["covered"]]
     uncovered = [r for r in rows if not r["covered"]]
     refused_covered, answered_uncovered = await refusals(gate, rows)
-    # ≤ 1 in 20 covered questions refused; ≥ 9 in 10 uncovered ones refused (docs/BENCHMARKS.md)
+    # the first-hour target: ≤ 1 in 20 covered questions refused; ≥ 9 in 10 uncovered ones refused
     assert len(refused_covered) * 20 <= len(covered), refused_covered
     assert len(answered_uncovered) * 10 <= len(uncovered), answered_uncovered
 

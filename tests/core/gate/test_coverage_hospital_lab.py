@@ -159,8 +159,7 @@ class _Ranked:
 
 async def test_a_word_is_looked_for_across_scripts_in_the_few_nearest_passages() -> None:
     # The nearest passage is a Chinese one and the one saying it is English, nearest but two:
-    # 周四 and 最晚 are compared with its "Thursday" and "late" (docs/BENCHMARKS.md, "The
-    # nearest passages across scripts")
+    # 周四 and 最晚 are compared with its "Thursday" and "late"
     pages = [
         "值班制度 > 值班补贴和调休\n值班那周如果夜里被叫起来处理，第二天可以上午调休。",
         "值班制度 > 交接清单\n3. 正在进行的变更 / 下一个发布窗口",

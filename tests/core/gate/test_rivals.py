@@ -1,7 +1,6 @@
 """A word found across scripts must be the KB's word for the passage's word (core.gate.rivals):
 "滨江医院一共有多少张床位" found 床位 in "one instance per floor" (床位 ~ floor 0.678, over
-TRANSLATION_MIN), though the KB writes 楼层 for floor (0.737). docs/BENCHMARKS.md, "Across
-languages: the KB's own word for a passage word"."""
+TRANSLATION_MIN), though the KB writes 楼层 for floor (0.737)."""
 
 from __future__ import annotations
 
@@ -33,7 +32,7 @@ FLOOR = _axis(0)
 LATE = _axis(1)
 MINUTES = _axis(2)
 SOURCE = _axis(3)
-# the similarities the embedder gave these words (docs/BENCHMARKS.md)
+# the similarities the embedder (USE) gives these words, so the rule is tested where it decides
 VECTORS = {
     "floor": FLOOR,
     "楼层": _near(FLOOR, 0.737, 10),  # the KB's word for floor

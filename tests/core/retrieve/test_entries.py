@@ -201,8 +201,7 @@ def step(subject: str, predicate: str) -> Any:
 @pytest.mark.parametrize(
     ("subject", "predicate", "answer"),
     [
-        # Before entries, the owners table was not among these steps' chunks at all
-        # (docs/BENCHMARKS.md, "Plan steps across languages").
+        # Without entries, the owners table is not among these steps' chunks at all.
         ("lumen-gateway", "负责人", "Priya Natarajan"),
         ("lumen-dispatcher", "负责人", "Tomás Ferreira"),
         ("lumen-gateway", "副本数", "| lumen-gateway | 3 |"),
