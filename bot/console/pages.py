@@ -13,8 +13,10 @@ from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Re
 
 from adapters.http_body import BodyRejected
 from bot.console import overview
+from bot.console.audit import audit
 from bot.console.auth import Session
 from bot.console.context import Console, logger
+from bot.console.labels_page import unlabelable
 from core.decision_log import JUDGED_BY_MODEL, DecisionFilter
 from core.gate.decision import is_deferred
 
@@ -60,6 +62,7 @@ async def login(console: Console, request: Request) -> Response:
     if not isinstance(token, str) or not console.auth.token_matches(token):
         await console.auth.login_failed(request)
         logger.warning("console: a failed login from %s", console.auth.client_key(request))
+        await audit(console.store, console.auth.client_key(request), "login failed", "token")
         return console.render(
             request,
             None,
@@ -69,6 +72,9 @@ async def login(console: Console, request: Request) -> Response:
             token_login=console.auth.token_login,
         )
     session = await console.auth.open("admin", "token")
+    await audit(
+        console.store, session.user, "login", f"token, from {console.auth.client_key(request)}"
+    )
     response = RedirectResponse("/console/", status_code=303)
     console.auth.set_cookie(response, request, session)
     return response
@@ -76,6 +82,7 @@ async def login(console: Console, request: Request) -> Response:
 
 async def logout(console: Console, request: Request, session: Session) -> Response:
     await console.auth.close(session)
+    await audit(console.store, session.user, "logout", "")
     response = RedirectResponse("/console/login", status_code=303)
     console.auth.clear_cookie(response, request)
     return response
@@ -181,6 +188,9 @@ async def decision_page(console: Console, request: Request, session: Session) ->
             for i, s in enumerate(sources)
         ]
     evidence = _evidence(pipeline)
+    labelled = (
+        await console.labels.of_decision(decision["kb"], trace_id) if decision.get("kb") else []
+    )
     return console.render(
         request,
         session,
@@ -191,6 +201,8 @@ async def decision_page(console: Console, request: Request, session: Session) ->
         citations=citations,
         evidence=evidence,
         kb=kb,
+        labelled=labelled,
+        unlabelable=unlabelable(decision),
     )
 
 
@@ -212,13 +224,12 @@ async def label(console: Console, request: Request, session: Session) -> Respons
     decision = await console.state.log.get(trace_id)
     if decision is None:
         return JSONResponse({"error": "no such decision"}, status_code=404)
-    if not decision.get("text_kept"):
+    why_not = unlabelable(decision)
+    if why_not:
         return HTMLResponse(
-            '<p class="error" id="label-result">This decision no longer keeps its message text '
-            "([conversation] keep_text_days): there is nothing to learn from.</p>",
-            status_code=409,
+            f'<p class="error" id="label-result">{escape(why_not)}</p>', status_code=409
         )
-    kb = decision.get("kb") or console.settings.kb
+    kb = str(decision["kb"])
     await console.labels.mark(
         kb=kb,
         trace_id=trace_id,
@@ -226,6 +237,12 @@ async def label(console: Console, request: Request, session: Session) -> Respons
         label="answer" if chosen == "answer" else "silent",
         strength="admin",
         by=session.user,
+    )
+    await audit(
+        console.store,
+        session.user,
+        "label",
+        f"{kb}: {chosen} on {trace_id}: {decision['text'][:200]}",
     )
     wording = "should have answered" if chosen == "answer" else "should have stayed silent"
     return HTMLResponse(

@@ -332,8 +332,9 @@ def test_actions_without_csrf_or_from_another_origin_are_refused(
 
 
 def test_a_refit_from_labels_draws_its_curve(admin: Any, served: Served, artifacts: Path) -> None:
-    """Last: it adds labels. Overheard chatter in a mention-mode channel is logged (silent at
-    the mode stage) with its text, so it can be labelled; then the gate refits from the labels."""
+    """Last: it adds labels. Messages addressed to the bot reach the gate (a decision that
+    stopped at the mode stage cannot be labelled), so each can be labelled; then the gate
+    refits from the labels."""
     texts = {
         "answer": [
             "how do I roll back a deploy to the previous version",
@@ -352,7 +353,13 @@ def test_a_refit_from_labels_draws_its_curve(admin: Any, served: Served, artifac
         for n, text in enumerate(texts["answer"] + texts["silent"]):
             queued = http.post(
                 "/v1/events",
-                json={"channel": "chatter", "user": "U7", "text": text, "message_id": f"m{n}"},
+                json={
+                    "channel": "chatter",
+                    "user": "U7",
+                    "text": text,
+                    "message_id": f"m{n}",
+                    "addressed": True,
+                },
             )
             assert queued.status_code == 202, queued.text
     request = admin.context.request

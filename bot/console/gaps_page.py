@@ -1,0 +1,108 @@
+"""“What to document next”: per KB, the questions people asked that it did not cover, from
+the decision log, grouped by topic with counts and examples (core/gaps.py).
+
+Not covered: refused by the gate's coverage judgment (reason "refusal: …", not chatter, not a
+label, not an empty KB), or let through and then refused by the answerer (its model or its
+judge found the sources did not answer it). Answers the judge found lacking but kept are not
+in the decision log (only in their traces), so they are not counted.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import Any
+
+import numpy as np
+from starlette.requests import Request
+from starlette.responses import Response
+
+from bot.console.auth import Session
+from bot.console.context import Console
+from bot.console.knowledge import _kb
+from core.decision_log import DecisionFilter
+from core.gaps import Asked, distinct_texts, group_gaps
+
+# The newest uncovered questions of a KB grouped at once, and the newest decisions of each
+# stage read to find them: enough for weeks of a team's refusals, bounded for the page's time.
+GROUPED = 500
+SCANNED = 5_000
+PAGE = 500
+EMBEDDINGS_KEPT = 20_000
+
+
+class _Embeddings:
+    """Question embeddings kept between views of the page (a question's embedding never
+    changes for one embedder): only new questions are embedded."""
+
+    def __init__(self) -> None:
+        self.kept: OrderedDict[tuple[str, str], np.ndarray] = OrderedDict()
+
+    async def of(self, console: Console, texts: list[str]) -> np.ndarray:
+        embedder = console.services.embedder
+        name = str(getattr(embedder, "name", ""))
+        missing = [t for t in dict.fromkeys(texts) if (name, t) not in self.kept]
+        if missing:
+            for text, vector in zip(missing, await embedder.embed(missing), strict=True):
+                self.kept[(name, text)] = np.asarray(vector, dtype=np.float32)
+        for text in texts:
+            self.kept.move_to_end((name, text))
+        while len(self.kept) > EMBEDDINGS_KEPT:
+            self.kept.popitem(last=False)
+        if not texts:
+            return np.zeros((0, 1), dtype=np.float32)
+        return np.stack([self.kept[(name, t)] for t in texts])
+
+
+_embeddings = _Embeddings()
+
+
+def not_covered(decision: dict[str, Any]) -> bool:
+    if decision.get("outcome") not in ("declined", "silent") or not decision.get("text_kept"):
+        return False
+    stage, reason = decision.get("stage"), str(decision.get("reason") or "")
+    return (stage == "gate" and reason.startswith("refusal:")) or stage == "answer"
+
+
+async def uncovered(console: Console, kb: str) -> tuple[list[Asked], int]:
+    """The KB's newest uncovered questions (at most GROUPED), and how many decisions were
+    read to find them."""
+    found: list[Asked] = []
+    read = 0
+    for stage in ("gate", "answer"):
+        before = ""
+        seen = 0
+        while seen < SCANNED:
+            page = await console.state.log.page(
+                DecisionFilter(kb=kb, stage=stage), before=before, limit=PAGE
+            )
+            seen += len(page.decisions)
+            found += [
+                Asked(str(d["text"]), float(d.get("at") or 0), str(d["trace_id"]))
+                for d in page.decisions
+                if not_covered(d)
+            ]
+            if not page.next_cursor:
+                break
+            before = page.next_cursor
+        read += seen
+    found.sort(key=lambda a: -a.at)
+    return found[:GROUPED], read
+
+
+async def gaps_page(console: Console, request: Request, session: Session) -> Response:
+    kb = _kb(console, request)
+    asked, read = await uncovered(console, kb)
+    embeddings = await _embeddings.of(console, distinct_texts(asked))
+    gaps = group_gaps(asked, embeddings) if asked else []
+    facets = await console.state.log.facets()
+    return console.render(
+        request,
+        session,
+        "gaps.html.j2",
+        kb=kb,
+        kbs=console.kbs(facets["kbs"]),
+        gaps=gaps,
+        asked=len(asked),
+        read=read,
+        grouped_max=GROUPED,
+    )
