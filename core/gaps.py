@@ -129,8 +129,6 @@ def group_gaps(
 
 
 def distinct_texts(asked: Sequence[Asked]) -> list[str]:
-    """The texts to embed for group_gaps: one per distinct folded question, first as written."""
-    seen: dict[str, str] = {}
-    for a in asked:
-        seen.setdefault(_folded(a.text), a.text)
-    return list(seen.values())
+    """The texts to embed for group_gaps: one per distinct question, folded (case, width,
+    spaces) so that the same question shouted or typed again embeds the same way."""
+    return list(dict.fromkeys(_folded(a.text) for a in asked))
