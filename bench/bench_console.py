@@ -54,7 +54,7 @@ sys.path.insert(0, str(REPO))
 from tests.browser.synthetic_graph import HUB, neighbour  # noqa: E402
 
 DEFAULT_KB = REPO.parent / "shared" / "data" / "refusal" / "kb"
-TOKEN = "bench-console"
+TOKEN = "bench-console-admin-token"  # [console] admin_token: 16 characters at least
 HUB_KB = "synthetic"
 GRAPH_TIMEOUT_MS = 120_000  # a step of the browser graph run that takes longer is reported
 # Pages a baseline run of older code may not have (a 404 there is reported, not an error).

@@ -70,7 +70,7 @@ def topic_groups(
 def _label(
     members: Sequence[str], document_frequency: Counter[str], groups: int
 ) -> tuple[str, ...]:
-    score: Counter[str] = Counter()
+    score: dict[str, float] = {}
     surface: dict[str, Counter[str]] = {}
     for text in members:
         seen: dict[str, float] = {}
@@ -78,7 +78,7 @@ def _label(
             seen[term.key] = max(seen.get(term.key, 0.0), term.weight)
             surface.setdefault(term.key, Counter())[term.surface] += 1
         for key, weight in seen.items():
-            score[key] += weight
+            score[key] = score.get(key, 0.0) + weight
     ranked = sorted(
         score,
         key=lambda k: -score[k] * math.log(1 + groups / max(document_frequency[k], 1)),
