@@ -15,6 +15,7 @@ import math
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 import numpy.typing as npt
@@ -67,30 +68,37 @@ def topic_groups(
     return [int(g) for g in clustering.fit_predict(np.asarray(embeddings, dtype=np.float32))]
 
 
+@lru_cache(maxsize=20_000)
+def _terms(text: str) -> dict[str, tuple[float, str]]:
+    """A question's terms: key → (its weight, as written). Kept per text (read-only): the
+    same questions are grouped again at each view."""
+    found: dict[str, tuple[float, str]] = {}
+    for term in content_terms(text):
+        if term.weight > found.get(term.key, (0.0, ""))[0]:
+            found[term.key] = (term.weight, term.surface)
+    return found
+
+
 def _label(
-    members: Sequence[str], document_frequency: Counter[str], groups: int
+    members: Sequence[dict[str, tuple[float, str]]],
+    document_frequency: Counter[str],
+    groups: int,
 ) -> tuple[str, ...]:
     score: dict[str, float] = {}
+    holding: Counter[str] = Counter()
     surface: dict[str, Counter[str]] = {}
-    for text in members:
-        seen: dict[str, float] = {}
-        for term in content_terms(text):
-            seen[term.key] = max(seen.get(term.key, 0.0), term.weight)
-            surface.setdefault(term.key, Counter())[term.surface] += 1
-        for key, weight in seen.items():
+    for terms in members:
+        for key, (weight, written) in terms.items():
             score[key] = score.get(key, 0.0) + weight
-    ranked = sorted(
-        score,
-        key=lambda k: -score[k] * math.log(1 + groups / max(document_frequency[k], 1)),
-    )
-    if len(members) > 1:  # a term two questions share names the topic better than one's own
-        shared = [k for k in ranked if sum(k in _keys(t) for t in members) > 1]
-        ranked = shared + [k for k in ranked if k not in shared]
-    return tuple(surface[k].most_common(1)[0][0] for k in ranked[:LABEL_TERMS])
+            holding[key] += 1
+            surface.setdefault(key, Counter())[written] += 1
 
+    def rank(key: str) -> tuple[bool, float]:
+        # a term two questions share names the topic better than one question's own
+        shared = len(members) > 1 and holding[key] > 1
+        return (not shared, -score[key] * math.log(1 + groups / max(document_frequency[key], 1)))
 
-def _keys(text: str) -> set[str]:
-    return {t.key for t in content_terms(text)}
+    return tuple(surface[k].most_common(1)[0][0] for k in sorted(score, key=rank)[:LABEL_TERMS])
 
 
 def group_gaps(
@@ -109,15 +117,16 @@ def group_gaps(
     members: dict[int, list[list[Asked]]] = {}
     for asks, group in zip(distinct.values(), groups, strict=True):
         members.setdefault(group, []).append(asks)
+    terms = {id(asks): _terms(asks[0].text) for asks in distinct.values()}
     document_frequency: Counter[str] = Counter()
     for questions in members.values():
-        document_frequency.update({k for asks in questions for k in _keys(asks[0].text)})
+        document_frequency.update({k for asks in questions for k in terms[id(asks)]})
     gaps = []
     for questions in members.values():
         newest = sorted(questions, key=lambda asks: -max(a.at for a in asks))
         gaps.append(
             Gap(
-                terms=_label([q[0].text for q in questions], document_frequency, len(members)),
+                terms=_label([terms[id(q)] for q in questions], document_frequency, len(members)),
                 count=sum(len(q) for q in questions),
                 questions=len(questions),
                 examples=tuple(max(q, key=lambda a: a.at) for q in newest[:EXAMPLES]),

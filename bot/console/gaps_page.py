@@ -9,6 +9,7 @@ in the decision log (only in their traces), so they are not counted.
 
 from __future__ import annotations
 
+import asyncio
 from collections import OrderedDict
 from typing import Any
 
@@ -20,7 +21,7 @@ from bot.console.auth import Session
 from bot.console.context import Console
 from bot.console.knowledge import _kb
 from core.decision_log import DecisionFilter
-from core.gaps import Asked, distinct_texts, group_gaps
+from core.gaps import Asked, Gap, distinct_texts, group_gaps
 
 # The newest uncovered questions of a KB grouped at once, and the newest decisions of each
 # stage read to find them: enough for weeks of a team's refusals, bounded for the page's time.
@@ -54,6 +55,8 @@ class _Embeddings:
 
 
 _embeddings = _Embeddings()
+# Per KB, the last view's questions and their groups.
+_grouped: dict[str, tuple[tuple[str, tuple[str, ...]], list[Gap]]] = {}
 
 
 def not_covered(decision: dict[str, Any]) -> bool:
@@ -65,26 +68,26 @@ def not_covered(decision: dict[str, Any]) -> bool:
 
 async def uncovered(console: Console, kb: str) -> tuple[list[Asked], int]:
     """The KB's newest uncovered questions (at most GROUPED), and how many decisions were
-    read to find them."""
+    read to find them: the refusals of the gate and of the answerer, each read through the
+    log's indexes (KB, stage, outcome), newest first, until GROUPED are found or SCANNED read."""
     found: list[Asked] = []
     read = 0
     for stage in ("gate", "answer"):
-        before = ""
-        seen = 0
-        while seen < SCANNED:
-            page = await console.state.log.page(
-                DecisionFilter(kb=kb, stage=stage), before=before, limit=PAGE
-            )
-            seen += len(page.decisions)
-            found += [
-                Asked(str(d["text"]), float(d.get("at") or 0), str(d["trace_id"]))
-                for d in page.decisions
-                if not_covered(d)
-            ]
-            if not page.next_cursor:
-                break
-            before = page.next_cursor
-        read += seen
+        for outcome in ("declined", "silent"):
+            before, seen, kept = "", 0, 0
+            while seen < SCANNED and kept < GROUPED:
+                page = await console.state.log.page(
+                    DecisionFilter(kb=kb, stage=stage, outcome=outcome), before=before, limit=PAGE
+                )
+                seen += len(page.decisions)
+                for d in page.decisions:
+                    if not_covered(d):
+                        found.append(Asked(str(d["text"]), float(d.get("at") or 0), d["trace_id"]))
+                        kept += 1
+                if not page.next_cursor:
+                    break
+                before = page.next_cursor
+            read += seen
     found.sort(key=lambda a: -a.at)
     return found[:GROUPED], read
 
@@ -92,8 +95,15 @@ async def uncovered(console: Console, kb: str) -> tuple[list[Asked], int]:
 async def gaps_page(console: Console, request: Request, session: Session) -> Response:
     kb = _kb(console, request)
     asked, read = await uncovered(console, kb)
-    embeddings = await _embeddings.of(console, distinct_texts(asked))
-    gaps = group_gaps(asked, embeddings) if asked else []
+    # the same questions as at the last view (nobody asked a new one): the same groups
+    key = (kb, tuple(a.trace_id for a in asked))
+    held = _grouped.get(kb)
+    if held is not None and held[0] == key:
+        gaps = held[1]
+    else:
+        embeddings = await _embeddings.of(console, distinct_texts(asked))
+        gaps = await asyncio.to_thread(group_gaps, asked, embeddings) if asked else []
+        _grouped[kb] = (key, gaps)
     facets = await console.state.log.facets()
     return console.render(
         request,
