@@ -125,6 +125,7 @@ def console_mount(console: Console) -> Mount:
         Route("/labels", page(labels_page.labels_page), methods=["GET"]),
         Route("/labels/undo", page(labels_page.undo), methods=["POST"]),
         Route("/gaps", page(gaps_page.gaps_page), methods=["GET"]),
+        Route("/gaps/groups", page(gaps_page.gaps_groups), methods=["GET"]),
         Route("/audit", page(audit_page.audit_page), methods=["GET"]),
         Route("/sources", page(sources_page.sources_page), methods=["GET"]),
         Route("/sources/rows", page(sources_page.source_rows), methods=["GET"]),

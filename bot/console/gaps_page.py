@@ -92,18 +92,45 @@ async def uncovered(console: Console, kb: str) -> tuple[list[Asked], int]:
     return found[:GROUPED], read
 
 
-async def gaps_page(console: Console, request: Request, session: Session) -> Response:
-    kb = _kb(console, request)
+# How long a view waits for the grouping before it shows "grouping…" and polls: a new batch
+# of questions is embedded first (seconds for hundreds on a busy machine).
+WAIT_S = 1.0
+_grouping: dict[tuple[str, tuple[str, ...]], asyncio.Task[list[Gap]]] = {}
+
+
+async def _group(
+    console: Console, key: tuple[str, tuple[str, ...]], asked: list[Asked]
+) -> list[Gap]:
+    try:
+        embeddings = await _embeddings.of(console, distinct_texts(asked))
+        gaps = await asyncio.to_thread(group_gaps, asked, embeddings) if asked else []
+        _grouped[key[0]] = (key, gaps)
+        return gaps
+    finally:
+        _grouping.pop(key, None)
+
+
+async def _gaps(console: Console, kb: str) -> tuple[list[Gap] | None, int, int]:
+    """The KB's gaps (None while they are being grouped), how many questions, how many
+    decisions read. The same questions as at the last view (nobody asked a new one) keep
+    their groups; new ones are grouped in the background, one grouping per KB and batch."""
     asked, read = await uncovered(console, kb)
-    # the same questions as at the last view (nobody asked a new one): the same groups
     key = (kb, tuple(a.trace_id for a in asked))
     held = _grouped.get(kb)
     if held is not None and held[0] == key:
-        gaps = held[1]
-    else:
-        embeddings = await _embeddings.of(console, distinct_texts(asked))
-        gaps = await asyncio.to_thread(group_gaps, asked, embeddings) if asked else []
-        _grouped[kb] = (key, gaps)
+        return held[1], len(asked), read
+    task = _grouping.get(key)
+    if task is None:
+        task = _grouping[key] = asyncio.create_task(_group(console, key, asked))
+    try:
+        return await asyncio.wait_for(asyncio.shield(task), WAIT_S), len(asked), read
+    except TimeoutError:
+        return None, len(asked), read
+
+
+async def gaps_page(console: Console, request: Request, session: Session) -> Response:
+    kb = _kb(console, request)
+    gaps, asked, read = await _gaps(console, kb)
     facets = await console.state.log.facets()
     return console.render(
         request,
@@ -112,7 +139,17 @@ async def gaps_page(console: Console, request: Request, session: Session) -> Res
         kb=kb,
         kbs=console.kbs(facets["kbs"]),
         gaps=gaps,
-        asked=len(asked),
+        asked=asked,
         read=read,
         grouped_max=GROUPED,
     )
+
+
+async def gaps_groups(console: Console, request: Request, session: Session) -> Response:
+    """The groups alone, polled by the page while they are being grouped."""
+    kb = _kb(console, request)
+    gaps, asked, read = await _gaps(console, kb)
+    return console.render(
+        request, session, "gaps_groups.html.j2", kb=kb, gaps=gaps, asked=asked, read=read,
+        grouped_max=GROUPED,
+    )  # fmt: skip

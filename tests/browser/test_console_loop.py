@@ -309,6 +309,8 @@ def test_what_to_document_next_groups_the_uncovered_questions(
     page, size = sized, sized.size
     page.click("nav a[data-page=gaps]")
     page.wait_for_selector("h1:has-text('What to document next')")
+    # grouped in the background the first time (the questions are embedded): polled
+    page.wait_for_selector("#gaps[data-state=done]", timeout=120_000)
     pay = page.locator("section.gap", has_text=UNCOVERED[1])
     assert pay.count() == 1
     shown = pay.inner_text()
