@@ -1,20 +1,27 @@
 """The console's teaching loop, its documentation gaps, its export and its audit log (issue 35,
-items 4-6), in a real browser at desktop and phone (390 px) width, against the real `tacit
-serve` of conftest.py. Each test asks its own messages (its own channel or text per size), so
-the two sizes do not see each other's work."""
+items 4-6), in a real browser at desktop and phone (390 px) width, against a real `tacit serve`
+of this module's own (conftest.py's serve, with a fresh data home: the labels, votes and gate
+fits of other modules' tests would change what the gate decides here). Each test asks its own
+messages (its own channel or text per size), so the two sizes do not see each other's work;
+the refit, which changes the gate, comes last."""
 
 from __future__ import annotations
 
 import csv
 import json
+import shutil
+import subprocess
+import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from tests.browser.conftest import TOKEN, Served, log_in
+from tests.adversarial.serve_support import serve_process
+from tests.browser.conftest import DEMO_DOCS, REPO, TOKEN, Served, _env, log_in
 
 pytestmark = pytest.mark.slow
 
@@ -34,6 +41,29 @@ UNCOVERED = [
 ]
 
 
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    """This module's own `tacit serve`, on a fresh home with the demo KB (conftest.served's
+    setup without the synthetic graph KB, which nothing here looks at)."""
+    base = tmp_path_factory.mktemp("console-loop")
+    home, docs = base / "home", base / "docs"
+    docs.mkdir()
+    for name in DEMO_DOCS:
+        shutil.copy(REPO / "bot" / "demo_kb" / name, docs / name)
+    env = _env(home)
+    subprocess.run(
+        [sys.executable, "-m", "bot", "index", str(docs), "--kb", "default", "--json"],
+        env=env,
+        cwd=base,
+        check=True,
+        capture_output=True,
+        timeout=600,
+    )
+    log = base / "serve.log"
+    with serve_process(env, base, log) as (port, _):
+        yield Served(f"http://127.0.0.1:{port}", home, log)
+
+
 @pytest.fixture(params=list(SIZES))
 def sized(request: pytest.FixtureRequest, admin: Any) -> Any:
     width, height = SIZES[request.param]
@@ -43,13 +73,15 @@ def sized(request: pytest.FixtureRequest, admin: Any) -> Any:
 
 
 def ask(served: Served, question: str, channel: str, thread: str | None = None) -> dict[str, Any]:
-    """The final event of /v1/ask ({"event": "answer"|"refusal", …})."""
-    body: dict[str, Any] = {"question": question, "channel": channel}
+    """The final event of /v1/ask ({"event": "answer"|"refusal", …}), asked by a user of
+    the channel's own (answers per user are limited: [conversation] user_rate)."""
+    body: dict[str, Any] = {"question": question, "channel": channel, "user": f"U-{channel}"}
     if thread:
         body["thread"] = thread
     final: dict[str, Any] = {}
     name = ""
     with httpx.stream("POST", f"{served.url}/v1/ask", json=body, timeout=120) as response:
+        assert response.status_code == 200, (response.status_code, response.read()[:300])
         for line in response.iter_lines():
             if line.startswith("event:"):
                 name = line.split(":", 1)[1].strip()
@@ -195,104 +227,6 @@ def test_votes_are_weak_labels_listed_apart_with_undo(
     assert page.errors == []
 
 
-TEACH = {
-    "answer": [
-        "how do I roll back a deploy to the previous version",
-        "what is the rollback command for lumen",
-        "when should we roll back a bad release",
-        "who owns the lumen deploy pipeline",
-    ],
-    "silent": [
-        "anyone up for lunch today",
-        "happy friday folks",
-        "my cat just knocked over my coffee",
-        "great game last night",
-    ],
-}
-# An admin says this runbook question is to be left alone: a fit on the examples above
-# scores it answerable regardless (it is all but one of the answerable ones).
-OVERRULED = "how do I roll back a deploy to the previous version, quickly"
-
-
-def _labelled_decisions(page: Any, served: Served, channel: str, texts: list[str]) -> dict:
-    ids: dict[str, str] = {}
-    deadline = time.monotonic() + 120
-    while len(ids) < len(texts) and time.monotonic() < deadline:
-        page.goto(served.page_url(f"decisions?channel=http::{channel}"))
-        for row in page.locator("#decision-rows tr.decision").all():
-            text = row.locator("td.text").first.inner_text()
-            ids[text] = str(row.locator("a.open-decision").get_attribute("href")).rsplit("/")[-1]
-        page.wait_for_timeout(300)
-    return ids
-
-
-def test_a_refit_that_overrules_an_admin_label_waits_and_reask_shows_verdicts(
-    admin: Any, served: Served, artifacts: Path
-) -> None:
-    """Desktop and phone in one test: the refit changes the gate for the tests after it."""
-    page = admin
-    channel = "teach"
-    texts = [*TEACH["answer"], *TEACH["silent"], OVERRULED]
-    with httpx.Client(base_url=served.url, timeout=30) as http:
-        for n, text in enumerate(texts):
-            queued = http.post(
-                "/v1/events",
-                json={
-                    "channel": channel,
-                    "user": "U7",
-                    "text": text,
-                    "message_id": f"teach-{n}",
-                    "addressed": True,
-                },
-            )
-            assert queued.status_code == 202, queued.text
-    ids = _labelled_decisions(page, served, channel, texts)
-    for label, group in (*TEACH.items(), ("silent", [OVERRULED])):
-        for text in group:
-            done = post(page, served, f"decisions/{ids[text]}/label", {"label": label})
-            assert done.status == 200, done.text()
-    page.goto(served.page_url("gate?kb=default"))
-    fit_before = page.inner_text("#current-fit").split("Refit from")[0]
-    page.click("#refit")
-    page.wait_for_selector("#refit-jobs .job.done", timeout=300_000)
-    assert "contradicts" in page.inner_text("#refit-jobs .job.done")
-    page.goto(served.page_url("gate?kb=default"))
-    held = page.inner_text("#held-back")
-    assert "not stored" in held and OVERRULED in held
-    assert page.inner_text("#current-fit").split("Refit from")[0] == fit_before  # old fit kept
-    page.screenshot(path=str(artifacts / "loop-refit-held-desktop.png"), full_page=True)
-    page.set_viewport_size({"width": 390, "height": 844})
-    assert page.locator("#refit-confirm").is_visible() and fits_the_width(page) == []
-    page.screenshot(path=str(artifacts / "loop-refit-held-phone.png"), full_page=True)
-    page.click("#refit-confirm")
-    page.wait_for_selector("#refit-jobs .job.done:has-text('overrules')", timeout=300_000)
-    page.goto(served.page_url("gate?kb=default"))
-    assert page.locator("#held-back").count() == 0
-    assert "threshold" in page.inner_text("#current-fit")
-    # every labelled message through the gate as it is now, beside its label
-    for width, height in SIZES.values():
-        page.set_viewport_size({"width": width, "height": height})
-        page.goto(served.page_url("gate?kb=default"))
-        page.click("#reask")
-        page.wait_for_selector("#reask-rows")
-        rows = page.locator("#reask-rows tr.reask-row")
-        assert rows.count() >= len(texts)
-        overruled = rows.filter(has_text=OVERRULED)
-        assert "passes" in overruled.inner_text() and "not as labelled" in overruled.inner_text()
-        # each row: the gate's verdict now, flagged where it is not what the label says
-        verdicts = rows.locator("td.verdict").all_inner_texts()
-        assert all(v.startswith(("passes", "refuses")) for v in verdicts), verdicts
-        wrong = sum("not as labelled" in v for v in verdicts)
-        assert f"{wrong} not" in page.inner_text("#reask-result")
-        assert rows.filter(has_text="happy friday folks").count() == 1
-        assert fits_the_width(page) == []
-        name = "desktop" if width > 390 else "phone"
-        page.screenshot(path=str(artifacts / f"loop-reask-{name}.png"), full_page=True)
-    # the admin's label still decides its own message, whatever the stored fit says
-    assert ask(served, OVERRULED, "teach-check")["event"] == "refusal"
-    assert page.errors == []
-
-
 # --- item 5: what to document next ----------------------------------------------------------
 
 
@@ -392,3 +326,106 @@ def test_the_audit_log_shows_admin_actions_and_failed_logins(
         page.screenshot(path=str(artifacts / f"audit-{size}.png"), full_page=True)
         assert errors == []
         context.close()
+
+
+# --- item 4, last: a refit changes the gate for every test after it -----------------------
+
+
+TEACH = {
+    "answer": [
+        "how do I roll back a deploy to the previous version",
+        "what is the rollback command for lumen",
+        "when should we roll back a bad release",
+        "who owns the lumen deploy pipeline",
+    ],
+    "silent": [
+        "anyone up for lunch today",
+        "happy friday folks",
+        "my cat just knocked over my coffee",
+        "great game last night",
+    ],
+}
+# An admin says this runbook question is to be left alone: a fit on the examples above
+# scores it answerable regardless (it is all but one of the answerable ones).
+OVERRULED = "how do I roll back a deploy to the previous version, quickly"
+
+
+def _labelled_decisions(page: Any, served: Served, channel: str, texts: list[str]) -> dict:
+    ids: dict[str, str] = {}
+    deadline = time.monotonic() + 120
+    while len(ids) < len(texts) and time.monotonic() < deadline:
+        page.goto(served.page_url(f"decisions?channel=http::{channel}"))
+        for row in page.locator("#decision-rows tr.decision").all():
+            text = row.locator("td.text").first.inner_text()
+            ids[text] = str(row.locator("a.open-decision").get_attribute("href")).rsplit("/")[-1]
+        page.wait_for_timeout(300)
+    return ids
+
+
+def test_a_refit_that_overrules_an_admin_label_waits_and_reask_shows_verdicts(
+    admin: Any, served: Served, artifacts: Path
+) -> None:
+    """Desktop and phone in one test: the refit changes the gate for the tests after it."""
+    page = admin
+    channel = "teach"
+    texts = [*TEACH["answer"], *TEACH["silent"], OVERRULED]
+    with httpx.Client(base_url=served.url, timeout=30) as http:
+        for n, text in enumerate(texts):
+            queued = http.post(
+                "/v1/events",
+                json={
+                    "channel": channel,
+                    "user": "U7",
+                    "text": text,
+                    "message_id": f"teach-{n}",
+                    "addressed": True,
+                },
+            )
+            assert queued.status_code == 202, queued.text
+    ids = _labelled_decisions(page, served, channel, texts)
+    for label, group in (*TEACH.items(), ("silent", [OVERRULED])):
+        for text in group:
+            done = post(page, served, f"decisions/{ids[text]}/label", {"label": label})
+            assert done.status == 200, done.text()
+    page.goto(served.page_url("gate?kb=default"))
+    fit_before = page.inner_text("#current-fit").split("Refit from")[0]
+    page.click("#refit")
+    # the new run is inserted first (older runs of this KB may be listed below it)
+    newest = "#refit-jobs > .job:first-child"
+    page.wait_for_selector(f"{newest}.done", timeout=300_000)
+    assert "contradicts" in page.inner_text(newest)
+    page.goto(served.page_url("gate?kb=default"))
+    held = page.inner_text("#held-back")
+    assert "not stored" in held and OVERRULED in held
+    assert page.inner_text("#current-fit").split("Refit from")[0] == fit_before  # old fit kept
+    page.screenshot(path=str(artifacts / "loop-refit-held-desktop.png"), full_page=True)
+    page.set_viewport_size({"width": 390, "height": 844})
+    assert page.locator("#refit-confirm").is_visible() and fits_the_width(page) == []
+    page.screenshot(path=str(artifacts / "loop-refit-held-phone.png"), full_page=True)
+    page.click("#refit-confirm")
+    page.wait_for_selector(f"{newest}.done:has-text('overrules')", timeout=300_000)
+    page.goto(served.page_url("gate?kb=default"))
+    assert page.locator("#held-back").count() == 0
+    assert "threshold" in page.inner_text("#current-fit")
+    # every labelled message through the gate as it is now, beside its label
+    for width, height in SIZES.values():
+        page.set_viewport_size({"width": width, "height": height})
+        page.goto(served.page_url("gate?kb=default"))
+        page.click("#reask")
+        page.wait_for_selector("#reask-rows")
+        rows = page.locator("#reask-rows tr.reask-row")
+        assert rows.count() >= len(texts)
+        overruled = rows.filter(has_text=OVERRULED)
+        assert "passes" in overruled.inner_text() and "not as labelled" in overruled.inner_text()
+        # each row: the gate's verdict now, flagged where it is not what the label says
+        verdicts = rows.locator("td.verdict").all_inner_texts()
+        assert all(v.startswith(("passes", "refuses")) for v in verdicts), verdicts
+        wrong = sum("not as labelled" in v for v in verdicts)
+        assert f"{wrong} not" in page.inner_text("#reask-result")
+        assert rows.filter(has_text="happy friday folks").count() == 1
+        assert fits_the_width(page) == []
+        name = "desktop" if width > 390 else "phone"
+        page.screenshot(path=str(artifacts / f"loop-reask-{name}.png"), full_page=True)
+    # the admin's label still decides its own message, whatever the stored fit says
+    assert ask(served, OVERRULED, "teach-check")["event"] == "refusal"
+    assert page.errors == []
