@@ -16,7 +16,19 @@ from starlette.routing import Mount, Route, Router
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from bot.console import answer_view, gate_page, knowledge, overview, pages, playground, sources_page
+from bot.console import (
+    answer_view,
+    audit_page,
+    export,
+    gaps_page,
+    gate_page,
+    knowledge,
+    labels_page,
+    overview,
+    pages,
+    playground,
+    sources_page,
+)
 from bot.console.auth import ConsoleAuth, Session
 from bot.console.context import Console
 from bot.console.jobs import Jobs
@@ -94,6 +106,7 @@ def console_mount(console: Console) -> Mount:
         Route("/logout", page(pages.logout), methods=["POST"]),
         Route("/", page(pages.overview_page), methods=["GET"]),
         Route("/decisions", page(pages.decisions_page), methods=["GET"]),
+        Route("/decisions/export", page(export.export), methods=["GET"]),
         Route("/decisions/{trace_id}", page(pages.decision_page), methods=["GET"]),
         Route("/decisions/{trace_id}/label", page(pages.label), methods=["POST"]),
         Route("/knowledge", page(knowledge.knowledge_page), methods=["GET"]),
@@ -110,6 +123,12 @@ def console_mount(console: Console) -> Mount:
         Route("/playground/ask", page(playground.ask), methods=["POST"]),
         Route("/gate", page(gate_page.gate_page), methods=["GET"]),
         Route("/gate/refit", page(gate_page.refit), methods=["POST"]),
+        Route("/gate/reask", page(labels_page.reask), methods=["POST"]),
+        Route("/labels", page(labels_page.labels_page), methods=["GET"]),
+        Route("/labels/undo", page(labels_page.undo), methods=["POST"]),
+        Route("/gaps", page(gaps_page.gaps_page), methods=["GET"]),
+        Route("/gaps/groups", page(gaps_page.gaps_groups), methods=["GET"]),
+        Route("/audit", page(audit_page.audit_page), methods=["GET"]),
         Route("/sources", page(sources_page.sources_page), methods=["GET"]),
         Route("/sources/rows", page(sources_page.source_rows), methods=["GET"]),
         Route("/sources/sync", page(sources_page.sync_now), methods=["POST"]),

@@ -15,6 +15,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 
 from adapters.http_body import FORM_TYPES, BodyRejected, read_form
+from bot.console.audit import audit
 from bot.console.auth import CSRF_FIELD, CSRF_HEADER, SAFE_METHODS, ConsoleAuth, Session
 from bot.console.graph_outline import GraphOutlines
 from bot.console.next_page import login_url
@@ -40,6 +41,9 @@ PAGES = (
     ("knowledge", "/console/knowledge", "Knowledge"),
     ("playground", "/console/playground", "Playground"),
     ("gate", "/console/gate", "Gate"),
+    ("labels", "/console/labels", "Labels"),
+    ("gaps", "/console/gaps", "To document"),
+    ("audit", "/console/audit", "Audit"),
 )
 
 
@@ -155,6 +159,7 @@ class Console:
                 user = self.auth.proxy_user(request)
                 if user is not None:
                     session, fresh = await self.auth.open(user, "proxy"), True
+                    await audit(self.store, user, "login", "proxy header")
             if session is None:
                 if request.method in SAFE_METHODS and "hx-request" not in request.headers:
                     # back to this very page once logged in (next_page.py checks it)

@@ -14,6 +14,7 @@ from starlette.datastructures import UploadFile
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 
+from bot.console.audit import audit
 from bot.console.auth import Session
 from bot.console.context import Console
 from bot.console.graph_search import EntitySearch, relation_names, search_entities
@@ -122,6 +123,7 @@ async def upload(console: Console, request: Request, session: Session) -> Respon
         f"upload of {', '.join(p.name for p in saved)}",
         lambda j: _run_index(console, kb, saved, j),
     )
+    await audit(console.store, session.user, "upload", f"{kb}: {', '.join(names)}")
     return _job_started(console, request, session, job)
 
 
@@ -181,6 +183,7 @@ async def index_path(console: Console, request: Request, session: Session) -> Re
         return HTMLResponse('<p class="error">No such file or folder on the server.</p>', 400)
     await console.store.push(_roots_key(kb), str(path.resolve()), max_len=100)
     job = console.jobs.start(kb, f"index of {path}", lambda j: _run_index(console, kb, [path], j))
+    await audit(console.store, session.user, "index", f"{kb}: {path}")
     return _job_started(console, request, session, job)
 
 
@@ -211,6 +214,7 @@ async def reindex(console: Console, request: Request, session: Session) -> Respo
             status_code=404,
         )
     job = console.jobs.start(kb, what, lambda j: _run_index(console, kb, paths, j))
+    await audit(console.store, session.user, "re-index", f"{kb}: {what}")
     return _job_started(console, request, session, job)
 
 
@@ -224,6 +228,7 @@ async def remove(console: Console, request: Request, session: Session) -> Respon
     console.kb_changed(kb)
     if not report.documents_removed:
         return HTMLResponse('<p class="error">No such document.</p>', status_code=404)
+    await audit(console.store, session.user, "remove", f"{kb}: {source}")
     return HTMLResponse("")  # htmx swaps the document's row out
 
 

@@ -13,8 +13,10 @@ from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Re
 
 from adapters.http_body import BodyRejected
 from bot.console import answer_view, overview
+from bot.console.audit import audit
 from bot.console.auth import Session
 from bot.console.context import Console, logger
+from bot.console.labels_page import unlabelable
 from bot.console.next_page import HOME, safe_next
 from core.decision import is_deferred
 from core.decision_log import JUDGED_BY_MODEL, DecisionFilter
@@ -70,6 +72,7 @@ async def login(console: Console, request: Request) -> Response:
     if not isinstance(token, str) or not console.auth.token_matches(token):
         await console.auth.login_failed(request)
         logger.warning("console: a failed login from %s", console.auth.client_key(request))
+        await audit(console.store, console.auth.client_key(request), "login failed", "token")
         return console.render(
             request,
             None,
@@ -80,6 +83,9 @@ async def login(console: Console, request: Request) -> Response:
             next_page=next_page,
         )
     session = await console.auth.open("admin", "token")
+    await audit(
+        console.store, session.user, "login", f"token, from {console.auth.client_key(request)}"
+    )
     response = RedirectResponse(next_page, status_code=303)
     console.auth.set_cookie(response, request, session)
     return response
@@ -87,6 +93,7 @@ async def login(console: Console, request: Request) -> Response:
 
 async def logout(console: Console, request: Request, session: Session) -> Response:
     await console.auth.close(session)
+    await audit(console.store, session.user, "logout", "")
     # the login page then says so: a logout that shows nothing leaves the admin unsure
     response = RedirectResponse("/console/login?signed_out=1", status_code=303)
     console.auth.clear_cookie(response, request)
@@ -192,6 +199,9 @@ async def decision_page(console: Console, request: Request, session: Session) ->
         str(trace.get("answer", "")), [c["n"] for c in citations if c["n"] is not None]
     )
     evidence = _evidence(pipeline)
+    labelled = (
+        await console.labels.of_decision(decision["kb"], trace_id) if decision.get("kb") else []
+    )
     return console.render(
         request,
         session,
@@ -203,6 +213,8 @@ async def decision_page(console: Console, request: Request, session: Session) ->
         answer_html=answer_html,
         evidence=evidence,
         kb=kb,
+        labelled=labelled,
+        unlabelable=unlabelable(decision),
     )
 
 
@@ -224,13 +236,12 @@ async def label(console: Console, request: Request, session: Session) -> Respons
     decision = await console.state.log.get(trace_id)
     if decision is None:
         return JSONResponse({"error": "no such decision"}, status_code=404)
-    if not decision.get("text_kept"):
+    why_not = unlabelable(decision)
+    if why_not:
         return HTMLResponse(
-            '<p class="error" id="label-result">This decision no longer keeps its message text '
-            "([conversation] keep_text_days): there is nothing to learn from.</p>",
-            status_code=409,
+            f'<p class="error" id="label-result">{escape(why_not)}</p>', status_code=409
         )
-    kb = decision.get("kb") or console.settings.kb
+    kb = str(decision["kb"])
     await console.labels.mark(
         kb=kb,
         trace_id=trace_id,
@@ -238,6 +249,12 @@ async def label(console: Console, request: Request, session: Session) -> Respons
         label="answer" if chosen == "answer" else "silent",
         strength="admin",
         by=session.user,
+    )
+    await audit(
+        console.store,
+        session.user,
+        "label",
+        f"{kb}: {chosen} on {trace_id}: {decision['text'][:200]}",
     )
     wording = "should have answered" if chosen == "answer" else "should have stayed silent"
     return HTMLResponse(

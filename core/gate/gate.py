@@ -606,9 +606,13 @@ class Gate:
     ) -> GateFit:
         """Fit on the labelled messages and store the fit with the KB."""
         fit = await self.trial_fit(kb, good, bad, precision=precision, folds=folds)
+        await self.keep_fit(kb, fit)
+        return fit
+
+    async def keep_fit(self, kb: str, fit: GateFit) -> None:
+        """Store a fit made by trial_fit (after checking it) as the KB's fit."""
         await save_fit(self.state, kb, fit)
         self._fits.pop(kb, None)
-        return fit
 
     async def trial_fit(
         self,
