@@ -23,10 +23,9 @@ import numpy.typing as npt
 from core.language.terms import content_terms
 from core.language.words import normalise
 
-# Average cosine distance under which questions are one topic. Measured on the uncovered
-# questions of the first-hour sets (docs/notes/2026-12-07-console-loop.md): below it, only
-# questions about one thing meet (on-call pay and expensing on-call gear); above ~0.65, unrelated
-# ones start to (a course's start date with on-call hand-over times).
+# Average cosine distance under which questions are one topic: below it only questions about
+# one thing meet (on-call pay and expensing on-call gear), while a looser cut starts joining
+# unrelated ones (a course's start date with on-call hand-over times).
 TOPIC_DISTANCE = 0.6
 LABEL_TERMS = 3
 EXAMPLES = 5

@@ -28,7 +28,7 @@ from bot.conversation_state import ConversationState, Decision
 from bot.gate_labels import GateLabels
 from bot.settings import ConsoleSettings, ConversationSettings, Settings
 from tests.fakes.hash_embedder import HashEmbedder
-from tests.test_console_auth import PROXY, client, store
+from tests.bot.console.test_auth import PROXY, client, store
 
 __all__ = ["store"]  # the fixture, imported for this module's tests
 
