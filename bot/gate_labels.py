@@ -31,6 +31,7 @@ from core.language.words import normalise
 from core.ports import StateStore
 
 if TYPE_CHECKING:
+    from core.gate.fitting import CrossValidation
     from core.gate.gate import Gate
     from core.gate.model import GateFit
 
@@ -254,11 +255,13 @@ async def refit(
         before = result.gate.as_dict()
     texts, y, embeddings, kb_rows, _ = await gate.labelled(kb, merged_good, merged_bad)
     after: dict[str, Any] = {}
-    if cross_validated:
-        result = await asyncio.to_thread(
+    held_out: CrossValidation | None = None
+    if cross_validated or any(e.strength == "admin" for e in labelled):
+        held_out = await asyncio.to_thread(
             cross_validate, texts, y, embeddings, kb_rows, folds=folds, seed=seed
         )
-        after = result.gate.as_dict()
+        if cross_validated:
+            after = held_out.gate.as_dict()
 
     # Held back: chat examples the stored fit has not seen — labelled after it was fitted (an
     # example it was fitted on is its own nearest neighbour: the comparison would always keep
@@ -304,7 +307,9 @@ async def refit(
                 f"{old_f1:.3f}, the new one {new_f1:.3f}",
             )
     fit = await gate.trial_fit(kb, merged_good, merged_bad, folds=folds)
-    contradicted = await contradictions(gate, kb, fit, labelled)
+    # the examples as labelled, in the order gate.labelled read them (it skips blank ones)
+    examples = [t for t in (*merged_good, *merged_bad) if t.strip()]
+    contradicted = contradictions(examples, held_out, labelled) if held_out is not None else []
     if contradicted and not overrule_admin:
         shown = "; ".join(
             f"“{c.text[:80]}” ({'answer' if c.label == 'answer' else 'stay silent'}, "
@@ -344,23 +349,27 @@ async def refit(
     )
 
 
-async def contradictions(
-    gate: Gate, kb: str, fit: GateFit, labelled: Sequence[LabelledExample]
+def contradictions(
+    texts: Sequence[str], held_out: CrossValidation, labelled: Sequence[LabelledExample]
 ) -> list[Contradiction]:
-    """The admin labels (one per message text) that `fit` scores on the other side of its
-    threshold, the furthest off first."""
+    """The admin labels (one per message text) that the new fit decides the other way when
+    that message is held out of it, the furthest off first.
+
+    Held out, because the label already decides that very message (GateLabels.admin_label):
+    what a refit can contradict is how it treats messages like it. Scored by a fit that holds
+    the message among its examples it is its own nearest neighbour at similarity 1.0, outside
+    anything the fit learnt from, and a small fit then puts most of its own labels on the
+    wrong side. `texts`: the refit's examples as labelled, in `held_out`'s order."""
     admin: dict[str, LabelledExample] = {}
     for example in labelled:
         if example.strength == "admin" and example.text.strip():
             admin[example.text.strip()] = example
-    if not admin:
-        return []
-    texts = list(admin)
-    scores = await gate.score_with(kb, fit, texts)
+    row = {text.strip(): i for i, text in enumerate(texts)}
+    threshold = float(np.mean(held_out.thresholds)) if held_out.thresholds else 0.5
     found = [
-        Contradiction(e.trace_id, text, e.label, float(score), float(fit.threshold))
-        for (text, e), score in zip(admin.items(), scores, strict=True)
-        if (float(score) >= fit.threshold) != (e.label == "answer")
+        Contradiction(e.trace_id, text, e.label, float(held_out.probabilities[i]), threshold)
+        for text, e in admin.items()
+        if (i := row.get(text)) is not None and bool(held_out.predicted[i]) != (e.label == "answer")
     ]
     found.sort(key=lambda c: -abs(c.score - c.threshold))
     return found

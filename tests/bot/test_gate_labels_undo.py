@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import numpy as np
 import pytest
 import pytest_asyncio
 
@@ -13,13 +14,15 @@ from adapters.embedders.use import USEEmbedder
 from adapters.graph.sqlite_store import SQLiteGraphStore
 from adapters.state import RedisStateStore
 from adapters.vector.milvus_store import MilvusVectorStore
-from bot.gate_labels import GateLabels, refit
+from bot.gate_labels import GateLabels, LabelledExample, contradictions, refit
 from core.errors import InputError
 from core.gate.gate import Gate
 from core.index.pipeline import Indexer, IndexOptions
 from tests.adversarial.test_gate_stuffing import BAD, DOCS, GOOD
 
 KB = "ops"
+DEMO = "demo"
+DEMO_KB = Path(__file__).resolve().parents[2] / "bot" / "demo_kb"
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 
@@ -93,3 +96,81 @@ async def test_a_refit_that_overrules_an_admin_label_is_kept_back_unless_confirm
     )
     assert confirmed.stored and "overrules 1 admin label" in confirmed.reason
     assert (await gate.current_fit(KB)).fitted_at > before.fitted_at
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def demo(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Gate]:
+    """The demo KB (Lumen's runbooks), where a console admin first labels and refits."""
+    root = tmp_path_factory.mktemp("labels-demo")
+    embedder = USEEmbedder()
+    graph = SQLiteGraphStore(root / "graph.sqlite")
+    vectors = MilvusVectorStore(uri=str(root / "milvus.db"))
+    store = await RedisStateStore.embedded(root / "state.rdb")
+    await Indexer(graph, vectors, embedder, IndexOptions()).index(DEMO, [DEMO_KB])
+    yield Gate(embedder=embedder, vectors=vectors, state=store)
+    await store.aclose()
+    await vectors.aclose()
+    await graph.aclose()
+
+
+async def test_a_refit_that_agrees_with_the_admin_labels_is_stored(demo: Gate) -> None:
+    """Each admin-labelled message is judged held out of the fit: scored by a fit that holds
+    it among its examples, at similarity 1.0 to itself, a small fit put most of its own labels
+    on the wrong side, and every refit from the console was held back."""
+    labels = GateLabels(demo.state)
+    answer = [
+        "how do I roll back a deploy to the previous version",
+        "what is the rollback command for lumen",
+        "when should we roll back a bad release",
+        "who owns the lumen deploy pipeline",
+    ]
+    silent = [
+        "anyone up for lunch today",
+        "happy friday folks",
+        "my cat just knocked over my coffee",
+        "great game last night",
+    ]
+    for i, text in enumerate(answer):
+        await labels.mark(
+            kb=DEMO, trace_id=f"a{i}", text=text, label="answer", strength="admin", by="ann"
+        )
+    for i, text in enumerate(silent):
+        await labels.mark(
+            kb=DEMO, trace_id=f"s{i}", text=text, label="silent", strength="admin", by="ann"
+        )
+    report = await refit(gate=demo, labels=labels, kb=DEMO, folds=3)
+    assert not report.contradicted, report.reason
+    assert report.stored, report.reason
+
+
+def test_a_contradiction_is_an_admin_label_the_held_out_fit_decides_the_other_way() -> None:
+    """The check reads each admin-labelled message's held-out decision (its cross-validation
+    fold), never a fit's score of a message it holds; votes are not checked."""
+    from core.gate.fitting import CrossValidation, confusion
+
+    texts = ["how do I roll back", "happy friday folks", "who owns lumen", "lunch?"]
+    held_out = CrossValidation(
+        gate=confusion(np.array([1, 0, 1, 0]), np.array([True, True, True, False])),
+        baseline=confusion(np.array([1, 0, 1, 0]), np.array([True, True, True, False])),
+        probabilities=np.array([0.9, 0.7, 0.2, 0.1]),
+        predicted=np.array([True, True, False, False]),
+        thresholds=[0.4, 0.6],
+        baseline_thresholds=[0.3, 0.3],
+        folds=2,
+    )
+
+    def label(trace: str, text: str, kind: str, strength: str) -> LabelledExample:
+        return LabelledExample(trace, text, kind, strength, "ann", 0.0)  # type: ignore[arg-type]
+
+    found = contradictions(
+        texts,
+        held_out,
+        [
+            label("t1", " how do I roll back ", "answer", "admin"),  # agrees
+            label("t2", "happy friday folks", "silent", "admin"),  # held out: answered
+            label("t3", "who owns lumen", "silent", "admin"),  # agrees (held out: silent)
+            label("t4", "lunch?", "answer", "feedback"),  # a vote: not an admin's decision
+            label("t5", "not among the examples", "silent", "admin"),
+        ],
+    )
+    assert [(c.trace_id, c.score, c.threshold) for c in found] == [("t2", 0.7, 0.5)]
