@@ -16,7 +16,15 @@ from starlette.routing import Mount, Route, Router
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from bot.console import gate_page, knowledge, overview, pages, playground, sources_page
+from bot.console import (
+    bindings,
+    gate_page,
+    knowledge,
+    overview,
+    pages,
+    playground,
+    sources_page,
+)
 from bot.console.auth import ConsoleAuth, Session
 from bot.console.context import Console
 from bot.console.jobs import Jobs
@@ -101,6 +109,11 @@ def console_mount(console: Console) -> Mount:
         Route("/knowledge/index", page(knowledge.index_path), methods=["POST"]),
         Route("/knowledge/reindex", page(knowledge.reindex), methods=["POST"]),
         Route("/knowledge/remove", page(knowledge.remove), methods=["POST"]),
+        Route("/knowledge/create", page(knowledge.create), methods=["POST"]),
+        Route("/knowledge/documents", page(knowledge.documents_fragment), methods=["GET"]),
+        Route("/knowledge/kbs", page(knowledge.kbs_fragment), methods=["GET"]),
+        Route("/knowledge/channels", page(bindings.channels_fragment), methods=["GET"]),
+        Route("/knowledge/bind", page(bindings.bind), methods=["POST"]),
         Route("/jobs/{job_id}", page(knowledge.job_status), methods=["GET"]),
         Route("/graph", page(knowledge.graph_page), methods=["GET"]),
         Route("/graph/data", page(knowledge.graph_data), methods=["GET"]),

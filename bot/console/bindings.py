@@ -1,0 +1,137 @@
+"""The Knowledge page's channels: each channel's binding (KB and mode) and its recent traffic,
+and the form that binds a channel.
+
+A binding is a run-time override of the channel in the state store, the record `/tacit mode`
+changes too (ConversationState.bind_channel): the console and the chat read and write the same
+one, over the `[conversation.channels]` settings, which stay what a channel starts from.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from html import escape
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, Response
+
+from bot.console import home_kbs
+from bot.console.auth import Session
+from bot.console.context import Console, logger
+from bot.conversation_state import parse_channel_id
+from core.kb import validate_kb_name
+
+TRAFFIC_DAYS = 7
+MOST_CHANNELS = 200  # rows one page shows (the channels of the KB shown first)
+MODES = ("auto", "mention", "off")
+TRAFFIC_OUTCOMES = ("answered", "declined", "silent")
+KB_CHANGED = "tacit-kb-changed"  # the event that reloads the page's tables (HX-Trigger)
+
+
+async def channel_rows(console: Console, kb: str) -> list[dict[str, Any]]:
+    """Every channel the settings, the decision log or a run-time binding name, with its
+    binding and its decisions of the last TRAFFIC_DAYS days; the channels of `kb` first."""
+    facets = await console.state.log.facets()
+    named = [
+        *console.settings.conversation.channels,
+        *await console.state.overridden_channels(),
+        *facets["channels"],
+    ]
+    parsed: dict[str, tuple[str, str, str]] = {}
+    for channel in dict.fromkeys(named):
+        try:
+            parsed[channel] = parse_channel_id(channel)
+        except ValueError:
+            continue  # a decision of a platform the console cannot bind (none today)
+    configs = await asyncio.gather(*(console.state.channel(*p) for p in parsed.values()))
+    days = await console.state.log.days(TRAFFIC_DAYS)
+    rows = []
+    for channel, config in zip(parsed, configs, strict=True):
+        traffic = {
+            outcome: sum(c.get(f"{channel}|{outcome}", 0) for _, c in days)
+            for outcome in TRAFFIC_OUTCOMES
+        }
+        total = sum(sum(v for k, v in c.items() if k.startswith(f"{channel}|")) for _, c in days)
+        rows.append(
+            {
+                "channel": channel,
+                "kb": config.kb,
+                "bound": config.bound,
+                "mode": config.mode if config.enabled else "off",
+                "traffic": traffic,
+                "total": total,
+                "last_day": next(
+                    (d for d, c in reversed(days) if any(k.startswith(f"{channel}|") for k in c)),
+                    "",
+                ),
+            }
+        )
+    rows.sort(key=lambda r: (r["kb"] != kb, -r["total"], r["channel"]))
+    return rows[:MOST_CHANNELS]
+
+
+def _error(message: str, status: int) -> HTMLResponse:
+    # Escaped: the message may quote what the admin sent.
+    return HTMLResponse(
+        f'<p class="error" role="alert">{escape(message)}</p>',
+        status_code=status,
+        headers={"Cache-Control": "no-store"},
+    )
+
+
+async def channels_fragment(console: Console, request: Request, session: Session) -> Response:
+    """The channels table alone: reloaded when a binding or a run changed it."""
+    kb = _shown_kb(console, request.query_params.get("kb", ""))
+    return console.render(
+        request,
+        session,
+        "knowledge_channels.html.j2",
+        kb=kb,
+        channels=await channel_rows(console, kb),
+        kbs=await home_kbs.kb_names(console, kb),
+        modes=MODES,
+        days=TRAFFIC_DAYS,
+    )
+
+
+def _shown_kb(console: Console, raw: str) -> str:
+    try:
+        return validate_kb_name(raw) if raw else console.settings.kb
+    except ValueError:
+        return console.settings.kb
+
+
+async def bind(console: Console, request: Request, session: Session) -> Response:
+    form = await console.form(request)
+    values = {k: form.get(k) for k in ("channel", "kb", "mode")}
+    channel, kb, mode = (v if isinstance(v, str) else "" for v in values.values())
+    try:
+        platform, workspace, name = parse_channel_id(channel)
+    except ValueError as exc:
+        return _error(str(exc), 400)
+    if mode not in MODES:
+        return _error("The mode is auto, mention or off.", 400)
+    if kb:
+        try:
+            validate_kb_name(kb)
+        except ValueError as exc:
+            return _error(str(exc), 400)
+        if kb not in [row.kb for row in await home_kbs.home_kbs(console, fresh=True)]:
+            return _error(f"There is no knowledge base {kb}: create it first.", 404)
+    config = await console.state.bind_channel(platform, workspace, name, kb=kb or None, mode=mode)
+    home_kbs.forget(console)
+    logger.info(
+        "console audit: %s bound channel %s to kb %s, mode %s at %s",
+        session.user,
+        channel.strip(),
+        kb or f"(configured: {config.kb})",
+        mode,
+        time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    )
+    shown = config.mode if config.enabled else "off"
+    return HTMLResponse(
+        f'<p class="ok" role="status" id="bind-result">{escape(channel.strip())} answers from '
+        f"{escape(config.kb)}, mode {escape(shown)}.</p>",
+        headers={"Cache-Control": "no-store", "HX-Trigger": KB_CHANGED},
+    )
