@@ -68,8 +68,10 @@ def parse_channel_id(text: str) -> tuple[str, str, str]:
     """`platform:workspace:channel` (as channel_id writes it) back into its parts. Raises
     ValueError for what no chat platform sends: an unknown platform, no channel, control
     characters, more than 200 characters."""
+    if not text.isprintable():
+        raise ValueError("a channel id has no control characters (a newline, an escape)")
     text = text.strip()
-    if not text or len(text) > 200 or not text.isprintable():
+    if not text or len(text) > 200:
         raise ValueError("a channel is platform:workspace:channel, at most 200 characters")
     platform, _, rest = text.partition(":")
     workspace, _, channel = rest.partition(":")

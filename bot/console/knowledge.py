@@ -47,6 +47,26 @@ def _kb(console: Console, request: Request, value: Any = None) -> str:
         return console.settings.kb
 
 
+def _action_kb(console: Console, value: Any) -> str | None:
+    """The KB an action names (none named: the default); None when the name is not a KB
+    name. Refused, not replaced by the default: "../../etc" or "Ops" must not land in
+    another KB's uploads or documents."""
+    if not isinstance(value, str) or not value:
+        return console.settings.kb
+    try:
+        return validate_kb_name(value)
+    except ValueError:
+        return None
+
+
+def _bad_kb() -> Response:
+    return _error(
+        "That is not a knowledge base name: 1-48 characters of a-z, 0-9 and _, starting "
+        "with a letter.",
+        400,
+    )
+
+
 def _roots_key(kb: str) -> str:
     return f"console:{{kb:{kb}}}:roots"
 
@@ -227,7 +247,9 @@ def _start(
 
 async def upload(console: Console, request: Request, session: Session) -> Response:
     form = await console.form(request)
-    kb = _kb(console, request, form.get("kb"))
+    kb = _action_kb(console, form.get("kb"))
+    if kb is None:
+        return _bad_kb()
     files = [f for f in form.getlist("files") if isinstance(f, UploadFile) and f.filename]
     if not files:
         return _error("Choose a file to upload.", 400)
@@ -304,7 +326,9 @@ def _outside_roots(console: Console) -> Response:
 
 async def index_path(console: Console, request: Request, session: Session) -> Response:
     form = await console.form(request)
-    kb = _kb(console, request, form.get("kb"))
+    kb = _action_kb(console, form.get("kb"))
+    if kb is None:
+        return _bad_kb()
     raw = form.get("path")
     path = Path(raw.strip()) if isinstance(raw, str) and raw.strip() else None
     if path is None:
@@ -322,7 +346,9 @@ async def index_path(console: Console, request: Request, session: Session) -> Re
 
 async def reindex(console: Console, request: Request, session: Session) -> Response:
     form = await console.form(request)
-    kb = _kb(console, request, form.get("kb"))
+    kb = _action_kb(console, form.get("kb"))
+    if kb is None:
+        return _bad_kb()
     source = form.get("source")
     roots = [Path(p) for p in dict.fromkeys(await console.store.recent(_roots_key(kb), 100))]
     roots += list(console.settings.conversation.kb_sources.get(kb, []))
@@ -349,7 +375,9 @@ async def reindex(console: Console, request: Request, session: Session) -> Respo
 
 async def remove(console: Console, request: Request, session: Session) -> Response:
     form = await console.form(request)
-    kb = _kb(console, request, form.get("kb"))
+    kb = _action_kb(console, form.get("kb"))
+    if kb is None:
+        return _bad_kb()
     source = form.get("source")
     if not isinstance(source, str) or not source:
         return _error("Which document?", 400)

@@ -2,8 +2,8 @@
 // htmx drops the body of an error response, so a refused upload or a run already running
 // would look like nothing happened: inside [data-knowledge-errors] the reason (the server's
 // HTML fragment, or a JSON refusal of the session guard) is written next to the form or the
-// row's buttons that sent it. A form is reset once answered, so its file input no longer
-// holds the uploaded files and a second click has nothing to upload.
+// row's buttons that sent it. The upload form is reset once answered, so its file input no
+// longer holds the uploaded files and a second click has nothing to upload.
 "use strict";
 
 function knowledgeElement(detail) {
@@ -53,8 +53,11 @@ document.addEventListener("htmx:afterRequest", (event) => {
   if (!elt || !elt.closest || !elt.closest("[data-knowledge-errors]") || !detail.xhr) return;
   if (detail.xhr.status >= 400) showActionError(elt, reasonOf(detail.xhr));
   else if (detail.xhr.status) clearActionError(elt);
+  // The upload form empties whatever the answer (its files were sent: a refusal says why,
+  // and a second click must not send them again); the others keep a refused entry to fix.
   const form = elt.closest("form");
-  if (form && detail.xhr.status && form.matches("#upload-form, #bind-form, #create-kb-form")) {
+  if (form && form.matches("#upload-form") && detail.xhr.status) form.reset();
+  if (form && form.matches("#bind-form, #create-kb-form") && detail.xhr.status < 400) {
     form.reset();
   }
 });
