@@ -54,7 +54,7 @@ sys.path.insert(0, str(REPO))
 from tests.browser.synthetic_graph import HUB, neighbour  # noqa: E402
 
 DEFAULT_KB = REPO.parent / "shared" / "data" / "refusal" / "kb"
-TOKEN = "bench-console"
+TOKEN = "bench-console-token"  # [console] admin_token takes 16 characters or more
 HUB_KB = "synthetic"
 GRAPH_TIMEOUT_MS = 120_000  # a step of the browser graph run that takes longer is reported
 OUTCOMES = [("answered", "answer")] * 3 + [

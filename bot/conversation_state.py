@@ -262,9 +262,9 @@ class ConversationState:
         current.update(changes)
         current = {k: v for k, v in current.items() if v is not None}
         await self.store.set(key, json.dumps(current))
-        await self.store.push(
-            _OVERRIDDEN, channel_id(platform, workspace, channel), max_len=_OVERRIDDEN_KEPT
-        )
+        listed = channel_id(platform, workspace, channel)
+        if listed not in await self.overridden_channels():  # once: toggles evict no other
+            await self.store.push(_OVERRIDDEN, listed, max_len=_OVERRIDDEN_KEPT)
 
     async def overridden_channels(self) -> list[str]:
         """The channels given run-time overrides, in the console or the chat (ids)."""

@@ -46,7 +46,7 @@ async def channel_rows(console: Console, kb: str) -> list[dict[str, Any]]:
             continue  # a decision of a platform the console cannot bind (none today)
     configs = await asyncio.gather(*(console.state.channel(*p) for p in parsed.values()))
     days = await console.state.log.days(TRAFFIC_DAYS)
-    rows = []
+    rows: list[dict[str, Any]] = []
     for channel, config in zip(parsed, configs, strict=True):
         traffic = {
             outcome: sum(c.get(f"{channel}|{outcome}", 0) for _, c in days)

@@ -210,7 +210,7 @@ async def test_a_run_that_ends_tells_the_page_to_reload_its_tables(site: Site) -
         assert '<span id="documents-total">1</span>' in block.text
         kbs = await http.get("/console/knowledge/kbs?kb=default")
         row = next(r for r in kbs.text.split("<tr") if 'data-kb="default"' in r)
-        assert '<td class="n documents">1</td>' in row
+        assert '<td class="n documents" data-label="documents">1</td>' in row
 
 
 async def test_kbs_come_from_the_home_and_are_created_here(site: Site) -> None:
@@ -406,7 +406,7 @@ async def test_documents_show_status_time_size_and_error_searched_and_sorted(
         assert set(rows) == {"notes/alpha.md", "notes/beta.md", "notes/broken.pdf"}
         alpha = rows["notes/alpha.md"]
         assert "indexed" in alpha and re.search(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d", alpha)
-        assert re.search(r"class=\"n size\">\d+\.\d kB<", alpha), alpha
+        assert re.search(r"class=\"n size\" data-label=\"size\">\d+\.\d kB<", alpha), alpha
         broken = rows["notes/broken.pdf"]
         assert 'class="tag error">failed<' in broken and 'class="doc-error error">' in broken
 
