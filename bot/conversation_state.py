@@ -212,8 +212,19 @@ class ConversationState:
 
     async def channel(self, platform: str, workspace: str, channel: str) -> ChannelConfig:
         """Settings for the channel, with the run-time overrides admins made on top."""
-        configured = self.settings.channels.get(channel_id(platform, workspace, channel))
         raw = await self.store.get(f"{channel_key(platform, workspace, channel)}:config")
+        return self._config(platform, workspace, channel, raw)
+
+    async def channels(self, ids: list[tuple[str, str, str]]) -> list[ChannelConfig]:
+        """channel() of each (platform, workspace, channel), in one read of the store."""
+        keys = [f"{channel_key(*parts)}:config" for parts in ids]
+        raws = await self.store.get_many(keys)
+        return [self._config(*parts, raw) for parts, raw in zip(ids, raws, strict=True)]
+
+    def _config(
+        self, platform: str, workspace: str, channel: str, raw: str | None
+    ) -> ChannelConfig:
+        configured = self.settings.channels.get(channel_id(platform, workspace, channel))
         overrides: dict[str, Any] = json.loads(raw) if raw else {}
         kb = overrides.get("kb") or (configured.kb if configured and configured.kb else None)
         mode = overrides.get("mode") or (configured.mode if configured else None)

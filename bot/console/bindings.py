@@ -8,7 +8,6 @@ one, over the `[conversation.channels]` settings, which stay what a channel star
 
 from __future__ import annotations
 
-import asyncio
 import time
 from html import escape
 from typing import Any
@@ -26,6 +25,8 @@ TRAFFIC_DAYS = 7
 MOST_CHANNELS = 200  # rows one page shows (the channels of the KB shown first)
 MODES = ("auto", "mention", "off")
 TRAFFIC_OUTCOMES = ("answered", "declined", "silent")
+TRAFFIC_EVERY_S = 10.0
+_TRAFFIC = "channel_traffic"
 KB_CHANGED = "tacit-kb-changed"  # the event that reloads the page's tables (HX-Trigger)
 
 
@@ -44,31 +45,46 @@ async def channel_rows(console: Console, kb: str) -> list[dict[str, Any]]:
             parsed[channel] = parse_channel_id(channel)
         except ValueError:
             continue  # a decision of a platform the console cannot bind (none today)
-    configs = await asyncio.gather(*(console.state.channel(*p) for p in parsed.values()))
-    days = await console.state.log.days(TRAFFIC_DAYS)
+    configs = await console.state.channels(list(parsed.values()))
+    days = await _traffic_days(console)
+    # Each day's counters (`<channel>|<outcome>`) read once, not once per channel.
+    counts: dict[str, dict[str, int]] = {}
+    last_day: dict[str, str] = {}
+    for day, counters in days:
+        for field, n in counters.items():
+            channel, sep, outcome = field.rpartition("|")
+            if sep and channel in parsed:
+                seen = counts.setdefault(channel, {})
+                seen[outcome] = seen.get(outcome, 0) + n
+                last_day[channel] = day
     rows: list[dict[str, Any]] = []
     for channel, config in zip(parsed, configs, strict=True):
-        traffic = {
-            outcome: sum(c.get(f"{channel}|{outcome}", 0) for _, c in days)
-            for outcome in TRAFFIC_OUTCOMES
-        }
-        total = sum(sum(v for k, v in c.items() if k.startswith(f"{channel}|")) for _, c in days)
+        seen = counts.get(channel, {})
         rows.append(
             {
                 "channel": channel,
                 "kb": config.kb,
                 "bound": config.bound,
                 "mode": config.mode if config.enabled else "off",
-                "traffic": traffic,
-                "total": total,
-                "last_day": next(
-                    (d for d, c in reversed(days) if any(k.startswith(f"{channel}|") for k in c)),
-                    "",
-                ),
+                "traffic": {outcome: seen.get(outcome, 0) for outcome in TRAFFIC_OUTCOMES},
+                "total": sum(seen.values()),
+                "last_day": last_day.get(channel, ""),
             }
         )
     rows.sort(key=lambda r: (r["kb"] != kb, -r["total"], r["channel"]))
     return rows[:MOST_CHANNELS]
+
+
+async def _traffic_days(console: Console) -> list[tuple[str, dict[str, int]]]:
+    """The decision log's day counters of the last TRAFFIC_DAYS days, read at most every
+    TRAFFIC_EVERY_S: traffic a few seconds old is recent enough, and the page is drawn
+    without a read of today's counters each time (bindings are read fresh every time)."""
+    kept = console.health_cache.get(_TRAFFIC)
+    if kept is not None and time.monotonic() - kept[0] < TRAFFIC_EVERY_S:
+        return list(kept[1])
+    days = await console.state.log.days(TRAFFIC_DAYS)
+    console.health_cache[_TRAFFIC] = (time.monotonic(), days)
+    return days
 
 
 def _error(message: str, status: int) -> HTMLResponse:

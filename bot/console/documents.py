@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Any
 
 from bot.console.context import Console
 from core.index.loaders import SkippedFile
+from core.models import DocumentRecord
 
 SORTS = ("source", "title", "chunks", "indexed", "size", "status")
 MAX_QUERY = 200
@@ -27,8 +29,20 @@ def failed_key(kb: str) -> str:
     return f"console:{{kb:{kb}}}:failed"
 
 
+def human_bytes(n: int | None) -> str:
+    if n is None:
+        return "—"
+    if n >= 1 << 20:
+        return f"{n / (1 << 20):.1f} MB"
+    if n >= 1 << 10:
+        return f"{n / (1 << 10):.1f} kB"
+    return f"{n} B"
+
+
 @dataclass(frozen=True, slots=True)
 class DocumentRow:
+    """One row of the table, made for the rows of the page shown only."""
+
     source: str
     title: str
     chunks: int
@@ -39,18 +53,35 @@ class DocumentRow:
     error: str  # the reason of its last failed run ("" when its last run did not fail)
     failed_at: float | None
 
-    def sort_key(self, by: str) -> Any:
-        if by == "title":
-            return (self.title.casefold(), self.source)
-        if by == "chunks":
-            return (self.chunks, self.source)
-        if by == "indexed":
-            return (self.indexed_at or 0.0, self.source)
-        if by == "size":
-            return (self.text_bytes if self.text_bytes is not None else -1, self.source)
-        if by == "status":
-            return (self.status, self.source)
-        return (self.source,)
+    @property
+    def size(self) -> str:
+        return human_bytes(self.text_bytes)
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) else None
+
+
+def _status(doc: DocumentRecord, failed_only: set[str]) -> str:
+    if doc.source in failed_only:
+        return "failed"
+    return "indexed" if doc.content_hash else "incomplete"
+
+
+def _sort_key(by: str, failed_only: set[str]) -> Callable[[DocumentRecord], Any]:
+    """The order of a column, read straight off the store's records: a KB of thousands of
+    documents is sorted without making a row of each."""
+    if by == "title":
+        return lambda d: (d.title.casefold(), d.source)
+    if by == "chunks":
+        return lambda d: (d.chunk_count, d.source)
+    if by == "indexed":
+        return lambda d: (_number(d.metadata.get("indexed_at")) or 0.0, d.source)
+    if by == "size":
+        return lambda d: (_number(d.metadata.get("text_bytes")) or -1.0, d.source)
+    if by == "status":
+        return lambda d: (_status(d, failed_only), d.source)
+    return attrgetter("source")
 
 
 async def failures(console: Console, kb: str) -> dict[str, dict[str, Any]]:
@@ -83,13 +114,27 @@ async def forget_failure(console: Console, kb: str, source: str) -> bool:
     return True
 
 
-async def document_rows(console: Console, kb: str) -> list[DocumentRow]:
-    """Every document of the KB, and every source whose run failed before it was ever
-    indexed, unsorted."""
+async def document_page(
+    console: Console, kb: str, query: DocumentQuery, start: int, count: int
+) -> tuple[int, list[DocumentRow]]:
+    """How many documents match the query, and the rows of `count` of them from `start`
+    in the query's order: every document of the KB, and every source whose run failed before
+    it was ever indexed."""
     documents = await console.services.graph.get_documents(kb)
     errors = await failures(console, kb)
+    failed_only: set[str] = set()
+    if errors:
+        indexed = {doc.source for doc in documents}
+        failed_only = {source for source in errors if source not in indexed}
+        documents = [*documents, *(DocumentRecord(s, "", "") for s in sorted(failed_only))]
+    needle = query.q.casefold()
+    if needle:
+        documents = [
+            d for d in documents if needle in d.source.casefold() or needle in d.title.casefold()
+        ]
+    documents = sorted(documents, key=_sort_key(query.sort, failed_only), reverse=query.descending)
     rows = []
-    for doc in documents:
+    for doc in documents[start : start + count]:
         error = errors.get(doc.source, {})
         size = doc.metadata.get("text_bytes")
         rows.append(
@@ -97,35 +142,15 @@ async def document_rows(console: Console, kb: str) -> list[DocumentRow]:
                 source=doc.source,
                 title=doc.title,
                 chunks=doc.chunk_count,
-                status="indexed" if doc.content_hash else "incomplete",
+                status=_status(doc, failed_only),
                 indexed_at=_number(doc.metadata.get("indexed_at")),
-                text_bytes=int(size) if isinstance(size, int | float) else None,
+                text_bytes=int(size) if isinstance(size, (int, float)) else None,
                 extractor=str(doc.metadata.get("extractor", "")),
                 error=str(error.get("reason", "")),
                 failed_at=_number(error.get("at")),
             )
         )
-    indexed = {doc.source for doc in documents}
-    for source, error in errors.items():
-        if source not in indexed:
-            rows.append(
-                DocumentRow(
-                    source=source,
-                    title="",
-                    chunks=0,
-                    status="failed",
-                    indexed_at=None,
-                    text_bytes=None,
-                    extractor="",
-                    error=str(error.get("reason", "")),
-                    failed_at=_number(error.get("at")),
-                )
-            )
-    return rows
-
-
-def _number(value: Any) -> float | None:
-    return float(value) if isinstance(value, int | float) else None
+    return len(documents), rows
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,15 +164,6 @@ class DocumentQuery:
         q = str(params.get("q", ""))[:MAX_QUERY].strip()
         sort = params.get("sort", "source")
         return cls(q, sort if sort in SORTS else "source", params.get("dir") == "desc")
-
-    def apply(self, rows: list[DocumentRow]) -> list[DocumentRow]:
-        """The rows whose source or title holds the query (any case), sorted."""
-        needle = self.q.casefold()
-        if needle:
-            rows = [
-                r for r in rows if needle in r.source.casefold() or needle in r.title.casefold()
-            ]
-        return sorted(rows, key=lambda r: r.sort_key(self.sort), reverse=self.descending)
 
     def params(self, **changes: Any) -> dict[str, str]:
         """The query as URL parameters (for links that keep it), with `changes` applied."""

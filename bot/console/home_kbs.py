@@ -5,13 +5,16 @@ before anything was indexed into them, and the KBs channels are bound to at run 
 A KB exists in the graph store once it holds something; one created in the console is empty
 until then, so its name is kept in the state store (`console:{kbs}:created`) and listed
 beside the home's. Counting the home's KBs reads every chunk's length (SQLite), so the rows
-are kept for ROWS_EVERY_S and dropped when a run of the console changes a KB.
+are kept (recounted in the background past ROWS_EVERY_S) and dropped when a run of the
+console changes a KB.
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
 from dataclasses import replace
+from typing import Any
 
 from bot.console.context import Console
 from bot.conversation_state import parse_channel_id
@@ -51,10 +54,23 @@ def forget(console: Console) -> None:
 
 async def home_kbs(console: Console, *, fresh: bool = False) -> list[KbRow]:
     """Every KB of the home with its counts, the default first, then by name; each with the
-    channels bound to it, in the settings or at run time (the console)."""
+    channels bound to it, in the settings or at run time (the console).
+
+    Rows older than ROWS_EVERY_S are shown while they are counted again in the background
+    (counting reads every chunk of the home); rows dropped by forget(), after a run of the
+    console, or asked `fresh` are counted while the caller waits."""
     kept = console.health_cache.get(_CACHE)
-    if kept is not None and not fresh and time.monotonic() - kept[0] < ROWS_EVERY_S:
-        return list(kept[1])
+    if kept is None or fresh:
+        return list(await _count(console))
+    if time.monotonic() - kept[0] >= ROWS_EVERY_S:
+        counting: dict[str, asyncio.Task[Any]] = console.health_cache.setdefault("counting", {})
+        task = counting.get(_CACHE)  # cancelled with the overview's at close
+        if task is None or task.done():
+            counting[_CACHE] = asyncio.create_task(_count(console), name="console-home-kbs")
+    return list(kept[1])
+
+
+async def _count(console: Console) -> list[KbRow]:
     rows = await kb_rows(console.settings, console.services.graph)
     known = {row.kb for row in rows}
     for name in await created_kbs(console):
@@ -74,18 +90,21 @@ async def home_kbs(console: Console, *, fresh: bool = False) -> list[KbRow]:
     ]
     rows.sort(key=lambda row: (row.kb != console.settings.kb, row.kb))
     console.health_cache[_CACHE] = (time.monotonic(), rows)
-    return list(rows)
+    return rows
 
 
 async def _bound_at_run_time(console: Console) -> tuple[set[str], dict[str, list[str]]]:
     """The channels with run-time overrides, and KB → those of them bound to it."""
     overridden = await console.state.overridden_channels()
-    found: dict[str, list[str]] = {}
+    parsed: dict[str, tuple[str, str, str]] = {}
     for channel in overridden:
         try:
-            config = await console.state.channel(*parse_channel_id(channel))
+            parsed[channel] = parse_channel_id(channel)
         except ValueError:
             continue
+    found: dict[str, list[str]] = {}
+    configs = await console.state.channels(list(parsed.values()))
+    for channel, config in zip(parsed, configs, strict=True):
         if config.bound:
             found.setdefault(config.kb, []).append(channel)
     return set(overridden), found

@@ -15,6 +15,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 import numpy as np
+from markupsafe import Markup
 from starlette.datastructures import UploadFile
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
@@ -28,7 +29,7 @@ from bot.console.overview import indexed_key
 from core.kb import validate_kb_name
 from core.models import normalise_name
 
-DOCS_PER_PAGE = 100
+DOCS_PER_PAGE = 50  # rows a page shows: search, sort and paging find the others
 GRAPH_PAGE = 200  # neighbours drawn at first and added by each "show more"
 GRAPH_MAX = 1000  # most neighbours one request may ask for
 # Most edges one page sends: 500 neighbours of a hub in the refusal KB share 6,344 relations,
@@ -99,20 +100,37 @@ def _error(message: str, status: int) -> HTMLResponse:
 
 async def _documents_values(console: Console, request: Request, kb: str) -> dict[str, Any]:
     query = DocumentQuery.of(request.query_params)
-    rows = query.apply(await documents.document_rows(console, kb))
     try:
         start = max(int(request.query_params.get("from", "0")), 0)
     except ValueError:
         start = 0
+    total, rows = await documents.document_page(console, kb, query, start, DOCS_PER_PAGE)
     return {
         "kb": kb,
-        "documents": rows[start : start + DOCS_PER_PAGE],
-        "total": len(rows),
+        "documents": rows,
+        "total": total,
         "query": query,
         "sorts": documents.SORTS,
         "start": start,
         "page_size": DOCS_PER_PAGE,
-        "link": lambda **changes: urlencode({"kb": kb, **query.params(**changes)}),
+        # Each column's sort link (the other way round when it is the order shown), the
+        # block's own address (to reload it) and the pages': encoded once per request.
+        "sort_links": {
+            by: urlencode(
+                {
+                    "kb": kb,
+                    **query.params(
+                        sort=by, dir="desc" if query.sort == by and not query.descending else "asc"
+                    ),
+                }
+            )
+            for by in documents.SORTS
+        },
+        "here": urlencode({"kb": kb, **query.params(**({"from": str(start)} if start else {}))}),
+        "previous": urlencode(
+            {"kb": kb, **query.params(**{"from": str(max(start - DOCS_PER_PAGE, 0))})}
+        ),
+        "next": urlencode({"kb": kb, **query.params(**{"from": str(start + DOCS_PER_PAGE)})}),
     }
 
 
@@ -120,18 +138,26 @@ async def knowledge_page(console: Console, request: Request, session: Session) -
     kb = _kb(console, request)
     rows = await home_kbs.home_kbs(console)
     names = await home_kbs.kb_names(console, kb)
+    values = await _documents_values(console, request, kb)
+    # The documents' block rendered on its own, then placed in the page: an {% include %}
+    # inside the page's block hands each of its hundred rows' pieces up through every
+    # template around it, which cost more than the rows themselves.
+    block = Markup(console.env.get_template("knowledge_documents.html.j2").render(**values))
     return console.render(
         request,
         session,
         "knowledge.html.j2",
         kbs=names,
         kb_rows=rows,
+        size=documents.human_bytes,
         jobs=_runs(console, kb)[:5],
         sources=[str(p) for p in console.settings.conversation.kb_sources.get(kb, [])],
         channels=await bindings.channel_rows(console, kb),
         modes=bindings.MODES,
         days=bindings.TRAFFIC_DAYS,
-        **await _documents_values(console, request, kb),
+        documents_block=block,
+        kb=kb,
+        query=values["query"],
     )
 
 
@@ -151,7 +177,9 @@ async def kbs_fragment(console: Console, request: Request, session: Session) -> 
     """The KB table alone, with fresh counts (reloaded when a run ends)."""
     kb = _kb(console, request)
     rows = await home_kbs.home_kbs(console)
-    return console.render(request, session, "knowledge_kbs.html.j2", kb=kb, kb_rows=rows)
+    return console.render(
+        request, session, "knowledge_kbs.html.j2", kb=kb, kb_rows=rows, size=documents.human_bytes
+    )
 
 
 async def create(console: Console, request: Request, session: Session) -> Response:

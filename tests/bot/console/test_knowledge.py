@@ -406,7 +406,7 @@ async def test_documents_show_status_time_size_and_error_searched_and_sorted(
         assert set(rows) == {"notes/alpha.md", "notes/beta.md", "notes/broken.pdf"}
         alpha = rows["notes/alpha.md"]
         assert "indexed" in alpha and re.search(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d", alpha)
-        assert re.search(r"class=\"n size\" data-label=\"size\">\d+\.\d kB<", alpha), alpha
+        assert re.search(r"class=\"n size\">\d+\.\d kB<", alpha), alpha
         broken = rows["notes/broken.pdf"]
         assert 'class="tag error">failed<' in broken and 'class="doc-error error">' in broken
 
