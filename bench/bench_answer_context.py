@@ -4,7 +4,7 @@
 
 For the first --limit covered messages of a `tacit eval answers` set, the retriever's context
 (no model: NLP keywords), and of it the knowledge-graph facts the answer prompt numbers after
-the sources (core.answer.context_text.numbered_facts): their count and characters, beside the
+the sources (core.retrieve.context_text.numbered_facts): their count and characters, beside the
 sources' characters. --show N prints the first N questions' facts.
 """
 
@@ -13,14 +13,18 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import sys
 from pathlib import Path
 
 from bot.settings import Settings
 from bot.wiring import open_services
-from core.answer.context_text import numbered_facts, numbered_sources
+from core.retrieve.context_text import numbered_facts, numbered_sources
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench import results as results_md
 
 
-async def measure(home: Path, kb: str, asked: list[str], show: int) -> None:
+async def measure(home: Path, kb: str, asked: list[str], show: int) -> dict[str, int]:
     async with open_services(Settings(home=home)) as services:
         retriever = services.retriever()
         facts = fact_chars = source_chars = 0
@@ -34,17 +38,15 @@ async def measure(home: Path, kb: str, asked: list[str], show: int) -> None:
                 print(f"Q: {question[:100]}  ({len(found)} facts)")
                 for fact in found:
                     print(f"    {fact.text[:110]}")
-    print(
-        json.dumps(
-            {
-                "questions": len(asked),
-                "facts": facts,
-                "fact_chars": fact_chars,
-                "source_chars": source_chars,
-                "fact_chars_per_question": round(fact_chars / max(len(asked), 1)),
-            }
-        )
-    )
+    report = {
+        "questions": len(asked),
+        "facts": facts,
+        "fact_chars": fact_chars,
+        "source_chars": source_chars,
+        "fact_chars_per_question": round(fact_chars / max(len(asked), 1)),
+    }
+    print(json.dumps(report))
+    return report
 
 
 def main() -> None:
@@ -54,10 +56,23 @@ def main() -> None:
     parser.add_argument("--questions", type=Path, required=True)
     parser.add_argument("--limit", type=int, default=15)
     parser.add_argument("--show", type=int, default=0)
+    results_md.add_arguments(parser)
     args = parser.parse_args()
+    run_md = results_md.Run.start(__file__, enabled=not args.no_results)
     rows = [json.loads(line) for line in args.questions.read_text("utf-8").splitlines() if line]
     asked = [r["q"] for r in rows if r.get("kind") == "covered"][: args.limit]
-    asyncio.run(measure(args.home, args.kb, asked, args.show))
+    report = asyncio.run(measure(args.home, args.kb, asked, args.show))
+    per = max(report["questions"], 1)
+    run_md.write(
+        [
+            results_md.Row(
+                f"{args.questions.name}: fact characters / question",
+                report["fact_chars_per_question"],
+                baseline=round(report["source_chars"] / per),
+                notes=f"{report['questions']} questions; baseline: the sources' characters",
+            )
+        ]
+    )
 
 
 if __name__ == "__main__":

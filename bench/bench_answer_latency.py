@@ -50,7 +50,8 @@ from starlette.requests import Request  # noqa: E402
 from starlette.responses import JSONResponse, Response, StreamingResponse  # noqa: E402
 from starlette.routing import Route  # noqa: E402
 
-from core.text import count_tokens  # noqa: E402
+from bench import results as results_md  # noqa: E402
+from core.language.text import count_tokens  # noqa: E402
 from tests.fakes.loopback_server import ServedApp  # noqa: E402
 
 SEEDBENCH = ROOT.parent / "shared" / "data" / "seedbench"
@@ -463,9 +464,9 @@ async def _single_shot(
     server: LatencyModelServer, llm: Any, retriever: Any, source: str, kb: str, question: str
 ) -> Result:
     import prompts
-    from core.answer.context_text import numbered_sources
+    from core.language.text import detect_language
     from core.retrieve.context import RetrievedContext
-    from core.text import detect_language
+    from core.retrieve.context_text import numbered_sources
 
     mark = server.mark()
     started = time.perf_counter()
@@ -489,8 +490,8 @@ async def _lightrag(
     server: LatencyModelServer, llm: Any, retriever: Any, source: str, kb: str, question: str
 ) -> Result:
     import prompts
-    from core.answer.context_text import knowledge_lines, numbered_sources
-    from core.text import detect_language
+    from core.language.text import detect_language
+    from core.retrieve.context_text import knowledge_lines, numbered_sources
 
     mark = server.mark()
     started = time.perf_counter()
@@ -571,7 +572,9 @@ def main() -> None:
     parser.add_argument(
         "--json-out", type=Path, default=ROOT / "bench" / "results" / "answer_latency.json"
     )
+    results_md.add_arguments(parser)
     args = parser.parse_args()
+    run_md = results_md.Run.start(__file__, enabled=not args.no_results)
     with tempfile.TemporaryDirectory() as tmp:
         work = args.work or Path(tmp)
         work.mkdir(parents=True, exist_ok=True)
@@ -593,6 +596,42 @@ def main() -> None:
             f"| {row['outside_prompt_mean']:,.0f} "
             f"| {row['round_trips_mean']:.1f}/{row['round_trips_max']} |"
         )
+    run_md.write(headline(result["rows"]))
+
+
+def headline(rows: list[dict[str, Any]]) -> list[results_md.Row]:
+    """Tacit's overall time to the first token on both sets, beside each baseline path."""
+    every = {row["path"]: row for row in rows if row["set"] == "all"}
+    ours = every.get("tacit: overall")
+    if ours is None:
+        return []
+    out = []
+    for path, short in (
+        ("baseline: LightRAG-style hybrid", "LightRAG-style"),
+        ("baseline: single-shot RAG", "single-shot RAG"),
+    ):
+        base = every.get(path)
+        for key, label in (("ttft_p50", "TTFT p50"), ("ttft_p95", "TTFT p95")):
+            out.append(
+                results_md.Row(
+                    f"{label}, tacit vs {short}",
+                    round(ours[key], 2),
+                    baseline=None if base is None else round(base[key], 2),
+                    unit="s",
+                    notes=f"{ours['answered']} answered of {ours['n']}",
+                )
+            )
+    out.append(
+        results_md.Row(
+            "round trips before the first token, tacit (mean)",
+            round(ours["round_trips_mean"], 1),
+            baseline=None
+            if every.get("baseline: LightRAG-style hybrid") is None
+            else round(every["baseline: LightRAG-style hybrid"]["round_trips_mean"], 1),
+            notes=f"max {ours['round_trips_max']}; baseline LightRAG-style",
+        )
+    )
+    return out
 
 
 if __name__ == "__main__":

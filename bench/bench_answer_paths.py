@@ -40,11 +40,12 @@ sys.path.insert(0, str(ROOT))
 
 from pydantic import ValidationError  # noqa: E402
 
+from bench import results as results_md  # noqa: E402
 from core.answer.events import Answer, Final  # noqa: E402
 from core.errors import LLMBadResponse  # noqa: E402
+from core.language.text import count_tokens  # noqa: E402
 from core.models import Completion, Prompt, TokenUsage  # noqa: E402
 from core.ports import ModelT  # noqa: E402
-from core.text import count_tokens  # noqa: E402
 
 KB = "demo"
 
@@ -227,7 +228,9 @@ def main() -> None:
     parser.add_argument(
         "--json-out", type=Path, default=ROOT / "bench" / "results" / "answer_paths.json"
     )
+    results_md.add_arguments(parser)
     args = parser.parse_args()
+    run_md = results_md.Run.start(__file__, enabled=not args.no_results)
     with tempfile.TemporaryDirectory() as tmp:
         work = args.work or Path(tmp)
         work.mkdir(parents=True, exist_ok=True)
@@ -243,6 +246,26 @@ def main() -> None:
             f"| {row['path']} | {row['calls_mean']:.1f} | {row['prompt_tokens_mean']:,.0f} "
             f"| {row['ms_p50']:.0f} | {' → '.join(row['stages'])} |"
         )
+    run_md.write(headline(result["rows"]))
+
+
+def headline(rows: list[dict[str, Any]]) -> list[results_md.Row]:
+    """Calls and prompt tokens per question on each path, beside single-shot RAG's."""
+    base = next((r for r in rows if r["path"].startswith("baseline")), None)
+    out = []
+    for row in rows:
+        if row is base:
+            continue
+        for key, label in (("calls_mean", "LLM calls"), ("prompt_tokens_mean", "prompt tokens")):
+            out.append(
+                results_md.Row(
+                    f"{row['path']}: {label} / question",
+                    round(row[key], 1),
+                    baseline=None if base is None else round(base[key], 1),
+                    notes="baseline: dense top-5 + one call",
+                )
+            )
+    return out
 
 
 if __name__ == "__main__":

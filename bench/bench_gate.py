@@ -46,6 +46,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from bench import results as results_md  # noqa: E402
 from bot.settings import load_settings  # noqa: E402
 from bot.wiring import Services, build_state, open_services  # noqa: E402
 from core.gate.fitting import choose_threshold, cross_validate  # noqa: E402
@@ -343,7 +344,9 @@ def main() -> None:
         "its own in the work folder); by default they are read as plain text, as every "
         "earlier run of this benchmark read them",
     )
+    results_md.add_arguments(parser)
     args = parser.parse_args()
+    run_md = results_md.Run.start(__file__, enabled=not args.no_results)
     report = asyncio.run(run(args))
     report["machine"] = {"python": platform.python_version(), "cpus": os.cpu_count()}
     args.out.mkdir(parents=True, exist_ok=True)
@@ -351,6 +354,42 @@ def main() -> None:
     path.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n")
     print(tables(report))
     print(f"\nwrote {path}")
+    run_md.write(headline(report))
+
+
+def headline(report: dict[str, Any]) -> list[results_md.Row]:
+    """The fitted gate's mean F1, extra negatives refused and latency, beside the one-threshold
+    baseline's in the same run."""
+    q = report["quality"]
+    seeds = ",".join(str(run["seed"]) for run in q["runs"])
+    out = [
+        results_md.Row(
+            "refusal set: F1 of the fitted gate",
+            round(q["mean_f1"]["tacit"], 3),
+            baseline=round(q["mean_f1"]["baseline"], 3),
+            notes=f"{q['folds']}-fold CV, seeds {seeds}; baseline: best chunk similarity, "
+            "one threshold",
+        ),
+        results_md.Row(
+            "SeedBench expert-rejected questions refused",
+            f"{q['rejected_questions']['tacit_refused']:.1%}",
+            baseline=f"{q['rejected_questions']['baseline_refused']:.1%}",
+            notes=f"{q['rejected_questions']['count']} questions",
+        ),
+    ]
+    lat = report.get("latency")
+    if lat is not None:
+        for key, label in (("p50_ms", "p50"), ("p95_ms", "p95")):
+            out.append(
+                results_md.Row(
+                    f"gate decide(), KB of {lat['kb_chunks']:,} chunks: {label}",
+                    round(lat["tacit"][key], 2),
+                    baseline=round(lat["baseline"][key], 2),
+                    unit="ms",
+                    notes=f"{lat['messages']} messages; baseline: embed and one search",
+                )
+            )
+    return out
 
 
 if __name__ == "__main__":

@@ -36,6 +36,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from bench import results as results_md  # noqa: E402
 from bot.assistant import TacitAssistant  # noqa: E402
 from bot.conversation_state import ConversationState  # noqa: E402
 from bot.gate_labels import GateLabels, refit, save_file_examples  # noqa: E402
@@ -47,7 +48,7 @@ from core.eval.datasets import read_messages  # noqa: E402
 from core.gate.fitting import confusion  # noqa: E402
 from core.gate.gate import Gate  # noqa: E402
 from core.gate.store import delete_fit  # noqa: E402
-from core.text import detect_language  # noqa: E402
+from core.language.text import detect_language  # noqa: E402
 
 DATA = REPO.parent / "shared" / "data"
 KB = "refusal"
@@ -211,9 +212,47 @@ def main() -> None:
     parser.add_argument("--batches", type=int, default=3)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-ceiling", action="store_true", help="skip the fit on all dev labels")
+    results_md.add_arguments(parser)
     args = parser.parse_args()
+    run_md = results_md.Run.start(__file__, enabled=not args.no_results)
     result = asyncio.run(run(args.work, args.batches, args.seed, ceiling=not args.no_ceiling))
     print(json.dumps(result, indent=2, default=float))
+    run_md.write(headline(result))
+
+
+def headline(result: dict[str, Any]) -> list[results_md.Row]:
+    """Held-out F1 after the last refit from the chat, beside the first fit (25 % of the dev
+    labels) and the ceiling; expert-rejected questions refused after the 20 marks."""
+    curve = result["curve"]
+    out = []
+    if curve:
+        first, last = curve[0], curve[-1]
+        out.append(
+            results_md.Row(
+                "held-out F1 after the refits from the chat",
+                round(float(last["f1"]), 3),
+                baseline=round(float(first["f1"]), 3),
+                notes=f"{len(curve) - 1} refits, {last['labels']} labels; baseline: the first "
+                f"fit, {first['labels']} labels",
+            )
+        )
+    if "full_fit" in result:
+        out.append(
+            results_md.Row(
+                "held-out F1, fit on all dev labels at once (the ceiling)",
+                round(float(result["full_fit"]["f1"]), 3),
+            )
+        )
+    if "expert_rejected_refused_after" in result:
+        out.append(
+            results_md.Row(
+                "expert-rejected questions refused after 20 marked silent",
+                round(float(result["expert_rejected_refused_after"]), 3),
+                baseline=round(float(result["expert_rejected_refused_before"]), 3),
+                notes=f"{result['expert_rejected_others']} others; baseline: before the marks",
+            )
+        )
+    return out
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@ dir, then the same random entities are queried three ways:
 - port:  the async GraphStore call, as the pipeline makes it (thread hop, full hydration:
          entities with descriptions, chunk ids and degrees, relations with descriptions);
 - raw:   the bare adjacency / count SQL on a second sqlite3 connection in this thread — the
-         floor, and what docs/BENCHMARKS.md's raw figures (0.015 / 0.04 ms) measure;
+         floor;
 - hop:   an empty function through the store's kind of executor, the thread-hop share.
 
 Graphs are uniform random (every pair equally likely), with nodes:edges = 30:36 at every size,
@@ -43,6 +43,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from adapters.graph import SQLiteGraphStore  # noqa: E402
+from bench import results as results_md  # noqa: E402
 from core.models import (  # noqa: E402
     ChunkRecord,
     DocumentRecord,
@@ -344,7 +345,9 @@ def main() -> None:
     parser.add_argument("--sizes", default="30k,1m", help="comma-separated: " + ",".join(SIZES))
     parser.add_argument("--queries", type=int, default=5000, help="random lookups per measure")
     parser.add_argument("--out", type=Path, default=REPO / "bench" / "results")
+    results_md.add_arguments(parser)
     args = parser.parse_args()
+    run_md = results_md.Run.start(__file__, enabled=not args.no_results)
     sizes = [s.strip() for s in args.sizes.split(",") if s.strip()]
     unknown = [s for s in sizes if s not in SIZES]
     if unknown:
@@ -374,6 +377,27 @@ def main() -> None:
         )
     )
     print(f"\nwritten: {target.relative_to(REPO) if target.is_relative_to(REPO) else target}")
+    run_md.write(headline(results))
+
+
+def headline(results: list[dict[str, Any]]) -> list[results_md.Row]:
+    """Each lookup's p50 through the port beside the bare SQL's, and the insert time."""
+    out = []
+    for r in results:
+        size = f"{r['edges']:,} edges"
+        out.append(results_md.Row(f"graph of {size}: insert", r["insert"]["total_s"], unit="s"))
+        for lookup in ("1-hop", "2-hop", "degree"):
+            port, raw = r["queries"][lookup]["port"], r["queries"][lookup]["raw"]
+            out.append(
+                results_md.Row(
+                    f"graph of {size}: {lookup} lookup p50",
+                    port["p50_ms"],
+                    baseline=raw["p50_ms"],
+                    unit="ms",
+                    notes="baseline: the bare SQL",
+                )
+            )
+    return out
 
 
 if __name__ == "__main__":

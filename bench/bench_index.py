@@ -51,6 +51,8 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
+from bench import results as results_md  # noqa: E402
+
 DATA = REPO.parent / "shared" / "data"
 CORPORA = {
     "refusal": DATA / "refusal" / "kb",
@@ -126,7 +128,7 @@ async def run_case(
     elif llm is not None:
         extractor = LoopNERExtractor(llm, variant="base", max_loops=1)  # type: ignore[arg-type]
     # No description summaries: the instant LLM answers extraction prompts only, and this
-    # measures Tacit's own time per chunk (the figures in docs/BENCHMARKS.md were run so).
+    # measures Tacit's own time per chunk.
     options = IndexOptions(summarize_over_tokens=0)
     indexer = Indexer(graph, vectors, embedder, options, extractor=extractor, llm=llm)  # type: ignore[arg-type]
     spent = {"vector_store": 0.0, "embedder": 0.0}
@@ -258,6 +260,7 @@ def main() -> None:
     )
     parser.add_argument("--out", type=Path, default=REPO / "bench" / "results")
     parser.add_argument("--case-json", nargs=4, help=argparse.SUPPRESS)  # internal: one case
+    results_md.add_arguments(parser)
     args = parser.parse_args()
     if args.case_json:
         case, corpus, home, embedder = args.case_json
@@ -274,6 +277,7 @@ def main() -> None:
         )
         print(json.dumps(result), flush=True)
         return
+    run_md = results_md.Run.start(__file__, enabled=not args.no_results)
 
     load_before = os.getloadavg()
     results: list[dict[str, Any]] = []
@@ -324,6 +328,32 @@ def main() -> None:
     path = args.out / f"index-{stamp}.json"
     path.write_text(json.dumps({"meta": meta, "results": results}, indent=2))
     print(f"wrote {path}")
+    run_md.write(headline(results, args.embedder, args.limit))
+
+
+def headline(results: list[dict[str, Any]], embedder: str, limit: int) -> list[results_md.Row]:
+    """Each case's wall time beside chunk-only indexing of the same corpus (the baseline), and a
+    re-index's share of its first run."""
+    out = []
+    for r in results:
+        corpus = f"{r['corpus']}{f' (first {limit})' if limit else ''}, {embedder} embedder"
+        base = next(
+            (x for x in results if x["corpus"] == r["corpus"] and x["case"] == "chunks"), None
+        )
+        notes = f"{r['chunks']} chunks"
+        if "share_of_first_run" in r:
+            notes += f", {r['share_of_first_run']:.1%} of the first run"
+        compared = base is not None and base is not r
+        out.append(
+            results_md.Row(
+                f"index {corpus}: {r['case']}",
+                r["wall_seconds"],
+                baseline=base["wall_seconds"] if compared else None,
+                unit="s",
+                notes=notes + ("; baseline: chunks only" if compared else ""),
+            )
+        )
+    return out
 
 
 if __name__ == "__main__":

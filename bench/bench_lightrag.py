@@ -19,7 +19,7 @@ related entities and the relation's theme. Each query runs on both, interleaved,
 the same machine load; 5 warm-up queries are not counted. LightRAG: QueryParam(mode="hybrid",
 only_need_context=True, enable_rerank=False), its default top-k and budgets. Tacit: retrieve()
 with its defaults (dual level + dense + BM25 chunks + graph-chunk lookups, fused, budgets);
-BM25 runs in process (the embedded default; docs/BENCHMARKS.md, "The full retriever").
+BM25 runs in process (the embedded default).
 
 Prints a Markdown table; writes JSON to bench/results/.
 """
@@ -48,8 +48,10 @@ sys.path.insert(0, str(ROOT))
 from adapters.embedders.use import USEEmbedder  # noqa: E402
 from adapters.graph import SQLiteGraphStore  # noqa: E402
 from adapters.vector import MilvusVectorStore  # noqa: E402
+from bench import results as results_md  # noqa: E402
 from core.index.graph_vectors import GraphVectorSync, PendingVectors  # noqa: E402
 from core.index.pipeline import embedding_text  # noqa: E402
+from core.language.text import count_tokens  # noqa: E402
 from core.models import (  # noqa: E402
     ChunkRecord,
     Completion,
@@ -61,7 +63,6 @@ from core.models import (  # noqa: E402
     VectorRecord,
 )
 from core.retrieve.retriever import RetrievalOptions, Retriever  # noqa: E402
-from core.text import count_tokens  # noqa: E402
 from core.vector_cache import VectorCache, documents_version  # noqa: E402
 
 KB = "synthetic"
@@ -495,7 +496,9 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=100)
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--load-only", action="store_true", help="build both KBs, then stop")
+    results_md.add_arguments(parser)
     args = parser.parse_args()
+    run_md = results_md.Run.start(__file__, enabled=not args.no_results)
     result = asyncio.run(run(args))
     if args.load_only:
         print(json.dumps(result))
@@ -516,6 +519,17 @@ def main() -> None:
     out.mkdir(exist_ok=True)
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
     (out / f"lightrag-{stamp}.json").write_text(json.dumps(result, indent=1))
+    run_md.write(
+        results_md.Row(
+            f"retrieval {stat}, {system}, {args.queries} queries",
+            round(s[system][f"{stat}_ms"], 1),
+            baseline=round(s["lightrag"][f"{stat}_ms"], 1),
+            unit="ms",
+            notes="baseline: LightRAG hybrid, only_need_context",
+        )
+        for system in ("tacit", "tacit-dual-level")
+        for stat in ("p50", "p95")
+    )
 
 
 if __name__ == "__main__":

@@ -25,6 +25,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from adapters.vector.milvus_store import MilvusVectorStore
 from core.models import VectorRecord
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench import results as results_md
+
 DIM = 512
 
 
@@ -56,11 +59,28 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=36_000)
     parser.add_argument("--queries", type=int, default=100)
     parser.add_argument("--types", nargs="+", default=["FLAT", "HNSW"])
+    results_md.add_arguments(parser)
     args = parser.parse_args()
+    run_md = results_md.Run.start(__file__, enabled=not args.no_results)
     print("| index | rows | single search p50 ms | p95 ms |\n|---|---:|---:|---:|")
+    measured = {}
     for index_type in args.types:
         p50, p95 = asyncio.run(measure(index_type, args.rows, args.queries))
+        measured[index_type] = (p50, p95)
         print(f"| {index_type} | {args.rows:,} | {p50:.1f} | {p95:.1f} |", flush=True)
+    # the first type named is the baseline the others are read against (FLAT by default)
+    first = measured[args.types[0]]
+    run_md.write(
+        results_md.Row(
+            f"Milvus Lite single search, {index_type}, {args.rows:,} rows: {stat}",
+            round(times[i], 1),
+            baseline=None if index_type == args.types[0] else round(first[i], 1),
+            unit="ms",
+            notes="" if index_type == args.types[0] else f"baseline: {args.types[0]}",
+        )
+        for index_type, times in measured.items()
+        for i, stat in enumerate(("p50", "p95"))
+    )
 
 
 if __name__ == "__main__":

@@ -35,6 +35,7 @@ sys.path.insert(0, str(REPO))
 
 from adapters.graph import SQLiteGraphStore  # noqa: E402
 from adapters.graph.nebula_store import NebulaGraphStore  # noqa: E402
+from bench import results as results_md  # noqa: E402
 from core.models import ChunkRecord, DocumentRecord, EntityMention, RelationMention  # noqa: E402
 from core.ports import GraphStore  # noqa: E402
 from tests.fakes.fake_graphd import FakeGraphd  # noqa: E402
@@ -128,7 +129,9 @@ async def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--documents", type=int, default=40)
     parser.add_argument("--queries", type=int, default=200)
+    results_md.add_arguments(parser)
     args = parser.parse_args()
+    run_md = results_md.Run.start(__file__, enabled=not args.no_results)
     data = corpus(args.documents)
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -179,6 +182,17 @@ async def main() -> None:
         )
     )
     print(f"\nwritten {out.relative_to(REPO)}")
+    run_md.write(
+        results_md.Row(
+            f"NebulaGraph store over the wire (fake graphd): {name} median",
+            round(neb["ms_median"], 2),
+            baseline=round(baseline[name]["ms_median"], 2),
+            unit="ms",
+            notes=f"{neb['statements_per_op']:.1f} statements per op; baseline: SQLite store",
+        )
+        for name, neb in wire.items()
+        if name in baseline
+    )
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import statistics
+import sys
 import tempfile
 import time
 import uuid
@@ -27,6 +28,9 @@ from typing import Any
 from bot.runtime import Runtime, open_runtime
 from bot.settings import Settings
 from core.conversation import FinalReply, Message
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench import results as results_md
 
 KB = "demo"
 QUESTION = "How do we rotate the quasar spool when it fills up?"
@@ -61,7 +65,7 @@ def cited(event: Any) -> list[str]:
     return [c.source for c in event.citations] if isinstance(event, FinalReply) else []
 
 
-async def main(home: Path, runs: int) -> None:
+async def main(home: Path, runs: int, run_md: results_md.Run) -> None:
     settings = Settings(home=home, kb=KB)
     # One user asks many questions in a minute here: the per-user rate limit would decline some.
     conversation = settings.conversation.model_copy(
@@ -118,15 +122,37 @@ async def main(home: Path, runs: int) -> None:
         f"citing the thread first after it {answered_from_thread}/{runs}; thread no longer "
         f"cited after forget {refused_after_forget}/{runs}"
     )
+    median_ms = {step: round(statistics.median(values) * 1000) for step, values in rows.items()}
+    run_md.write(
+        [
+            results_md.Row(
+                "/tacit remember, median",
+                median_ms["remember"],
+                baseline=median_ms["file"],
+                unit="ms",
+                notes=f"{runs} runs; baseline: the same text as a file, Indexer.index",
+            ),
+            results_md.Row("next question after remember, median", median_ms["ask"], unit="ms"),
+            results_md.Row("/tacit forget, median", median_ms["forget"], unit="ms"),
+            results_md.Row(
+                "reworded question answered citing the remembered thread",
+                f"{answered_from_thread}/{runs}",
+                baseline=f"{runs - before_refused}/{runs}",
+                notes="baseline: answered before remember",
+            ),
+        ]
+    )
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--home", type=Path, default=None, help="data home (default: a temp one)")
     parser.add_argument("--runs", type=int, default=5)
+    results_md.add_arguments(parser)
     args = parser.parse_args()
+    run_md = results_md.Run.start(__file__, enabled=not args.no_results)
     if args.home is None:
         with tempfile.TemporaryDirectory(prefix="tacit-remember-") as tmp:
-            asyncio.run(main(Path(tmp) / "home", args.runs))
+            asyncio.run(main(Path(tmp) / "home", args.runs, run_md))
     else:
-        asyncio.run(main(args.home, args.runs))
+        asyncio.run(main(args.home, args.runs, run_md))

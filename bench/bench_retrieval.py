@@ -15,7 +15,7 @@ Keywords: the NLP ones (no LLM). Per question and method, the ranked chunk list 
 ranked list of paragraphs (a paragraph's first chunk counts):
 - recall@k: share of the supporting paragraphs among the first k paragraphs, averaged;
 - all@4k: share of questions with every supporting paragraph within the first 4,000 tokens
-  of chunks (core.text.count_tokens).
+  of chunks (core.language.text.count_tokens).
 
 Prints a Markdown table; writes JSON to bench/results/.
 """
@@ -43,6 +43,7 @@ sys.path.insert(0, str(ROOT))
 from adapters.embedders.use import USEEmbedder  # noqa: E402
 from adapters.graph import SQLiteGraphStore  # noqa: E402
 from adapters.vector import MilvusVectorStore  # noqa: E402
+from bench import results as results_md  # noqa: E402
 from core.index.nlp_extract import NLPExtractor  # noqa: E402
 from core.index.pipeline import Indexer, IndexOptions  # noqa: E402
 from core.retrieve.budget import chunk_tokens  # noqa: E402
@@ -254,7 +255,9 @@ def main() -> None:
         help="dense searches from the in-memory copy, prefiltering matrices over N bytes "
         "(0: every matrix; unset: the vector store's exact search)",
     )
+    results_md.add_arguments(parser)
     args = parser.parse_args()
+    run_md = results_md.Run.start(__file__, enabled=not args.no_results)
     methods = {"tacit": retriever_options("")}
     for variant in args.variant:
         name, _, spec = variant.partition(":")
@@ -291,6 +294,30 @@ def main() -> None:
             indent=1,
         )
     )
+    run_md.write(headline(results, meta))
+
+
+def headline(
+    results: dict[str, dict[str, dict[str, float]]], meta: dict[str, Any]
+) -> list[results_md.Row]:
+    """Recall@5 and all-within-4k of each retriever but the baselines, beside the BM25 + dense
+    hybrid's in the same run."""
+    out = []
+    for dataset, methods in results.items():
+        base = methods.get("hybrid")
+        for method, m in methods.items():
+            if method in ("dense", "hybrid"):
+                continue
+            for key in ("r@5", "all@4k"):
+                out.append(
+                    results_md.Row(
+                        f"{dataset}: {method} {key}",
+                        round(m[key], 3),
+                        baseline=None if base is None else round(base[key], 3),
+                        notes=f"{meta[dataset]['questions']} questions; baseline: BM25 + dense",
+                    )
+                )
+    return out
 
 
 if __name__ == "__main__":

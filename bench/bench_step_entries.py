@@ -18,10 +18,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import statistics
+import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench import results as results_md
 
 STEPS = [
     ("lumen-gateway", "负责人", "owner", "Priya Natarajan"),
@@ -116,7 +120,7 @@ async def measure(source: Any, language: str) -> dict[str, Any]:
     }
 
 
-async def main(home: Path, *, index: bool, baseline: bool) -> None:
+async def main(home: Path, *, index: bool, baseline: bool, run_md: results_md.Run) -> None:
     from bot.demo import demo_kb_path
     from bot.settings import load_settings
     from bot.wiring import open_services
@@ -131,9 +135,23 @@ async def main(home: Path, *, index: bool, baseline: bool) -> None:
             [("baseline", WithoutEntries(retriever))] if baseline else []
         )
         variants.append(("entries", retriever))
+        measured: dict[tuple[str, str], dict[str, Any]] = {}
         for name, source in variants:
             for language in ("zh", "en"):
-                print(name, language, await measure(source, language), flush=True)
+                measured[name, language] = await measure(source, language)
+                print(name, language, measured[name, language], flush=True)
+    run_md.write(
+        results_md.Row(
+            f"plan steps on the demo's tables, {language} predicate: answering row read",
+            f"{m['read']}/{m['steps']}",
+            baseline=None
+            if ("baseline", language) not in measured
+            else f"{measured['baseline', language]['read']}/{m['steps']}",
+            notes="baseline: without the subject's entries",
+        )
+        for (name, language), m in measured.items()
+        if name == "entries"
+    )
 
 
 if __name__ == "__main__":
@@ -141,5 +159,7 @@ if __name__ == "__main__":
     parser.add_argument("--home", type=Path, required=True)
     parser.add_argument("--index", action="store_true")
     parser.add_argument("--baseline", action="store_true")
+    results_md.add_arguments(parser)
     args = parser.parse_args()
-    asyncio.run(main(args.home, index=args.index, baseline=args.baseline))
+    run_md = results_md.Run.start(__file__, enabled=not args.no_results)
+    asyncio.run(main(args.home, index=args.index, baseline=args.baseline, run_md=run_md))

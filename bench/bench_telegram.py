@@ -57,6 +57,7 @@ from starlette.routing import Route  # noqa: E402
 from adapters.chat.telegram import SECRET_HEADER, WEBHOOK_PATH  # noqa: E402
 from adapters.state.redis_queue import RedisEventQueue  # noqa: E402
 from adapters.state.redis_store import RedisStateStore  # noqa: E402
+from bench import results as results_md  # noqa: E402
 from bot.conversation_state import ConversationState  # noqa: E402
 from bot.settings import ConversationSettings  # noqa: E402
 from tests.fakes.fake_telegram import BOT, TOKEN, FakeTelegram, text_update  # noqa: E402
@@ -481,7 +482,9 @@ async def main() -> None:
     parser.add_argument("--redis", default="redis://127.0.0.1:6379/14")
     parser.add_argument("--reclaim-idle", type=float, default=30.0)
     parser.add_argument("--only", choices=["floor", "webhook", "polling"], action="append")
+    results_md.add_arguments(parser)
     args = parser.parse_args()
+    run_md = results_md.Run.start(__file__, enabled=not args.no_results)
     runs = args.only or ["floor", "webhook", "polling"]
 
     rows: list[dict[str, Any]] = []
@@ -525,6 +528,46 @@ async def main() -> None:
     path = out / f"telegram-{time.strftime('%Y%m%d-%H%M%S')}.json"
     path.write_text(json.dumps(result, indent=2))
     progress(f"wrote {path}")
+    run_md.write(headline(rows, args.updates))
+
+
+def headline(rows: list[dict[str, Any]], updates: int) -> list[results_md.Row]:
+    """The webhook's ack times beside the bare HTTP floor, the polling takeover, and what each
+    run lost or answered twice."""
+    by = {r["server"]: r for r in rows}
+    floor = by.get("floor")
+    out = []
+    if "webhook" in by:
+        for stat in ("p50", "p95"):
+            out.append(
+                results_md.Row(
+                    f"Telegram, {updates} updates, 2 replicas: webhook ack {stat}",
+                    by["webhook"][f"{stat}_ms"],
+                    baseline=None if floor is None else floor[f"{stat}_ms"],
+                    unit="ms",
+                    notes="baseline: bare Starlette 200",
+                )
+            )
+    if "polling" in by:
+        out.append(
+            results_md.Row(
+                f"Telegram, {updates} updates, 2 replicas: polling takeover after a kill",
+                by["polling"]["takeover_s"],
+                unit="s",
+            )
+        )
+    for mode in ("webhook", "polling"):
+        if mode in by:
+            r = by[mode]
+            out.append(
+                results_md.Row(
+                    f"Telegram, {updates} updates, 2 replicas: {mode} lost / answered twice",
+                    f"{r.get('lost', 'n/a')} / {r.get('answered_twice', 'n/a')}",
+                    notes=f"{r.get('questions_answered', 'n/a')}/{r.get('questions', 'n/a')} "
+                    "questions answered",
+                )
+            )
+    return out
 
 
 if __name__ == "__main__":

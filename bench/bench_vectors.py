@@ -47,6 +47,8 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
+from bench import results as results_md  # noqa: E402
+
 DIM = 512
 K = 10
 SEED = 20240601
@@ -250,10 +252,12 @@ def main() -> None:
     parser.add_argument("--engines", nargs="+", choices=ENGINES, default=list(ENGINES))
     parser.add_argument("--out", type=Path, default=REPO / "bench" / "results")
     parser.add_argument("--worker", nargs=2, metavar=("ENGINE", "ROWS"), help=argparse.SUPPRESS)
+    results_md.add_arguments(parser)
     args = parser.parse_args()
     if args.worker:
         worker(args.worker[0], int(args.worker[1]))
         return
+    run_md = results_md.Run.start(__file__, enabled=not args.no_results)
 
     command = " ".join([Path(sys.executable).name, *sys.argv])
     load_before = os.getloadavg()
@@ -324,6 +328,37 @@ def main() -> None:
     before, after = load_before[0], os.getloadavg()[0]
     print(f"\nload average (1 min) before {before:.2f}, after {after:.2f} on {os.cpu_count()} CPUs")
     print(f"JSON: {out.relative_to(REPO) if out.is_relative_to(REPO) else out}")
+    run_md.write(headline(results))
+
+
+def headline(results: list[dict[str, Any]]) -> list[results_md.Row]:
+    """Milvus Lite's single-query latency and recall beside exact numpy search at each size."""
+    exact = {r["rows"]: r for r in results if r["engine"] == "numpy"}
+    out = []
+    for r in results:
+        if r["engine"] == "numpy":
+            continue
+        base = exact.get(r["rows"])
+        size = f"{r['rows']:,} vectors"
+        for stat in ("p50", "p95"):
+            value = r["single"][f"{stat}_ms"]
+            out.append(
+                results_md.Row(
+                    f"{r['engine']}, {size}: single query {stat}",
+                    None if value is None else round(value, 2),
+                    baseline=None
+                    if base is None or base["single"][f"{stat}_ms"] is None
+                    else round(base["single"][f"{stat}_ms"], 2),
+                    unit="ms",
+                    notes="baseline: exact numpy search",
+                )
+            )
+        out.append(
+            results_md.Row(
+                f"{r['engine']}, {size}: recall@10", round(r["recall_at_10"], 3), baseline=1.0
+            )
+        )
+    return out
 
 
 if __name__ == "__main__":

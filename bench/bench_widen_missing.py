@@ -64,6 +64,7 @@ from bench_retrieval import (  # noqa: E402
 
 from adapters.graph import SQLiteGraphStore  # noqa: E402
 from adapters.vector import MilvusVectorStore  # noqa: E402
+from bench import results as results_md  # noqa: E402
 from core.answer.widening import recut  # noqa: E402
 from core.reason.judge import MAX_MISSING_CHARS  # noqa: E402
 from core.retrieve.budget import chunk_tokens  # noqa: E402
@@ -313,7 +314,9 @@ def main() -> None:
         default="found,resolved,asis",
         help="how '#k' in a missing sub-question is written (MuSiQue; see the module doc)",
     )
+    results_md.add_arguments(parser)
     args = parser.parse_args()
+    run_md = results_md.Run.start(__file__, enabled=not args.no_results)
     load = os.getloadavg()
     results: dict[str, Any] = {}
     for dataset in args.datasets.split(","):
@@ -334,6 +337,19 @@ def main() -> None:
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
     (out / f"widen-missing-{stamp}.json").write_text(
         json.dumps({"results": results, "meta": meta}, indent=1)
+    )
+    run_md.write(
+        results_md.Row(
+            f"{key}: {arm} recall of the missing hops",
+            round(r[arm]["recall_missing"], 3),
+            baseline=round(r["plain"]["recall_missing"], 3),
+            notes=f"{r['questions_acted']}/{r['questions']} questions missed a hop; "
+            "baseline: the plain wider round",
+        )
+        for key, r in results.items()
+        if r["questions_acted"]  # round 1 missed no hop: nothing to widen for
+        for arm in ARMS
+        if arm != "plain"
     )
 
 

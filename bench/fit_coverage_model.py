@@ -60,9 +60,10 @@ import numpy.typing as npt
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
-
 import bench_first_hour as team  # noqa: E402
 import bench_firsthour as firsthour  # noqa: E402
+
+from bench import results as results_md  # noqa: E402
 
 REFUSAL = ROOT.parent / "shared" / "data" / "refusal"
 TABLE = "coverage_signals.jsonl"
@@ -470,6 +471,19 @@ def fit(args: argparse.Namespace) -> None:
         cells += [f"{cr:.3f}", f"{ua:.3f}"] + ([""] if k else [])
     lines.append("| " + " | ".join(cells) + " |")
     print("\n".join(lines))
+    run_md = results_md.Run.start(__file__, enabled=not args.no_results)
+    how = f"leave one {'KB' if args.by_kb else 'set'} out, --model {args.model}"
+    run_md.write(
+        results_md.Row(
+            f"fitted coverage model ({point}), all sets: {what}",
+            f"{totals[k][i]}/{totals[k][i + 1]}",
+            baseline=f"{totals[0][i]}/{totals[0][i + 1]}",
+            notes=f"{how}; mean share per set {mean[k][i // 2]:.3f} (rule "
+            f"{mean[0][i // 2]:.3f}); baseline: the coverage rule",
+        )
+        for k, point in ((1, "addressed"), (2, "overheard"))
+        for i, what in ((0, "covered refused"), (2, "uncovered answered"))
+    )
     if args.misses:
         for name in sets:
             a_t, _ = cuts[name]
@@ -521,6 +535,7 @@ def main() -> None:
     f.add_argument("--misses", action="store_true")
     f.add_argument("--model", choices=("lr", "gb"), default="lr", help="logistic or boosted")
     f.add_argument("--depth", type=int, default=2, help="tree depth of --model gb")
+    results_md.add_arguments(f)
     args = parser.parse_args()
     signals(args) if args.command == "signals" else fit(args)
 

@@ -41,6 +41,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench import results as results_md  # noqa: E402
 from core.gate.prior import (  # noqa: E402
     WEIGHTS,
     RequestPrior,
@@ -167,12 +168,14 @@ def main() -> None:
     parser.add_argument("--folds", type=int, default=5)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--write", action="store_true", help=f"write {WEIGHTS.name}")
+    results_md.add_arguments(parser)
     args = parser.parse_args()
     if args.describe:
         describe(args.describe)
         return
     if args.downloads is None:
         parser.error("--downloads is required to fit")
+    run_md = results_md.Run.start(__file__, enabled=not args.no_results)
 
     english = examples(chitchat_messages(args.downloads / CHITCHAT))
     bot_lines = examples(chatterbot_lines(args.downloads / CHATTERBOT))
@@ -229,6 +232,16 @@ def main() -> None:
         },
     )
     print(json.dumps(cv, indent=2))
+    run_md.write(
+        results_md.Row(
+            f"request prior, {language}: cross-validated {key} at the shipped threshold",
+            cv[language]["at_threshold"][key],
+            baseline=cv[language]["at_0.5"][key],
+            notes=f"threshold {threshold}, {args.folds} folds; baseline: a cut at 0.5",
+        )
+        for language in ("en", "zh")
+        for key in ("f1", "recall", "chatter_rejected")
+    )
     print(f"{len(final.weights)} features shipped", file=sys.stderr)
     if args.write:
         save_prior(shipped)

@@ -1,11 +1,11 @@
 """Admission control: how many answers run at once, and who waits for the next free slot.
 
 A burst once had every ask admitted at once: they shared the LLM and the stores, all
-finished together at the end of the burst (90 concurrent: p50 20.6 s, max 21.1 s), and past a
-hundred the Redis pool gave out. Here a bounded number of answers run (`max_concurrent`), a
-bounded line waits behind them in arrival order (`max_queued`), and anyone past that is told to
-come back (HTTP 429 with a Retry-After estimated from how long recent answers took) instead of
-being taken on and failed.
+finished together at the end of the burst, so even the first asker waited for the whole burst,
+and past a hundred the Redis pool gave out. Here a bounded number of answers run
+(`max_concurrent`), a bounded line waits behind them in arrival order (`max_queued`), and
+anyone past that is told to come back (HTTP 429 with a Retry-After estimated from how long
+recent answers took) instead of being taken on and failed.
 
 One Admission is shared by `/v1/ask` and the queue workers: an ask takes a slot (waiting in line
 for it), a worker takes a queued event only while a slot is spare and nobody is in line, so the

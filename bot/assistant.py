@@ -16,14 +16,13 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from bot.candidates import Candidates
 from bot.conversation_state import ChannelConfig, ConversationState, Decision
 from bot.gate_labels import GateLabels, Label, label_decision
 from bot.thread_memory import ThreadMemory
 from core.answer.events import AnswerEvent, Delta, Final, Retract, Status
-from core.answer.wording import FAILED, NOT_COVERED, SLOW_DOWN
 from core.conversation import (
     Feedback,
     FinalReply,
@@ -34,10 +33,11 @@ from core.conversation import (
     TextDelta,
     Thinking,
 )
+from core.decision import is_deferred
 from core.errors import InputError, StoreError, TacitError
-from core.gate.decision import is_deferred
+from core.language.text import detect_language
+from core.language.wording import FAILED, NOT_COVERED, SLOW_DOWN
 from core.models import ChatMessage
-from core.text import detect_language
 
 logger = logging.getLogger(__name__)
 
@@ -59,6 +59,14 @@ COMMAND_HELP = (
 COMMAND_PREFIX = "/tacit"
 
 Reindex = Callable[[str], Awaitable[str]]  # kb -> a one-line report
+# The last event of a message's handling: a FinalReply or a Refusal (RateLimited too).
+Concluding = TypeVar("Concluding", bound=FinalReply | Refusal)
+
+
+class Conclude(Protocol):
+    """Logs the decision (Decision fields) behind a message's last event; returns the event."""
+
+    async def __call__(self, event: Concluding, **fields: Any) -> Concluding: ...
 
 
 class AnswerSource(Protocol):
@@ -110,7 +118,7 @@ class Gatekeeper(Protocol):
 class ScreeningGatekeeper(Gatekeeper, Protocol):
     """A gate whose decision splits in two (core.gate.gate.Gate): screen() runs the cheap
     stages, classify() the LLM's intent-and-safety screening, which the assistant runs while
-    the answer is being prepared (the first token in seconds; docs/BENCHMARKS.md)."""
+    the answer is being prepared, so the screening adds no wait before the first token."""
 
     async def screen(self, kb: str, message: str, *, addressed: bool = False) -> GateVerdict: ...
 
@@ -240,9 +248,30 @@ class TacitAssistant:
         if claimed in ("duplicate", "delivered"):
             logger.debug("skipping %s message %s", claimed, message.message_id)
             return
+        if claimed == "mine" and claim is not None:
+            kept = await self.state.kept_outcome(message, claim)
+            if kept is not None:
+                # The first run of this entry decided and died before the entry was settled
+                # (its reply may be out, whole or cut short): the same outcome again, decided
+                # and logged once, no second answer.
+                logger.warning("entry %s run again: the outcome it decided is shown again", claim)
+                await self.state.record_once(kept.decision)
+                yield kept.event
+                return
+
+        async def conclude(event: Concluding, **fields: Any) -> Concluding:
+            """Log the decision behind the message's last event. A queued message's outcome is
+            kept first, until its entry is settled: a re-run (see above) shows it again and
+            logs it only if this run died before logging it."""
+            found = decision(**fields)
+            if claim is not None and found.outcome != "error":
+                # An error is no verdict on the message: a re-run tries it again.
+                await self.state.keep_outcome(message, claim, found, event)
+            await self.state.record(found)
+            return event
 
         if _is_command(message.text):
-            async for event in self._command(message, trace_id, decision):
+            async for event in self._command(message, trace_id, conclude):
                 yield event
             return
 
@@ -255,8 +284,9 @@ class TacitAssistant:
 
         if not config.enabled:
             reason = "the channel is disabled"
-            await self.state.record(decision(outcome="silent", stage="mode", reason=reason))
-            yield Refusal(None, reason, trace_id)
+            yield await conclude(
+                Refusal(None, reason, trace_id), outcome="silent", stage="mode", reason=reason
+            )
             return
         # Every person's message of an enabled channel, addressed or not: the question and the
         # replies a thread is remembered from (/tacit remember).
@@ -266,43 +296,42 @@ class TacitAssistant:
             await self.candidates.consider(message, config)
         if not addressed and config.mode == "mention" and not await self.state.engaged(message):
             reason = "not addressed in a mention-only channel"
-            await self.state.record(
-                decision(outcome="silent", stage="mode", reason=reason, mode=config.mode)
+            yield await conclude(
+                Refusal(None, reason, trace_id),
+                outcome="silent",
+                stage="mode",
+                reason=reason,
+                mode=config.mode,
             )
-            yield Refusal(None, reason, trace_id)
             return
 
         async def refused_by_gate(verdict: GateVerdict) -> Refusal:
-            await self.state.record(
-                decision(
-                    outcome="declined" if addressed else "silent",
-                    stage="gate",
-                    reason=f"{verdict.stage}: {verdict.reason}",
-                    kb=config.kb,
-                    mode=config.mode,
-                    intent=verdict.intent or "",
-                    scores=_rounded(verdict.scores),
-                )
-            )
             reply = (verdict.reply or NOT_COVERED[language]) if addressed else None
-            return Refusal(reply, verdict.reason, trace_id)
+            return await conclude(
+                Refusal(reply, verdict.reason, trace_id),
+                outcome="declined" if addressed else "silent",
+                stage="gate",
+                reason=f"{verdict.stage}: {verdict.reason}",
+                kb=config.kb,
+                mode=config.mode,
+                intent=verdict.intent or "",
+                scores=_rounded(verdict.scores),
+            )
 
         confirm: Callable[[], Awaitable[GateVerdict]] | None = None
         try:
             label = await self._admin_label(config.kb, message) if self.gate is not None else None
             if label == "silent":
                 reason = "an admin labelled this message: Tacit should stay silent on it"
-                await self.state.record(
-                    decision(
-                        outcome="declined" if addressed else "silent",
-                        stage="gate",
-                        reason=f"label: {reason}",
-                        kb=config.kb,
-                        mode=config.mode,
-                        scores={ADMIN_LABEL_SCORE: 0.0},
-                    )
+                yield await conclude(
+                    Refusal(NOT_COVERED[language] if addressed else None, reason, trace_id),
+                    outcome="declined" if addressed else "silent",
+                    stage="gate",
+                    reason=f"label: {reason}",
+                    kb=config.kb,
+                    mode=config.mode,
+                    scores={ADMIN_LABEL_SCORE: 0.0},
                 )
-                yield Refusal(NOT_COVERED[language] if addressed else None, reason, trace_id)
                 return
             # Whether the gate judged the KB covers it (the answerer then does not judge again).
             covered = False
@@ -339,24 +368,25 @@ class TacitAssistant:
             # Limits count answers (the costly part), not the chatter the gate turned away.
             limited = await self.state.rate_limited(message)
             if limited is not None:
-                await self.state.record(
-                    decision(
-                        outcome="rate_limited", stage="rate", reason=limited.reason, kb=config.kb
-                    )
-                )
-                yield RateLimited(
-                    SLOW_DOWN[language] if addressed else None,
-                    limited.reason,
-                    trace_id,
-                    setting=limited.setting,
-                    retry_after=limited.window,
+                yield await conclude(
+                    RateLimited(
+                        SLOW_DOWN[language] if addressed else None,
+                        limited.reason,
+                        trace_id,
+                        setting=limited.setting,
+                        retry_after=limited.window,
+                    ),
+                    outcome="rate_limited",
+                    stage="rate",
+                    reason=limited.reason,
+                    kb=config.kb,
                 )
                 return
             if addressed:
                 yield Thinking()
             if confirm is None:
                 async for event in self._answer(
-                    message, config, trace_id, decision, silent_or, gate_scores, deferred, covered
+                    message, config, trace_id, conclude, silent_or, gate_scores, deferred, covered
                 ):
                     yield event
                 return
@@ -367,7 +397,7 @@ class TacitAssistant:
                 message,
                 config,
                 trace_id,
-                decision,
+                conclude,
                 silent_or,
                 gate_scores,
                 deferred,
@@ -381,19 +411,25 @@ class TacitAssistant:
                 yield item
         except InputError as exc:
             reason = f"unusable input: {exc}"
-            await self.state.record(
-                decision(outcome="declined", stage="filter", reason=reason, kb=config.kb)
+            yield await conclude(
+                Refusal(str(exc) if addressed else None, reason, trace_id),
+                outcome="declined",
+                stage="filter",
+                reason=reason,
+                kb=config.kb,
             )
-            yield Refusal(str(exc) if addressed else None, reason, trace_id)
         except TacitError as exc:
             # A store or the LLM failed for good: say so (addressed), log it, never stay mute
             # about it in the decision log.
             logger.warning("answering %s failed: %s", message.message_id, exc)
             reason = f"failed: {exc}"
-            await self.state.record(
-                decision(outcome="error", stage="answer", reason=reason, kb=config.kb)
+            yield await conclude(
+                silent_or(FAILED, reason),
+                outcome="error",
+                stage="answer",
+                reason=reason,
+                kb=config.kb,
             )
-            yield silent_or(FAILED, reason)
 
     async def _admin_label(self, kb: str, message: Message) -> str | None:
         """An admin's label of this message's text ("answer" or "silent"), or None. A store
@@ -417,7 +453,7 @@ class TacitAssistant:
         message: Message,
         config: ChannelConfig,
         trace_id: str,
-        decision: Callable[..., Decision],
+        conclude: Conclude,
         silent_or: Callable[[dict[str, str], str], Refusal],
         gate_scores: dict[str, float],
         deferred: bool = False,
@@ -458,18 +494,15 @@ class TacitAssistant:
                 if answer.scores:
                     scores["best_match"] = round(answer.scores[0], 4)
                 if answer.refused:
-                    outcome = "declined" if addressed else "silent"
-                    await self.state.record(
-                        decision(
-                            outcome=outcome,
-                            stage="answer",
-                            reason=answer.reason,
-                            kb=config.kb,
-                            mode=config.mode,
-                            scores=scores,
-                        )
+                    yield await conclude(
+                        silent_or(NOT_COVERED, answer.reason),
+                        outcome="declined" if addressed else "silent",
+                        stage="answer",
+                        reason=answer.reason,
+                        kb=config.kb,
+                        mode=config.mode,
+                        scores=scores,
                     )
-                    yield silent_or(NOT_COVERED, answer.reason)
                     return
                 if held is not None and not released:
                     yield TextDelta(held.text, replace=restart)
@@ -483,39 +516,49 @@ class TacitAssistant:
                         "kb": config.kb,
                         "mode": answer.mode,
                         "sources": [c.source for c in answer.citations],
+                        # numbered as the answer's text numbers them, each with its chunk
+                        "citations": [
+                            {
+                                "n": c.n,
+                                "source": c.source,
+                                "heading": c.heading,
+                                "chunk": c.chunk_id,
+                            }
+                            for c in answer.citations
+                        ],
                         "thread": message.thread,
                         "at": time.time(),
                         # how the answer was found (stages, evidence, judge rounds, LLM use)
                         **({"pipeline": answer.trace} if answer.trace else {}),
                     },
                 )
-                await self.state.record(
-                    decision(
-                        outcome="answered",
-                        stage="answer",
-                        reason=answer.reason,
-                        kb=config.kb,
-                        mode=config.mode,
-                        scores=scores,
-                    )
+                yield await conclude(
+                    FinalReply(answer.text, answer.citations, trace_id),
+                    outcome="answered",
+                    stage="answer",
+                    reason=answer.reason,
+                    kb=config.kb,
+                    mode=config.mode,
+                    scores=scores,
                 )
-                yield FinalReply(answer.text, answer.citations, trace_id)
                 return
         raise TacitError("the answerer ended without a final answer")
 
     # -- admin commands --------------------------------------------------------------------
 
     async def _command(
-        self, message: Message, trace_id: str, decision: Callable[..., Decision]
+        self, message: Message, trace_id: str, conclude: Conclude
     ) -> AsyncIterator[ReplyEvent]:
         config = await self.state.channel(message.platform, message.workspace, message.channel)
         words = message.text.split()[1:]
         name = words[0].lower() if words else "help"
         if not self.state.is_admin(message, config):
-            await self.state.record(
-                decision(outcome="declined", stage="admin", reason=f"{name}: not an admin")
+            yield await conclude(
+                Refusal(NOT_ADMIN, f"/tacit {name} refused: not an admin", trace_id),
+                outcome="declined",
+                stage="admin",
+                reason=f"{name}: not an admin",
             )
-            yield Refusal(NOT_ADMIN, f"/tacit {name} refused: not an admin", trace_id)
             return
         handler = {
             "mode": self._mode,
@@ -541,10 +584,13 @@ class TacitAssistant:
                 # A usage slip shows the commands; remember/forget say what to do themselves.
                 usage = "" if name in ("remember", "forget") else f"\n{COMMAND_HELP}"
                 text, reason = f"{exc}{usage}", f"{name}: {exc}"
-        await self.state.record(
-            decision(outcome="command", stage="admin", reason=reason, kb=config.kb)
+        yield await conclude(
+            FinalReply(text, (), trace_id),
+            outcome="command",
+            stage="admin",
+            reason=reason,
+            kb=config.kb,
         )
-        yield FinalReply(text, (), trace_id)
 
     async def _mode(self, message: Message, config: ChannelConfig, args: list[str]) -> str:
         if args:

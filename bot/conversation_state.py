@@ -6,6 +6,8 @@ Cluster slot):
 
     {platform:workspace:channel:thread}:message:<id>    dedupe of the message (claim token)
     {platform:workspace:channel:thread}:delivery:<id>   dedupe of the platform delivery
+    {platform:workspace:channel:thread}:outcome:<id>    what a queued message's claim decided,
+                                                        until it is delivered (KeptOutcome)
     {platform:workspace:channel:thread}:history         the thread's turns (list, TTL)
     {platform:workspace:channel:thread}:posts           people's messages, for /tacit remember
     {platform:workspace:channel:thread}:first           the first of them (a long thread keeps it)
@@ -33,7 +35,15 @@ from typing import Any, Literal
 
 from bot.settings import ChannelMode, ConversationSettings
 from bot.wiring import build_decision_log
-from core.conversation import Feedback, Message, conversation_key
+from core.answer.events import Citation
+from core.conversation import (
+    Feedback,
+    FinalReply,
+    Message,
+    RateLimited,
+    Refusal,
+    conversation_key,
+)
 from core.models import ChatMessage
 from core.ports import DecisionLog, StateStore
 from core.thread_qa import ThreadPost
@@ -132,6 +142,34 @@ class Decision:
 
 
 @dataclass(frozen=True, slots=True)
+class KeptOutcome:
+    """What one claim (`token`) of a message decided (its decision) and showed (its last
+    event)."""
+
+    token: str
+    decision: Decision
+    event: FinalReply | Refusal
+
+    def encode(self) -> str:
+        event = {"kind": type(self.event).__name__, **asdict(self.event)}
+        kept = {"token": self.token, "decision": asdict(self.decision), "event": event}
+        return json.dumps(kept, ensure_ascii=False)
+
+    @classmethod
+    def decode(cls, raw: str) -> KeptOutcome:
+        data = json.loads(raw)
+        fields = dict(data["event"])
+        kind = fields.pop("kind")
+        event: FinalReply | Refusal
+        if kind == FinalReply.__name__:
+            citations = tuple(Citation(**c) for c in fields.pop("citations"))
+            event = FinalReply(citations=citations, **fields)
+        else:
+            event = (RateLimited if kind == RateLimited.__name__ else Refusal)(**fields)
+        return cls(data["token"], Decision(**data["decision"]), event)
+
+
+@dataclass(frozen=True, slots=True)
 class RateLimit:
     """A limit a message is over: why (the decision's reason, naming the setting), which
     [conversation] setting it is, and the window it counts over (seconds)."""
@@ -179,10 +217,38 @@ class ConversationState:
         return result
 
     async def mark_delivered(self, message: Message, token: str) -> None:
-        """The answer for this claim reached the platform: a re-run must not answer again."""
+        """The answer for this claim reached the platform: a re-run must not answer again
+        (nor show the kept outcome, which goes)."""
         if message.message_id:
             key = f"{message.conversation_key}:message:{message.message_id}"
             await self.store.set(key, _DELIVERED + token, ttl=self.settings.dedupe_ttl)
+            await self.store.delete(self._outcome_key(message))
+
+    # -- the outcome of a claim, until it is delivered ---------------------------------------
+
+    @staticmethod
+    def _outcome_key(message: Message) -> str:
+        return f"{message.conversation_key}:outcome:{message.message_id}"
+
+    async def keep_outcome(
+        self, message: Message, token: str, decision: Decision, event: FinalReply | Refusal
+    ) -> None:
+        """Keep what this claim decided, before the decision is logged and the event shown:
+        a re-run of the claim (its worker died before the entry was settled) then shows the
+        same again rather than answering anew and logging a second decision."""
+        if message.message_id:
+            kept = KeptOutcome(token, decision, event).encode()
+            await self.store.set(self._outcome_key(message), kept, ttl=self.settings.dedupe_ttl)
+
+    async def kept_outcome(self, message: Message, token: str) -> KeptOutcome | None:
+        """What this claim decided in an earlier run (None: it decided nothing yet)."""
+        if not message.message_id:
+            return None
+        raw = await self.store.get(self._outcome_key(message))
+        if raw is None:
+            return None
+        kept = KeptOutcome.decode(raw)
+        return kept if kept.token == token else None
 
     # -- rate limits -----------------------------------------------------------------------
 
@@ -366,6 +432,12 @@ class ConversationState:
         """Log the decision, indexed for the console; its text is kept for
         `keep_text_days`, then only its SHA-256."""
         await self.log.record(asdict(decision))
+
+    async def record_once(self, decision: Decision) -> None:
+        """Log the decision unless it is in the log already (a kept outcome shown again:
+        its first run may have died before logging it, or after)."""
+        if await self.log.get(decision.trace_id) is None:
+            await self.record(decision)
 
     async def decisions(
         self, platform: str, workspace: str, channel: str, count: int = 1000

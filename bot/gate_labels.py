@@ -9,7 +9,8 @@ Stored in the StateStore as one list per KB (hash-tagged on the KB, beside its g
 A message labelled twice counts once: an admin's label beats feedback, and the newer label of
 the same strength beats the older. An admin's label is also a decision about that message:
 asked again, it is answered (or left alone) as labelled, whatever the gate's model would say
-(admin_label; bot.assistant).
+(admin_label; bot.assistant). A label is undone by a row that says so (`undone`): the list only
+grows and is trimmed from its oldest end, so an undo is a newer row, never an edit.
 """
 
 from __future__ import annotations
@@ -20,14 +21,14 @@ import json
 import logging
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
 from core.errors import InputError
+from core.language.words import normalise
 from core.ports import StateStore
-from core.words import normalise
 
 if TYPE_CHECKING:
     from core.gate.gate import Gate
@@ -59,6 +60,7 @@ class LabelledExample:
     strength: Strength
     by: str
     at: float
+    undone: bool = False  # a row that undoes the (trace_id, strength) label before it
 
 
 class GateLabels:
@@ -97,15 +99,57 @@ class GateLabels:
             return "answer"
         return "silent" if found == "silent" else None
 
+    async def current(self, kb: str) -> list[LabelledExample]:
+        """Every label in force, newest first: one per message (trace id) and strength, the
+        newer of the same strength winning, undone ones left out."""
+        held: dict[tuple[str, str], LabelledExample] = {}
+        for raw in await self.store.recent(labels_key(kb), LABELS_KEPT):
+            example = LabelledExample(**json.loads(raw))
+            key = (example.trace_id, example.strength)
+            if example.undone:
+                held.pop(key, None)
+            else:
+                held.pop(key, None)  # re-inserted: the dict keeps the newest last
+                held[key] = example
+        return list(reversed(held.values()))
+
     async def examples(self, kb: str) -> list[LabelledExample]:
         """One example per message (by trace id), the strongest and newest label winning."""
         chosen: dict[str, LabelledExample] = {}
-        for raw in await self.store.recent(labels_key(kb), LABELS_KEPT):
-            example = LabelledExample(**json.loads(raw))
+        for example in reversed(await self.current(kb)):  # oldest first
             held = chosen.get(example.trace_id)
             if held is None or not (held.strength == "admin" and example.strength == "feedback"):
                 chosen[example.trace_id] = example
         return list(chosen.values())
+
+    async def of_decision(self, kb: str, trace_id: str) -> list[LabelledExample]:
+        """The labels in force on one decision (an admin's and a vote's at most)."""
+        return [e for e in await self.current(kb) if e.trace_id == trace_id]
+
+    async def undo(self, *, kb: str, trace_id: str, strength: Strength, by: str) -> LabelledExample:
+        """Undo the label of this strength on this decision; returns the label undone. An
+        admin's undone label stops deciding the message: the admin's label of the same text
+        on another decision decides it if there is one, else the gate does again."""
+        held = {(e.trace_id, e.strength): e for e in await self.current(kb)}
+        found = held.get((trace_id, strength))
+        if found is None:
+            raise InputError("that label is not in force (undone already, or never given)")
+        row = replace(found, by=by, at=time.time(), undone=True)
+        await self.store.push(
+            labels_key(kb), json.dumps(asdict(row), ensure_ascii=False), max_len=LABELS_KEPT
+        )
+        if strength == "admin" and found.text.strip():
+            key = admin_label_key(kb, found.text)
+            same = [
+                e
+                for (tid, st), e in held.items()
+                if st == "admin" and tid != trace_id and admin_label_key(kb, e.text) == key
+            ]
+            if same:
+                await self.store.set(key, max(same, key=lambda e: e.at).label)
+            else:
+                await self.store.delete(key)
+        return found
 
 
 # --- learning from the labels -----------------------------------------------------------------
@@ -140,6 +184,17 @@ def merge_examples(
 
 
 @dataclass(frozen=True, slots=True)
+class Contradiction:
+    """An admin's label that a fit scores the other way."""
+
+    trace_id: str
+    text: str
+    label: Label
+    score: float  # the fit's P(answerable)
+    threshold: float
+
+
+@dataclass(frozen=True, slots=True)
 class RefitReport:
     kb: str
     examples: int
@@ -151,6 +206,9 @@ class RefitReport:
     new_f1: float  # the new fit (trained without them) on the same examples
     stored: bool
     reason: str
+    # The admin labels the new fit scores on the other side of its threshold: a refit that
+    # would overrule them is not stored unless the admin says so (refit's overrule_admin).
+    contradicted: tuple[Contradiction, ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -169,6 +227,7 @@ async def refit(
     folds: int = 5,
     cross_validated: bool = True,
     seed: int = 0,
+    overrule_admin: bool = False,
 ) -> RefitReport:
     """Merge the file examples with the chat's labels, refit, and store the new fit unless it
     scores worse than the stored one on held-back chat examples.
@@ -177,6 +236,10 @@ async def refit(
     the file examples alone and of the merged set. The held-back comparison: a random share of
     the chat's labelled examples is left out of a trial fit; the stored fit and the trial fit
     score them; the new fit (on everything) is stored only if the trial did at least as well.
+
+    An admin's label is a decision about that message, so a new fit that scores an admin's
+    "should have stayed silent" message as answerable (or the reverse) is not stored either —
+    the report lists those labels — unless `overrule_admin` (the admin saw them and confirmed).
     """
     from core.gate.fitting import confusion, cross_validate
 
@@ -240,7 +303,30 @@ async def refit(
                 f"kept the stored fit: on {len(held)} held-back chat examples it scores F1 "
                 f"{old_f1:.3f}, the new one {new_f1:.3f}",
             )
-    await gate.fit(kb, merged_good, merged_bad, folds=folds)
+    fit = await gate.trial_fit(kb, merged_good, merged_bad, folds=folds)
+    contradicted = await contradictions(gate, kb, fit, labelled)
+    if contradicted and not overrule_admin:
+        shown = "; ".join(
+            f"“{c.text[:80]}” ({'answer' if c.label == 'answer' else 'stay silent'}, "
+            f"scored {c.score:.2f} vs threshold {c.threshold:.2f})"
+            for c in contradicted[:3]
+        )
+        return RefitReport(
+            kb,
+            len(texts),
+            len(labelled),
+            before,
+            after,
+            len(held),
+            old_f1,
+            new_f1,
+            False,
+            f"kept the stored fit: the new one contradicts {len(contradicted)} admin "
+            f"label(s): {shown}",
+            tuple(contradicted),
+        )
+    await gate.keep_fit(kb, fit)
+    overruled = f"; it overrules {len(contradicted)} admin label(s)" if contradicted else ""
     compared = f" (held-back F1 {old_f1:.3f} → {new_f1:.3f})" if old_f1 is not None else ""
     return RefitReport(
         kb,
@@ -253,8 +339,31 @@ async def refit(
         new_f1,
         True,
         f"stored a new fit on {len(merged_good)} answerable and {len(merged_bad)} other "
-        f"messages, {len(labelled)} of them labelled in the chat{compared}",
+        f"messages, {len(labelled)} of them labelled in the chat{compared}{overruled}",
+        tuple(contradicted),
     )
+
+
+async def contradictions(
+    gate: Gate, kb: str, fit: GateFit, labelled: Sequence[LabelledExample]
+) -> list[Contradiction]:
+    """The admin labels (one per message text) that `fit` scores on the other side of its
+    threshold, the furthest off first."""
+    admin: dict[str, LabelledExample] = {}
+    for example in labelled:
+        if example.strength == "admin" and example.text.strip():
+            admin[example.text.strip()] = example
+    if not admin:
+        return []
+    texts = list(admin)
+    scores = await gate.score_with(kb, fit, texts)
+    found = [
+        Contradiction(e.trace_id, text, e.label, float(score), float(fit.threshold))
+        for (text, e), score in zip(admin.items(), scores, strict=True)
+        if (float(score) >= fit.threshold) != (e.label == "answer")
+    ]
+    found.sort(key=lambda c: -abs(c.score - c.threshold))
+    return found
 
 
 async def _comparable_fit(gate: Gate, kb: str) -> GateFit | None:

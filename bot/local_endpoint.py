@@ -46,8 +46,8 @@ from core.answer.events import (
     Status,
     parse_iso_time,
 )
+from core.decision import GateDecision
 from core.errors import InputError, TacitError
-from core.gate.decision import GateDecision
 from core.index.loaders import SkippedFile
 from core.index.pipeline import IndexProgress, IndexReport
 from core.kb import validate_kb_name

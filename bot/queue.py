@@ -6,7 +6,9 @@ each with its own consumer name) take entries, run the Assistant and hand its ev
 platform's `deliver`; the entry is acknowledged only after delivery. An entry whose worker died
 is taken again by any replica once it has been idle for `reclaim_idle`; the Assistant's dedupe
 claim (keyed by the entry id) lets that re-run proceed while other deliveries of the same
-message are dropped, and a re-run of an entry whose answer was already delivered sends nothing.
+message are dropped, a re-run of an entry whose answer was already delivered sends nothing, and
+one whose outcome was decided but not delivered shows that outcome again (no second answer,
+no second decision; the Telegram adapter edits its earlier reply with it).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Built once in bot/ and passed down; nothing below bot/ reads the environment.
 Nested keys use `__` in the environment: `TACIT_LLM__BASE_URL` is `[llm] base_url`.
 A setting that bot/wiring.py maps onto a core option (GateOptions, RetrievalOptions, …) repeats
-that option's default, so a reader sees it here; tests/test_settings.py fails when they differ.
+that option's default, so a reader sees it here; tests/bot/test_settings.py fails when they differ.
 """
 
 from __future__ import annotations

@@ -352,8 +352,8 @@ class Services:
 
         in_memory: dense searches from vector_cache() instead of the vector store — for a
         process that answers many questions (the bot, the server, the REPL). A one-shot
-        command does not: reading a KB's vectors whole costs seconds (6.9 s for 11,676 rows
-        from Milvus Lite), more than the few searches one question makes.
+        command does not: reading a KB's vectors whole from Milvus Lite costs seconds, more
+        than the few searches one question makes.
         """
         return Retriever(
             embedder=self.embedder,
@@ -427,9 +427,8 @@ class Services:
 
         warm: for a long-running process, asked before the gate and the answerer are built:
         each KB's passage words are embedded in the background once the rule has read the KB,
-        so a message's first cross-script look-up does not embed them (docs/BENCHMARKS.md,
-        "Coverage across scripts, and the ask"). A one-shot command does not: it would pay
-        for words its one question never looks up."""
+        so a message's first cross-script look-up does not embed them. A one-shot command does
+        not: it would pay for words its one question never looks up."""
         if self._coverage_rule is None:
             self._coverage_rule = CoverageRule(
                 embedder=self.embedder,

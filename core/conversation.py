@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-from core.answer.events import Citation
+from core.citation import Citation
 
 Platform = Literal["slack", "telegram", "cli", "http"]
 

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from core.gate.decision import is_deferred
+from core.decision import is_deferred
 
 # Upper bounds (ms) of the answer-time histogram buckets; p50/p95 are read from these.
 LATENCY_BUCKETS_MS = (
@@ -33,7 +33,7 @@ class DecisionFilter:
     stage: str = ""
     feedback: str = ""  # "up" or "down"
     # "model": the decisions the gate's word rule did not cover and left to the answering
-    # model (core.gate.decision.is_deferred). A log indexes this as it records: decisions
+    # model (core.decision.is_deferred). A log indexes this as it records: decisions
     # recorded before it did are not found by it (no guess is made for them).
     judged_by: str = ""
     since: float | None = None  # epoch seconds

@@ -66,6 +66,33 @@ def normalise_name(name: str) -> str:
     return re.sub(r"\s+", " ", text).strip()
 
 
+# Entity types that say no type is known: "unknown" for an entity met only as a relation's
+# endpoint, "term" for a key term the NLP extractor could read nothing more about. Every
+# GraphStore lets a later mention's type replace them ("term" replaces "unknown", any other
+# type either); any other type, once stored, stays.
+UNKNOWN_TYPE = "unknown"
+TERM_TYPE = "term"
+# The types the no-model extractor reads from a chunk's markup (core.index.markup_kinds): how
+# a term is written, not what it means, so the answer context does not read them as telling
+# (core.retrieve.context_text reads a model's types as telling).
+CONFIG_KEY_TYPE, COMMAND_TYPE, FILE_TYPE, CODE_TYPE, TOPIC_TYPE = (
+    "config key",
+    "command",
+    "file",
+    "code",
+    "topic",
+)
+LAYOUT_TYPES = frozenset(
+    {TERM_TYPE, CONFIG_KEY_TYPE, COMMAND_TYPE, FILE_TYPE, CODE_TYPE, TOPIC_TYPE}
+)
+_TYPE_RANK = {UNKNOWN_TYPE: 0, TERM_TYPE: 1}
+
+
+def replaces_type(stored: str, mentioned: str) -> bool:
+    """Whether a mention's entity type replaces the stored one (see UNKNOWN_TYPE)."""
+    return stored in _TYPE_RANK and _TYPE_RANK.get(mentioned, 2) > _TYPE_RANK[stored]
+
+
 _KEYWORD_SEPARATORS = re.compile(r"[,，、;；]")
 
 

@@ -187,6 +187,14 @@ class GraphStore(Neighbourhoods, Protocol):
         """Every relation as (source key, target key, weight = number of supporting chunks)."""
         ...
 
+    async def relation_keywords(
+        self, kb: str, pairs: Sequence[tuple[str, str]]
+    ) -> dict[tuple[str, str], str]:
+        """The merged keywords (what the relation is, as the extractor named it) of each of
+        these relations that has any, keyed by (smaller key, larger key); pairs are entity keys
+        in either order. The graph view labels its edges with them, a page at a time."""
+        ...
+
     async def chunk_entities(self, kb: str, chunk_ids: Sequence[str]) -> dict[str, list[str]]:
         """Keys of the entities each chunk mentions (first seen first); chunks that mention
         none, or do not exist, are left out. Retrieval hops from a passage to its entities."""

@@ -4,13 +4,13 @@ Shared by the gate (core/gate/gate.py, core/gate/coverage.py) and the retriever
 (core/retrieve/retriever.py): both search through it as a core.ports.NearestSearch.
 
 Why: the gate scores every message of a group chat, and a Milvus Lite search scans its
-collection row by row in Python (about 11 ms at 12k chunks, linear in the collection). The
-same 12k × 512 float32 matrix in memory (24 MB) answers a query in about a millisecond, and
-exactly: no HNSW approximation. A collection of a KB larger than `max_rows` is not copied; it
+collection row by row in Python (linear in the collection). The same matrix in memory (a
+12k × 512 float32 matrix is 24 MB) answers a query an order of magnitude sooner, and exactly:
+no HNSW approximation. A collection of a KB larger than `max_rows` is not copied; it
 is searched in the vector store as before.
 
 Freshness: a copy carries the KB's version (by default the record count of the collection —
-fine for small stores, but a filtered count in Milvus Lite takes seconds at 30k rows;
+fine for small stores, but a filtered count in Milvus Lite takes seconds on a large one;
 the bot passes the graph store's digest of its documents' content hashes, which also changes
 when a document is edited without changing its chunk count). At most every `check_seconds` a
 search starts a background check of the version; when it changed, or the copy is older than
@@ -49,9 +49,8 @@ THREAD_ROWS = 20_000
 # A scan multiplies the queries with this many bytes of the matrix at a time (256 rows of 512
 # float32): a block read from memory stays in the core's cache while every query meets it, so
 # a retrieval's two keywords stream the matrix once. One product of the whole matrix with 2-4
-# queries took OpenBLAS's general path, which copies (packs) the matrix first: 2-3x the time of
-# one query (17.5 ms against 8.2 for 2 queries at 36k x 512; docs/BENCHMARKS.md, "Less CPU per
-# retrieval").
+# queries takes OpenBLAS's general path, which copies (packs) the matrix first and is slower
+# than one query at a time.
 BLOCK_BYTES = 512 * 1024
 
 
@@ -66,12 +65,9 @@ class CacheOptions:
     prefilter_bytes: int = 32 * 1024 * 1024
     prefilter_dim: int = 192  # dimensions the prefilter keeps
     # Candidates the prefilter hands to the exact re-scoring, per query (at least 20× the
-    # limit). Real text needs more dimensions than the benchmark's synthetic names: with 192
-    # dimensions and 800 candidates the top 10 equal the exact top 10 for 575/585 and 555/567
-    # entity searches of the HotpotQA and MuSiQue questions' keywords (128 dimensions: 562 and
-    # 535; 1,600 candidates: 581 and 560, at ~0.4 ms more a scan), and the top 40 for 600/600
-    # on the benchmark's 30k entities; a scan there costs ~2.0 ms against ~4.5 exact
-    # (docs/BENCHMARKS.md).
+    # limit). Real text needs more dimensions than synthetic names: these keep the exact top
+    # 10 for nearly every keyword search of the multi-hop dev sets while a scan still costs
+    # well under an exact one; more candidates buy little and cost a scan more.
     prefilter_candidates: int = 800
 
 
@@ -80,13 +76,13 @@ class Prefilter:
     """The rows projected on their principal directions, to pick candidates for exact scoring.
 
     Why: an exact scan of a matrix larger than the cache is bound by memory bandwidth (a
-    30k × 512 float32 matrix-vector product takes ~6 ms here, the same over 30k × 128 ~1 ms),
-    and a retrieval scans entities and relations side by side, so they also compete for it.
+    product over a quarter of the dimensions reads a quarter of the bytes), and a retrieval
+    scans entities and relations side by side, so they also compete for it.
     The rows' top `dim` principal directions keep most of their variance; the best
     `candidates` rows by the reduced product are then scored exactly on the full vectors, so
     the hits and their scores are the exact ones whenever the true top k is among the
-    candidates (docs/BENCHMARKS.md measures how often). The directions are those of the
-    centred rows, but rows and queries are projected as they are: a transform that subtracts
+    candidates, which with enough candidates it nearly always is. The directions are those of
+    the centred rows, but rows and queries are projected as they are: a transform that subtracts
     the mean from both (faiss's PCAMatrix) adds -(P·row)·(P·mean) to a product, a term that
     varies by row and so reorders them. numpy rather than faiss (installed with milvus-lite):
     faiss's flat search over the reduced rows was no faster here (it keeps a heap of the
@@ -114,9 +110,8 @@ class Prefilter:
         projected = queries @ self.basis
         # A stack of matrix-vector products in one call, not blocks: each numpy call gives up
         # the GIL and must take it back, which waits up to the switch interval (5 ms) while
-        # the event loop runs Python; the blocks' 36 calls at 36k rows took 180 ms beside a
-        # busy thread. The reduced rows (18 MB at 36k) mostly stay in the last-level cache for
-        # the second query.
+        # the event loop runs Python, so many blocks beside a busy thread wait many switch
+        # intervals. The reduced rows mostly stay in the last-level cache for the second query.
         approximate = np.matmul(self.reduced, projected[:, :, None])[:, :, 0]
         cut = approximate.shape[1] - count
         picked = np.argpartition(approximate, cut, axis=1)[:, cut:]
@@ -345,8 +340,8 @@ class VectorCache:
                     matrix[row] = record.vector
                 unit = _unit_rows(matrix)
                 candidates = self._prefilter_candidates(unit)
-                # The fit (~0.2-0.4 s at 36k × 512) runs in a worker thread: searches of other
-                # collections go on meanwhile.
+                # The fit (a fraction of a second on a large KB) runs in a worker thread:
+                # searches of other collections go on meanwhile.
                 prefilter = (
                     await asyncio.to_thread(
                         Prefilter.fit, unit, self.options.prefilter_dim, candidates
@@ -398,8 +393,8 @@ def _similarities(
     matrix: npt.NDArray[np.float32], queries: npt.NDArray[np.float32]
 ) -> npt.NDArray[np.float32]:
     """queries × rows cosine similarities (both unit length), the matrix read once: a product
-    per query would stream it from memory once per query, 8-14x slower at 100 queries (gate
-    fitting searches 100 at a time; docs/BENCHMARKS.md)."""
+    per query would stream it from memory once per query, several times slower at the 100
+    queries gate fitting searches at a time."""
     if len(queries) == 1:
         single: npt.NDArray[np.float32] = (matrix @ queries[0]).reshape(1, -1)
         return single

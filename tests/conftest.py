@@ -16,6 +16,7 @@ import pytest
 from typer.testing import CliRunner
 
 REPO = Path(__file__).resolve().parent.parent
+TEST_DATA = REPO / "tests" / "data"
 SHARED_DATA = REPO.parent / "shared" / "data"
 
 
@@ -60,45 +61,44 @@ def last_json(stdout: str) -> dict[str, Any]:
 # `python -m pytest -m "not slow" -n 2` is the everyday run; `.ci/run` runs everything. A test
 # is slow by its kind, marked in its module (`pytest.mark.slow`) or, for whole modules of one
 # kind, here, so a new test in such a module is slow without anyone remembering to mark it.
+# Keyed by the module's path under tests/ (tests/test_layout.py checks each one exists).
+TESTS = Path(__file__).resolve().parent
 SLOW_MODULES = {
     # processes: `tacit` commands end to end (in-process CLI over real stores and the real
     # embedder), `tacit serve` subprocesses, the console's launcher
-    "test_cli.py",
-    "test_index_cli.py",
-    "test_server_cli.py",
-    "test_gate_cli.py",
-    "test_demo.py",
-    "test_console_command.py",
-    "test_telegram_replicas.py",
-    "test_server_platforms.py",
-    "test_quiet_libraries.py",
-    "test_thread_memory.py",
-    "test_assistant_durability.py",
-    "test_eval_answers.py",
-    # the quality gates: ruff, mypy, import-linter over the whole tree
-    "test_quality_gates.py",
+    "bot/test_cli.py",
+    "bot/commands/test_index.py",
+    "bot/commands/test_chat_and_serve.py",
+    "bot/commands/test_gate.py",
+    "bot/test_demo.py",
+    "bot/commands/test_console.py",
+    "adapters/chat/test_telegram_replicas.py",
+    "bot/commands/test_serve_platforms.py",
+    "adapters/test_quiet_libraries.py",
+    "bot/test_thread_memory.py",
+    "bot/test_assistant_durability.py",
+    "core/eval/test_answers.py",
     # real time: edit intervals, retry-after waits, stream pacing, replayed deliveries
-    "test_telegram_adapter.py",
-    "test_telegram_drafts.py",
-    "test_slack_native_stream.py",
-    "test_http_replays.py",
+    "adapters/chat/test_telegram.py",
+    "adapters/chat/test_telegram_drafts.py",
+    "adapters/chat/test_slack_stream.py",
+    "adversarial/test_http_replays.py",
     # load: bodies of many megabytes, bursts past capacity
-    "test_http_bodies.py",
-    "test_admission.py",
+    "adversarial/test_http_bodies.py",
+    "bot/test_admission.py",
     # a team's KB indexed with the real embedder, every labelled message of its sets judged
-    "test_gate_demo_coverage.py",
-    "test_gate_fresh_coverage.py",
-    "test_gate_third_coverage.py",
-    "test_gate_fourth_coverage.py",
-    "test_gate_fifth_coverage.py",
-    "test_gate_labels.py",
-    "test_retrieve_entries.py",
-    "test_embedders.py",
+    "core/gate/test_coverage_demo.py",
+    "core/gate/test_coverage_teams.py",
+    "bot/test_gate_labels.py",
+    "core/retrieve/test_entries.py",
+    "adapters/embedders/test_embedders.py",
 }
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     slow = pytest.mark.slow
     for item in items:
-        if item.path.name in SLOW_MODULES:
+        if item.path.is_relative_to(TESTS) and (
+            item.path.relative_to(TESTS).as_posix() in SLOW_MODULES
+        ):
             item.add_marker(slow)

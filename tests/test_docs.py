@@ -26,12 +26,16 @@ SETTINGS = list(settings_docs.settings())
 KNOWN_PATHS = [s.path for s in SETTINGS]
 SECTIONS = sorted({s.path[0] for s in SETTINGS if len(s.path) > 1})
 
-# The documents a user reads, and docs/BENCHMARKS.md: a record of past runs, whose commands a
-# reader copies too. A run that names a setting or option removed since keeps its text, and the
-# name (or the command line) goes in HISTORICAL under the file; none has yet, as removed
-# settings stay, deprecated and ignored, for the files that still set them.
-DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
-HISTORICAL: dict[str, set[str]] = {"BENCHMARKS.md": set()}
+# The documents a user reads, and the notes under docs/notes/: a record of past runs, whose
+# commands a reader copies too. A run that names a setting or option removed since keeps its
+# text, and the name (or the command line) goes in HISTORICAL under the file; none has yet, as
+# removed settings stay, deprecated and ignored, for the files that still set them.
+DOCS = [
+    REPO / "README.md",
+    *sorted((REPO / "docs").glob("*.md")),
+    *sorted((REPO / "docs" / "notes").glob("*.md")),
+]
+HISTORICAL: dict[str, set[str]] = {}
 # Files of the data home, and TOML tables of other files, that look like settings.
 NOT_SETTINGS = {"graph.sqlite", "state.rdb", "[tool.setuptools.package-data]"}
 
@@ -317,3 +321,64 @@ def test_bare_keys_are_checked_under_a_heading_that_names_their_section() -> Non
     }
     unknown = sorted(n for n in names if unknown_setting(n))
     assert unknown == ["[vector] consistency", "[vector] tokn"]
+
+
+# --- the benches: docs/BENCHMARKS.md says how to run each, docs/RESULTS.md is what they wrote ---
+
+BENCH = REPO / "bench"
+# bench/ files that measure nothing: the writer of RESULTS.md and the data set converters
+NOT_BENCHES = {"results.py", "convert_hotpotqa.py", "convert_musique.py"}
+BENCH_SCRIPTS = sorted(p.name for p in BENCH.glob("*.py") if p.name not in NOT_BENCHES)
+ENTRY = re.compile(r"^### (\S+\.py)\b", re.M)
+
+
+def test_every_bench_has_its_entry_in_benchmarks_md() -> None:
+    text = (REPO / "docs" / "BENCHMARKS.md").read_text(encoding="utf-8")
+    entries = ENTRY.findall(text)
+    assert sorted(entries) == sorted(set(entries)), "a bench has two entries"
+    missing = sorted(set(BENCH_SCRIPTS) - set(entries))
+    assert not missing, f"docs/BENCHMARKS.md has no `### <script>` entry for {missing}"
+    gone = sorted(set(entries) - set(BENCH_SCRIPTS))
+    assert not gone, f"docs/BENCHMARKS.md describes benches bench/ no longer has: {gone}"
+    for name in BENCH_SCRIPTS:
+        entry = text.split(f"### {name}", 1)[1].split("\n### ", 1)[0]
+        assert f"python bench/{name}" in entry, f"the entry of {name} gives no command to run it"
+        assert "Rows" in entry, f"the entry of {name} says not what it writes to RESULTS.md"
+    for name in NOT_BENCHES:
+        assert f"bench/{name}" in text, f"docs/BENCHMARKS.md does not say what {name} is"
+
+
+def test_benchmarks_md_points_to_the_notes_and_the_results() -> None:
+    text = (REPO / "docs" / "BENCHMARKS.md").read_text(encoding="utf-8")
+    assert "(notes/)" in text and "(RESULTS.md)" in text
+    assert len(text.splitlines()) < 500, "docs/BENCHMARKS.md says how to run; notes go in notes/"
+
+
+def test_results_md_is_what_the_writer_writes() -> None:
+    from bench import results
+
+    text = (REPO / "docs" / "RESULTS.md").read_text(encoding="utf-8")
+    rows = results.parse(text)
+    assert rows, "docs/RESULTS.md has no rows: run a bench"
+    assert results.render(rows) == text, (
+        "docs/RESULTS.md is not as bench/results.py writes it: it was edited by hand; run the "
+        "benches again instead"
+    )
+
+
+def test_every_row_of_results_md_names_a_bench_that_exists() -> None:
+    from bench import results
+
+    rows = results.parse((REPO / "docs" / "RESULTS.md").read_text(encoding="utf-8"))
+    for row in rows:
+        assert row.bench.startswith("bench/") and (REPO / row.bench).is_file(), row.bench
+        assert Path(row.bench).name in BENCH_SCRIPTS, f"{row.bench} is not a bench"
+        assert row.command.startswith(f"python {row.bench}"), (row.bench, row.command)
+        assert re.fullmatch(r"\d{4}-\d{2}-\d{2} \d{2}:\d{2}", row.date), row.date
+        assert re.fullmatch(r"[0-9a-f]{7,}(\+dirty)?", row.commit), row.commit
+
+
+def test_notes_are_named_by_date_and_topic() -> None:
+    for path in (REPO / "docs" / "notes").glob("*.md"):
+        if path.name != "README.md":
+            assert re.fullmatch(r"\d{4}-\d{2}-\d{2}-[^/]+\.md", path.name), path.name

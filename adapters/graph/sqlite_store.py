@@ -77,11 +77,11 @@ SELECT n FROM (
 
 # The first ?3 mentions (by insertion) of each entity in ?2 / relation pair in ?2: a correlated
 # LIMIT per key, so SQLite reads only those rows of a hub's range. The outer equalities repeat
-# the subquery's: without them SQLite 3.40 scans the whole descriptions table once per key
-# (200 entities of a 3.5k-row table: 6.2 s, with them 1.6 ms; 200 relations: 7.3 s → 60 ms).
+# the subquery's: without them SQLite 3.40 scans the whole descriptions table once per key,
+# seconds for a few hundred keys where with them it takes milliseconds.
 # Their unary `+` keeps them filters only: as index constraints SQLite walks a key's whole range
-# and reruns the subquery for every row of it, quadratic in a hub's mentions (3.8 s for one
-# entity of 3,662 in the benchmark graph, docs/BENCHMARKS.md); d is then read by its ids.
+# and reruns the subquery for every row of it, quadratic in a hub's mentions (seconds for one
+# hub of a few thousand mentions); d is then read by its ids.
 _FIRST_ENTITY_MENTIONS_SQL = """
 SELECT d.entity_key, d.chunk_id, d.description
 FROM json_each(?2) AS k, entity_descriptions AS d
@@ -135,8 +135,8 @@ def _transaction(conn: sqlite3.Connection, *, write: bool) -> Iterator[None]:
 
 
 # Reader threads, each with its own connection: WAL lets them read beside the writer and each
-# other, so a retrieval's low- and high-level neighbourhoods run side by side (they queued
-# behind each other on the writer's thread: ~10 ms of a 60 ms retrieval at 30k entities).
+# other, so a retrieval's low- and high-level neighbourhoods run side by side instead of queueing
+# behind each other on the writer's thread.
 READERS = 2
 
 
@@ -289,6 +289,30 @@ class SQLiteGraphStore:
         )
         return await self._call(lambda conn: [tuple(r) for r in conn.execute(sql, (kb,))])
 
+    async def relation_keywords(
+        self, kb: str, pairs: Sequence[tuple[str, str]]
+    ) -> dict[tuple[str, str], str]:
+        wanted = sorted({_canonical(a, b) for a, b in pairs if a != b})
+        if not wanted:
+            return {}
+        # Only the mentions that name the relation: the NLP extractor's have no keywords.
+        sql = (
+            "SELECT d.src_key, d.tgt_key, d.keywords"
+            " FROM json_each(?2) AS p, relation_descriptions AS d"
+            " WHERE d.kb = ?1 AND d.src_key = p.value ->> 0 AND d.tgt_key = p.value ->> 1"
+            " AND d.keywords <> '' ORDER BY d.id"
+        )
+
+        def work(conn: sqlite3.Connection) -> dict[tuple[str, str], str]:
+            found: dict[tuple[str, str], list[str]] = {}
+            for src, tgt, words in conn.execute(sql, (kb, json.dumps(wanted, ensure_ascii=False))):
+                found.setdefault((src, tgt), []).append(words)
+            return {
+                pair: merged for pair, words in found.items() if (merged := merge_keywords(words))
+            }
+
+        return await self._read(work)
+
     async def chunk_entities(self, kb: str, chunk_ids: Sequence[str]) -> dict[str, list[str]]:
         wanted = unique_in_order(chunk_ids)
         if not wanted:
@@ -438,7 +462,7 @@ class SQLiteGraphStore:
             if conn is None:
                 conn = self._read_only_connection()
                 # It reads each table once, front to back: a page cache would only hold memory
-                # (the 32 MiB of the readers' kept ~23 MB of the benchmark graph's file).
+                # (the readers' cache would keep most of a large graph's file).
                 conn.execute("PRAGMA cache_size = -1024")
                 self._reader_local.conn = conn
             (count,) = conn.execute("SELECT count(*) FROM entities WHERE kb = ?", (kb,)).fetchone()
@@ -496,8 +520,8 @@ class SQLiteGraphStore:
             conn.execute("PRAGMA synchronous = NORMAL")
             conn.execute("PRAGMA cache_size = -32768")  # 32 MiB of page cache
             conn.execute("PRAGMA temp_store = MEMORY")
-            # Bounds the ANALYZE that PRAGMA optimize may run at close: a full one takes ~1.3 s
-            # at 1M relations, a sampled one ~2 ms and plans just as well.
+            # Bounds the ANALYZE that PRAGMA optimize may run at close: a full one takes seconds
+            # on a large graph, a sampled one milliseconds, and plans just as well.
             conn.execute("PRAGMA analysis_limit = 400")
             self._migrate(conn)
         except sqlite3.Error as exc:
@@ -664,12 +688,14 @@ class SQLiteGraphStore:
         ordered = sorted(mentions, key=itemgetter(0))
         with _transaction(conn, write=True):
             self._require_chunks(conn, kb, {m.chunk_id for _, m in mentions})
-            # A real type replaces "unknown" (the type of an entity first met as a relation
-            # endpoint); otherwise the first type stays.
+            # A known type replaces "unknown" (an entity first met as a relation endpoint) and
+            # "term" (no type known), "term" replaces "unknown"; otherwise the first type stays
+            # (core.models.replaces_type).
             conn.executemany(
                 "INSERT INTO entities (kb, key, name, type) VALUES (?, ?, ?, ?)"
                 " ON CONFLICT (kb, key) DO UPDATE SET type = excluded.type"
-                " WHERE entities.type = 'unknown' AND excluded.type <> 'unknown'",
+                " WHERE (entities.type = 'unknown' AND excluded.type <> 'unknown')"
+                " OR (entities.type = 'term' AND excluded.type NOT IN ('unknown', 'term'))",
                 [(kb, key, m.name.strip(), m.type.strip() or "unknown") for key, m in ordered],
             )
             conn.executemany(
@@ -746,8 +772,7 @@ class SQLiteGraphStore:
             )
         else:
             # The first `mentions` rows of each key, picked per key by the index: a hub's
-            # thousands of mentions are never read into Python (17 ms -> 3 ms for 100 keys
-            # with hubs in the 30k-entity benchmark graph).
+            # thousands of mentions are never read into Python.
             rows = conn.execute(_FIRST_ENTITY_MENTIONS_SQL, (kb, keys_json, max(mentions, 0)))
         for key, chunk_id, description in rows:
             chunk_ids.setdefault(key, {})[chunk_id] = None
@@ -963,7 +988,7 @@ class SQLiteGraphStore:
     def _community_members(
         self, conn: sqlite3.Connection, kb: str, communities: list[int], limit: int
     ) -> list[Entity]:
-        # No index on community: the KB's entity rows are scanned (~3 ms at 30k entities);
+        # No index on community: the KB's entity rows are scanned (milliseconds on a large KB);
         # this runs only when a feedback round widens a context.
         with _transaction(conn, write=False):
             keys = [

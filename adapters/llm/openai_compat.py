@@ -27,10 +27,10 @@ from adapters._retry import (
 )
 from adapters.llm.response_cache import CachedReply, ResponseCache, cache_key
 from core.errors import LLMBadResponse, LLMError, LLMTimeout
+from core.language.text import Language, detect_language
 from core.model_output import UnreadableReply, json_values, parse_json_reply, strip_reasoning
 from core.models import Completion, Prompt, TokenUsage
 from core.ports import ModelT
-from core.text import Language, detect_language
 
 log = logging.getLogger(__name__)
 
@@ -374,7 +374,7 @@ def _chunk_parts(chunk: ChatCompletionChunk) -> tuple[str, tuple[int, int] | Non
 
 def prompt_language(prompt: Prompt) -> Language:
     """Which json_repair template fits: the language of the prompt's text, by the rule every
-    part of Tacit uses (core.text.detect_language)."""
+    part of Tacit uses (core.language.text.detect_language)."""
     return detect_language("\n".join(m.content for m in prompt.messages))
 
 

@@ -148,9 +148,8 @@ def _retry(retries: int) -> AsyncRetry:
 
 
 # redis-py's asyncio ConnectionPool raises "Too many connections" the moment its connections are
-# all in use (200 concurrent asks, 101 failed: docs/BENCHMARKS.md, "Load and faults"). A burst
-# must queue for a connection instead, for a bounded time: past `pool_timeout` the store reports
-# itself unavailable.
+# all in use, failing a burst of concurrent asks outright. A burst must queue for a connection
+# instead, for a bounded time: past `pool_timeout` the store reports itself unavailable.
 DEFAULT_MAX_CONNECTIONS = 64
 DEFAULT_POOL_TIMEOUT = 10.0
 

@@ -1,14 +1,14 @@
 """BM25 over each knowledge base's chunk text, in this process (bm25s: scipy sparse matrices).
 
-Why: Milvus Lite's BM25 costs 55–75 ms a call at 5k chunks (a Python loop over its rows), and
-the retriever makes several; the same search over a bm25s score matrix takes well under a
-millisecond. The embedded store (a Lite file) uses this index; a Milvus server keeps its own
-BM25 function (adapters/vector/milvus_store.py decides). Both cut text with one analyzer
+Why: Milvus Lite's BM25 runs a Python loop over its rows each call, and the retriever makes
+several; the same search over a bm25s score matrix is orders of magnitude faster. The embedded
+store (a Lite file) uses this index; a Milvus server keeps its own BM25 function
+(adapters/vector/milvus_store.py decides). Both cut text with one analyzer
 (adapters/vector/analysis.py).
 
 Per KB the index keeps every chunk's id, source, text and terms (as ids into the KB's term
 dictionary), and a bm25s model built over them. bm25s builds a model from the whole corpus
-(about 0.8 s at 5k chunks of 200 terms, 5 s at 50k, measured in docs/BENCHMARKS.md), so:
+(seconds for a large KB, growing with it), so:
 - additions (and replaced texts) mark the model stale; the next search rebuilds it, in a worker
   thread, once for any burst of writes (an indexing run makes no searches);
 - deletions only put the removed ids on a tombstone list that searches skip (asking bm25s for
@@ -285,8 +285,8 @@ class BM25Indexes:
 
     async def save(self) -> None:
         """Write every changed index (the store is closing), its model built first: the
-        next process then searches at once (0.8 s here at the end of an indexing run, instead
-        of at that process's first search)."""
+        next process then searches at once (the build is paid at the end of an indexing run,
+        instead of at that process's first search)."""
         for kb, index in list(self._kbs.items()):
             if index.changed:
                 async with self._lock(kb):
@@ -371,7 +371,7 @@ class BM25Indexes:
 @functools.lru_cache(maxsize=32_768)
 def query_terms(query: str) -> tuple[str, ...]:
     """A query's terms, remembered: the retriever looks up the same entity names question
-    after question, and jieba takes ≈ 0.1–0.4 ms a name (most of a batched lookup's time)."""
+    after question, and cutting a name with jieba is most of a batched lookup's time."""
     return tuple(analyse(query))
 
 

@@ -91,9 +91,8 @@ DELETE_BATCH_IDS = 1000
 FETCH_PAGE_ROWS = 1000
 # Lite: a collection is flushed once this many rows were written to it since its last flush.
 # Lite's flush turns every unflushed row into Python objects before writing it out (a 512-d
-# vector becomes 512 Python floats, ~20 KB a row): flushing the ~54k rows of an indexing run at
-# its end (with the counts after it) lifted the run's 1.1 GB to 2.2-2.4 GB (docs/BENCHMARKS.md,
-# "Peak memory under 1.5 GB"). 4,096 rows bound a flush to ~80 MB.
+# vector becomes 512 Python floats, ~20 KB a row): flushing a whole indexing run's rows at its
+# end doubles the run's peak memory. 4,096 rows bound a flush to ~80 MB.
 LITE_FLUSH_ROWS = 4096
 
 _PREFIX = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,200}$")
@@ -153,18 +152,18 @@ class MilvusVectorStore:
     index_type: "FLAT" (default for Lite), "AUTOINDEX" (default for a server: Milvus picks and
     tunes the index), "HNSW" or "IVF_FLAT". Chosen when a collection is created; collections
     that exist keep theirs. Lite defaults to exact search because its HNSW buys nothing there:
-    at 36k rows a single search took 95 ms p50 with FLAT against 160 ms with HNSW (Lite's own
-    per-search overhead dominates), and building HNSW when Lite flushes an indexing run's rows
-    lifted the indexer's peak memory from 1.97 to 2.43 GB (docs/BENCHMARKS.md, "Indexing").
+    Lite's own per-search overhead dominates, so an HNSW search is no faster than an exact one
+    at a KB's size (bench/bench_lite_index.py), and building HNSW when Lite flushes an indexing
+    run's rows raises the indexer's peak memory.
     analyzer: the BM25 analyzer of chunk text (DEFAULT_ANALYZER: jieba, for zh+en).
     lexical: where BM25 runs. "memory": an in-process bm25s index per KB, kept in step with
     upsert and delete and persisted in `lexical_path` (default `<uri>.bm25/<prefix>`) — the
-    default for a Lite file, whose own BM25 costs 55–75 ms a search at 5k chunks (one process
-    owns a Lite file, so nobody else writes behind the index's back). "milvus": Milvus's BM25
-    function over the analysed text field — the default for a server, which other processes
-    write to too. "auto" picks by the URI. A Lite collection made for "milvus" works with
-    "memory" (its index is then built from the stored texts), and the reverse is a StoreError
-    at the first lexical search.
+    default for a Lite file, whose own BM25 costs more per search than a whole retrieval
+    should (one process owns a Lite file, so nobody else writes behind the index's back).
+    "milvus": Milvus's BM25 function over the analysed text field — the default for a server,
+    which other processes write to too. "auto" picks by the URI. A Lite collection made for
+    "milvus" works with "memory" (its index is then built from the stored texts), and the
+    reverse is a StoreError at the first lexical search.
     consistency_level: "Strong" gives read-your-writes: a search right after an upsert (the
     CLI indexing then answering, the tests, the bot learning a document mid-conversation) sees
     it. On a server that costs waiting for the latest timestamp (milliseconds); "Bounded" would
@@ -331,7 +330,7 @@ class MilvusVectorStore:
         if self._lite:
             # Flushed on the next read, or here once LITE_FLUSH_ROWS rows wait: a bounded
             # flush keeps an indexing run's memory flat (and costs no more CPU than one flush
-            # of everything at the end: docs/BENCHMARKS.md, "Peak memory under 1.5 GB").
+            # of everything at the end).
             self._dirty.add(name)
             self._unflushed[name] = self._unflushed.get(name, 0) + len(rows)
             if self._unflushed[name] >= LITE_FLUSH_ROWS:
@@ -446,8 +445,8 @@ class MilvusVectorStore:
         """Sync: a KB's rows in a Lite collection, without reading them all at once.
 
         Lite answers a filtered count(*) by turning every matching row, vector and all, into
-        Python objects (3.5 s and +250 MB at 10k rows of 512-d). Its row count of the whole
-        collection reads only the keys (0.06 s), so when no other KB has a row there (asked
+        Python objects (seconds and hundreds of MB on a large KB). Its row count of the whole
+        collection reads only the keys, so when no other KB has a row there (asked
         with a query that stops at the first) that is the answer; otherwise the KB's keys are
         counted page by page, which keeps memory bounded.
         """
@@ -635,7 +634,8 @@ class MilvusVectorStore:
         client.load_collection(name)
         if self._lite:
             # Lite replays its write-ahead log into the in-memory table, which every search
-            # scans row by row in Python (about 1 s per 20k rows); flushed rows get the index.
+            # scans row by row in Python (slow past a few thousand rows); flushed rows get the
+            # index.
             client.flush(name)
         return dim
 

@@ -11,8 +11,8 @@ from rich.markup import escape
 
 from bot.cli_base import JsonOption, KbOption, app, command, err, kb_name, out, settings
 from core.answer.events import Answer, Citation, Delta, Final, Retract, Status
+from core.decision import GateDecision
 from core.errors import InputError
-from core.gate.decision import GateDecision
 from core.index.loaders import printable
 
 if TYPE_CHECKING:

@@ -46,8 +46,8 @@ from core.eval.runs import (
     summarise_choice,
     summarise_retrieval,
 )
+from core.language.text import count_tokens, detect_language
 from core.model_output import clean_text_reply
-from core.text import count_tokens, detect_language
 
 if TYPE_CHECKING:
     from bot.wiring import Services

@@ -66,7 +66,16 @@ async def fit(
             "--from-feedback",
             help="Also learn from the chat: admins' /tacit label marks and 👍/👎 on answers "
             "(weaker). Prints cross-validated P/R/F1 before and after, and keeps the stored "
-            "fit if the new one scores worse on held-back chat examples.",
+            "fit if the new one scores worse on held-back chat examples, or scores an "
+            "admin's label the other way.",
+        ),
+    ] = False,
+    overrule_labels: Annotated[
+        bool,
+        typer.Option(
+            "--overrule-labels",
+            help="With --from-feedback: store the new fit even where it scores an admin's "
+            "label the other way (the labels still decide their own messages).",
         ),
     ] = False,
     precision: Annotated[
@@ -94,7 +103,9 @@ async def fit(
     bad_messages = read_messages(bad) if bad is not None else []
     name = kb_name(kb, settings())
     if from_feedback:
-        await _fit_from_feedback(name, good_messages, bad_messages, folds, as_json)
+        await _fit_from_feedback(
+            name, good_messages, bad_messages, folds, as_json, overrule=overrule_labels
+        )
         return
     from bot.gate_labels import save_file_examples
 
@@ -129,7 +140,7 @@ async def fit(
 
 
 async def _fit_from_feedback(
-    kb: str, good: list[str], bad: list[str], folds: int, as_json: bool
+    kb: str, good: list[str], bad: list[str], folds: int, as_json: bool, *, overrule: bool
 ) -> None:
     from bot.gate_labels import GateLabels, file_examples, refit, save_file_examples
 
@@ -139,7 +150,13 @@ async def _fit_from_feedback(
         else:  # the examples of the last `tacit gate fit --good --bad`
             good, bad = await file_examples(gate.state, kb)
         report = await refit(
-            gate=gate, labels=GateLabels(gate.state), kb=kb, good=good, bad=bad, folds=folds
+            gate=gate,
+            labels=GateLabels(gate.state),
+            kb=kb,
+            good=good,
+            bad=bad,
+            folds=folds,
+            overrule_admin=overrule,
         )
     if as_json:
         print(json.dumps(report.as_dict(), ensure_ascii=False))

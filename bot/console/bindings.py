@@ -16,8 +16,9 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 
 from bot.console import home_kbs
+from bot.console.audit import audit
 from bot.console.auth import Session
-from bot.console.context import Console, logger
+from bot.console.context import Console
 from bot.conversation_state import parse_channel_id
 from core.kb import validate_kb_name
 
@@ -137,13 +138,11 @@ async def bind(console: Console, request: Request, session: Session) -> Response
             return _error(f"There is no knowledge base {kb}: create it first.", 404)
     config = await console.state.bind_channel(platform, workspace, name, kb=kb or None, mode=mode)
     home_kbs.forget(console)
-    logger.info(
-        "console audit: %s bound channel %s to kb %s, mode %s at %s",
+    await audit(
+        console.store,
         session.user,
-        channel.strip(),
-        kb or f"(configured: {config.kb})",
-        mode,
-        time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "bind",
+        f"{channel.strip()} → {kb or f'(as configured: {config.kb})'}, mode {mode}",
     )
     shown = config.mode if config.enabled else "off"
     return HTMLResponse(

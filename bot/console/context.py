@@ -15,8 +15,10 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 
 from adapters.http_body import FORM_TYPES, BodyRejected, read_form
+from bot.console.audit import audit
 from bot.console.auth import CSRF_FIELD, CSRF_HEADER, SAFE_METHODS, ConsoleAuth, Session
 from bot.console.graph_outline import GraphOutlines
+from bot.console.next_page import login_url
 from bot.gate_labels import GateLabels
 
 if TYPE_CHECKING:
@@ -39,6 +41,9 @@ PAGES = (
     ("knowledge", "/console/knowledge", "Knowledge"),
     ("playground", "/console/playground", "Playground"),
     ("gate", "/console/gate", "Gate"),
+    ("labels", "/console/labels", "Labels"),
+    ("gaps", "/console/gaps", "To document"),
+    ("audit", "/console/audit", "Audit"),
 )
 
 
@@ -154,9 +159,12 @@ class Console:
                 user = self.auth.proxy_user(request)
                 if user is not None:
                     session, fresh = await self.auth.open(user, "proxy"), True
+                    await audit(self.store, user, "login", "proxy header")
             if session is None:
                 if request.method in SAFE_METHODS and "hx-request" not in request.headers:
-                    return RedirectResponse("/console/login", status_code=303)
+                    # back to this very page once logged in (next_page.py checks it)
+                    here = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+                    return RedirectResponse(login_url(here), status_code=303)
                 return JSONResponse({"error": "log in first"}, status_code=401)
             try:
                 if request.method not in SAFE_METHODS:

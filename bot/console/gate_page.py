@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
+from dataclasses import asdict
 from typing import Any
 
 import numpy as np
@@ -17,6 +19,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from bot import gate_labels
+from bot.console.audit import audit
 from bot.console.auth import Session
 from bot.console.charts import pr_curve
 from bot.console.context import Console
@@ -30,6 +33,11 @@ MIN_PER_CLASS = 3
 
 def report_key(kb: str) -> str:
     return f"console:{{gate:{kb}}}:report"
+
+
+def held_key(kb: str) -> str:
+    """The last refit kept back because it contradicts admin labels (until one is stored)."""
+    return f"console:{{gate:{kb}}}:held-back"
 
 
 def curve_points(labels: list[int], scores: list[float]) -> list[tuple[float, float]]:
@@ -75,10 +83,16 @@ async def gate_page(console: Console, request: Request, session: Session) -> Res
     raw = await console.store.get(report_key(kb))
     report = json.loads(raw) if raw else None
     examples = await console.labels.examples(kb)
+    # An admin's labels and the votes' weak labels are counted apart: a vote is nobody's
+    # decision about the message.
     counts = {
-        "answer": sum(1 for e in examples if e.label == "answer"),
-        "silent": sum(1 for e in examples if e.label == "silent"),
+        strength: {
+            label: sum(1 for e in examples if e.label == label and e.strength == strength)
+            for label in ("answer", "silent")
+        }
+        for strength in ("admin", "feedback")
     }
+    held_raw = await console.store.get(held_key(kb))
     facets = await console.state.log.facets()
     return console.render(
         request,
@@ -91,12 +105,13 @@ async def gate_page(console: Console, request: Request, session: Session) -> Res
         report=report,
         shown=summary(report) if report else None,
         counts=counts,
+        held=json.loads(held_raw) if held_raw else None,
         min_per_class=MIN_PER_CLASS,
-        jobs=[j for j in console.jobs.recent(kb) if j.what.startswith("gate refit")][:3],
+        jobs=console.jobs.recent(kb, "refit")[:3],
     )
 
 
-async def _refit(console: Console, kb: str, job: Job) -> str:
+async def _refit(console: Console, kb: str, job: Job, *, confirmed: bool, by: str) -> str:
     """The gate's own refit (bot.gate_labels.refit: the `tacit gate fit` file examples merged
     with the chat's labels, stored only if it does no worse on held-back chat examples), then
     the out-of-fold scores of the same examples under the fit now stored, for the curve."""
@@ -108,9 +123,21 @@ async def _refit(console: Console, kb: str, job: Job) -> str:
     job.start(3)
     file_good, file_bad = await gate_labels.file_examples(console.store, kb)
     result = await gate_labels.refit(
-        gate=gate, labels=console.labels, kb=kb, good=file_good, bad=file_bad
+        gate=gate,
+        labels=console.labels,
+        kb=kb,
+        good=file_good,
+        bad=file_bad,
+        overrule_admin=confirmed,
     )
     job.advance("refit", "stored" if result.stored else "kept")
+    await audit(console.store, by, "refit result", f"{kb}: {result.reason}")
+    if result.contradicted and not result.stored:
+        held = {"at": time.time(), "contradicted": [asdict(c) for c in result.contradicted]}
+        await console.store.set(held_key(kb), json.dumps(held, ensure_ascii=False))
+        return result.reason
+    if result.stored:
+        await console.store.delete(held_key(kb))
     fit = await gate.current_fit(kb)
     if fit is None:
         return result.reason
@@ -146,6 +173,8 @@ async def _refit(console: Console, kb: str, job: Job) -> str:
 async def refit(console: Console, request: Request, session: Session) -> Response:
     form = await console.form(request)
     kb = _kb(console, request, form.get("kb"))
+    # "Store it anyway": the admin saw the labels the new fit contradicts and overrules them.
+    confirmed = form.get("confirm") == "overrule"
     if console.gate is None:
         return console.render(request, session, "job.html.j2", job=None, error="no gate here")
     examples = await console.labels.examples(kb)
@@ -160,5 +189,12 @@ async def refit(console: Console, request: Request, session: Session) -> Respons
             error=f"a refit needs at least {MIN_PER_CLASS} labels of each kind "
             f"(have {answer} answer, {silent} silent)",
         )
-    job = console.jobs.start(kb, f"gate refit of {kb}", lambda j: _refit(console, kb, j))
+    what = f"gate refit of {kb}" + (" (overruling admin labels)" if confirmed else "")
+    await audit(console.store, session.user, "refit", what)
+    job = console.jobs.start(
+        kb,
+        what,
+        lambda j: _refit(console, kb, j, confirmed=confirmed, by=session.user),
+        kind="refit",
+    )
     return console.render(request, session, "job.html.j2", job=job, error="")

@@ -34,6 +34,8 @@ class Outline:
     weights: dict[str, dict[str, int]]  # the same, for lookups: key -> neighbour -> weight
     # Name, type and community of the entities drawn so far, filled as pages are read.
     names: dict[str, tuple[str, str, int | None]] = field(default_factory=dict)
+    # The name of each relation drawn so far ("" for none), keyed by (smaller key, larger key).
+    relation_names: dict[tuple[str, str], str] = field(default_factory=dict)
 
     def degree(self, key: str) -> int:
         return len(self.neighbours.get(key, ()))

@@ -25,6 +25,9 @@ class Job:
     id: str
     kb: str
     what: str
+    # "index" (documents in: upload, path, re-index, source sync) or "refit" (the gate): each
+    # page lists its own kind, and a refit's progress is in steps, not files and chunks
+    kind: str = "index"
     started: float = field(default_factory=time.time)
     total: int | None = None
     done: int = 0
@@ -62,6 +65,7 @@ class Job:
             "id": self.id,
             "kb": self.kb,
             "what": self.what,
+            "kind": self.kind,
             "total": self.total,
             "done": self.done,
             "running": self.running,
@@ -77,12 +81,18 @@ class Jobs:
         self._locks: dict[str, asyncio.Lock] = {}
 
     def start(
-        self, kb: str, what: str, run: Callable[[Job], Awaitable[str]], *, key: str = ""
+        self,
+        kb: str,
+        what: str,
+        run: Callable[[Job], Awaitable[str]],
+        kind: str = "index",
+        *,
+        key: str = "",
     ) -> Job:
         """Run `run(job)` in the background, one run per KB at a time (others wait). `key`
         names the work, for running()."""
         self._forget_old()
-        job = Job(uuid.uuid4().hex[:12], kb, what, key=key)
+        job = Job(uuid.uuid4().hex[:12], kb, what, kind, key=key)
         self._jobs[job.id] = job
         lock = self._locks.setdefault(kb, asyncio.Lock())
 
@@ -109,8 +119,12 @@ class Jobs:
     def get(self, job_id: str) -> Job | None:
         return self._jobs.get(job_id)
 
-    def recent(self, kb: str | None = None) -> list[Job]:
-        jobs = [j for j in self._jobs.values() if kb is None or j.kb == kb]
+    def recent(self, kb: str | None = None, kind: str | None = None) -> list[Job]:
+        jobs = [
+            j
+            for j in self._jobs.values()
+            if (kb is None or j.kb == kb) and (kind is None or j.kind == kind)
+        ]
         return sorted(jobs, key=lambda j: j.started, reverse=True)
 
     def _forget_old(self) -> None:

@@ -14,16 +14,17 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
-import numpy as np
 from markupsafe import Markup
 from starlette.datastructures import UploadFile
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 
 from bot.console import bindings, documents, home_kbs
+from bot.console.audit import audit
 from bot.console.auth import Session
-from bot.console.context import Console, logger
+from bot.console.context import Console
 from bot.console.documents import DocumentQuery
+from bot.console.graph_search import EntitySearch, relation_names, search_entities
 from bot.console.jobs import Job
 from bot.console.overview import indexed_key
 from core.kb import validate_kb_name
@@ -150,7 +151,7 @@ async def knowledge_page(console: Console, request: Request, session: Session) -
         kbs=names,
         kb_rows=rows,
         size=documents.human_bytes,
-        jobs=_runs(console, kb)[:5],
+        jobs=console.jobs.recent(kb, "index")[:5],
         sources=[str(p) for p in console.settings.conversation.kb_sources.get(kb, [])],
         channels=await bindings.channel_rows(console, kb),
         modes=bindings.MODES,
@@ -159,11 +160,6 @@ async def knowledge_page(console: Console, request: Request, session: Session) -
         kb=kb,
         query=values["query"],
     )
-
-
-def _runs(console: Console, kb: str) -> list[Job]:
-    """The KB's indexing runs (a gate refit is the Gate page's)."""
-    return [j for j in console.jobs.recent(kb) if not j.what.startswith("gate refit")]
 
 
 async def documents_fragment(console: Console, request: Request, session: Session) -> Response:
@@ -192,7 +188,7 @@ async def create(console: Console, request: Request, session: Session) -> Respon
         return _error(str(exc), 400)
     if not await home_kbs.create_kb(console, name):
         return _error(f"The knowledge base {name} exists already.", 409)
-    logger.info("console audit: %s created kb %s", session.user, name)
+    await audit(console.store, session.user, "create kb", name)
     where = f"/console/knowledge?{urlencode({'kb': name})}"
     return HTMLResponse(
         f'<p class="ok" role="status">Created {escape(name)}: <a href="{escape(where)}">open '
@@ -252,7 +248,7 @@ def _already_running(console: Console, kb: str, key: str) -> Response | None:
     return _error(f"The {running.what} is already queued or running: see its progress.", 409)
 
 
-def _start(
+async def _start(
     console: Console,
     request: Request,
     session: Session,
@@ -260,16 +256,20 @@ def _start(
     what: str,
     paths: list[Path],
     key: str,
+    action: tuple[str, str],
 ) -> Response:
     """Start the run, unless the same one is queued or running: a double click, a second
-    tab, a replayed request get that refusal instead of the same work queued twice."""
+    tab, a replayed request get that refusal instead of the same work queued twice. A run
+    started is an admin action of the audit log (`action`: what, and its detail)."""
     refused = _already_running(console, kb, key)
     if refused is not None:
         return refused
+    # No await from the check to the start: a second request cannot slip in between.
     job = console.jobs.start(
         kb, what, lambda j: _run_index(console, kb, paths, j), key=f"{RUN_KEY}{kb}:{key}"
     )
     job.current = "queued"
+    await audit(console.store, session.user, *action)
     return console.render(request, session, "job.html.j2", job=job)
 
 
@@ -308,7 +308,9 @@ async def upload(console: Console, request: Request, session: Session) -> Respon
         await asyncio.to_thread(_save, target, data)
         saved.append(target)
     what = f"upload of {', '.join(p.name for p in saved)}"
-    return _start(console, request, session, kb, what, saved, key)
+    return await _start(
+        console, request, session, kb, what, saved, key, ("upload", f"{kb}: {', '.join(names)}")
+    )
 
 
 def _save(target: Path, data: bytes) -> None:
@@ -369,7 +371,10 @@ async def index_path(console: Console, request: Request, session: Session) -> Re
         return _error("No such file or folder on the server.", 400)
     resolved = path.resolve()
     await console.store.push(_roots_key(kb), str(resolved), max_len=100)
-    return _start(console, request, session, kb, f"index of {path}", [path], f"index:{resolved}")
+    return await _start(
+        console, request, session, kb, f"index of {path}", [path], f"index:{resolved}",
+        ("index", f"{kb}: {path}"),
+    )  # fmt: skip
 
 
 async def reindex(console: Console, request: Request, session: Session) -> Response:
@@ -398,7 +403,9 @@ async def reindex(console: Console, request: Request, session: Session) -> Respo
     if not paths:
         return _error("The server does not know where that came from: index its path again.", 404)
     key = f"reindex:{source}" if isinstance(source, str) and source else "reindex"
-    return _start(console, request, session, kb, what, paths, key)
+    return await _start(
+        console, request, session, kb, what, paths, key, ("re-index", f"{kb}: {what}")
+    )
 
 
 async def remove(console: Console, request: Request, session: Session) -> Response:
@@ -415,7 +422,7 @@ async def remove(console: Console, request: Request, session: Session) -> Respon
     forgotten = await documents.forget_failure(console, kb, source)
     if not report.documents_removed and not forgotten:
         return _error("No such document.", 404)
-    logger.info("console audit: %s removed %s from kb %s", session.user, source, kb)
+    await audit(console.store, session.user, "remove", f"{kb}: {source}")
     # htmx swaps the document's row out; the counts above the table follow
     return HTMLResponse("", headers={"HX-Trigger": bindings.KB_CHANGED})
 
@@ -437,10 +444,11 @@ async def job_status(console: Console, request: Request, session: Session) -> Re
 async def graph_page(console: Console, request: Request, session: Session) -> Response:
     kb = _kb(console, request)
     query = request.query_params.get("q", "").strip()[:200]
-    matches: list[dict[str, Any]] = []
-    if query:
-        matches = await _search_entities(console, kb, query)
-    focus = request.query_params.get("entity", "") or (matches[0]["name"] if matches else "")
+    found = await search_entities(console, kb, query) if query else EntitySearch()
+    # Only an entity the query names is drawn unasked; the closest by meaning are offered.
+    focus = request.query_params.get("entity", "") or (
+        found.matches[0]["name"] if found.matches else ""
+    )
     if focus:
         console.graph_outlines.warm(kb)  # ready, or nearly, when the script asks for the data
     return console.render(
@@ -450,31 +458,17 @@ async def graph_page(console: Console, request: Request, session: Session) -> Re
         kb=kb,
         kbs=await home_kbs.kb_names(console, kb),
         query=query,
-        matches=matches,
+        matches=found.matches,
+        closest=found.closest,
         focus=focus,
         page_size=_bounded(request.query_params.get("limit"), GRAPH_PAGE, 1, GRAPH_MAX),
     )
 
 
-async def _search_entities(console: Console, kb: str, query: str) -> list[dict[str, Any]]:
-    """The entity named `query` (when there is one), then the ten nearest by embedding."""
-    vector = await console.services.embedder.embed([query])
-    # The process's in-memory copy (shared with the answerer): exact, and a matrix product
-    # instead of a Milvus Lite search (30–100 ms over 13k entities under load).
-    hits = await console.services.vector_cache().search(
-        "entities", kb, np.asarray(vector, dtype=np.float32), limit=10
-    )
-    keys = [hit.id for hit in (hits[0] if hits else [])]  # an entity's vector id is its key
-    # Names, types and degrees without the mentions: a hub has thousands, none shown here.
-    sub = await console.services.graph.neighbourhood(
-        kb, [query, *keys], hops=0, limit=len(keys) + 1, mentions=0
-    )
-    return [{"name": e.name, "type": e.type, "degree": e.degree} for e in sub.entities][:10]
-
-
 async def graph_data(console: Console, request: Request, session: Session) -> Response:
     """One page of an entity's neighbourhood, strongest relations first: nodes as
-    [key, name, type, degree, community], edges as [key, key, weight].
+    [key, name, type, degree, community], edges as [key, key, weight, relation name] (the name
+    is the extractor's keywords, "" when it gave none).
 
     `offset`/`limit` page through the neighbours (the page's "show more"); the edges returned
     are those from the page's entities to the entity and to every neighbour up to this page, so
@@ -514,11 +508,12 @@ async def graph_data(console: Console, request: Request, session: Session) -> Re
         edges.sort(key=lambda e: (root not in (e[0], e[1]), -e[2]))
         left_out, edges = len(edges) - most, edges[:most]
     end = offset + len(page)
+    named = await relation_names(console.services.graph, kb, outline, edges)
     return JSONResponse(
         {
             "root": root,
             "nodes": nodes,
-            "edges": edges,
+            "edges": named,
             "total": len(around),
             "edges_left_out": left_out,
             "next": end if end < len(around) else None,
@@ -546,6 +541,8 @@ async def graph_detail(console: Console, request: Request, session: Session) -> 
         for r in sub.relations:
             if {r.source, r.target} == {q["source"], q["target"]}:
                 title = f"{names.get(r.source, r.source)} — {names.get(r.target, r.target)}"
+                if r.keywords:
+                    title += f" ({r.keywords})"
                 descriptions, chunk_ids = list(r.descriptions), list(r.chunk_ids)
                 break
     elif q.get("entity"):

@@ -80,11 +80,11 @@ def _probes(console: Console) -> list[tuple[str, doctor.Probe, str]]:
 
     async def graph(_: Settings) -> str:
         stats = await services.graph.stats(settings.kb)
-        return f"kb '{settings.kb}': {stats.documents} document(s), {stats.chunks} chunk(s)"
+        return _graph_detail(settings.kb, stats.documents, stats.chunks)
 
     async def vectors(_: Settings) -> str:
         # A one-hit search, not `count`: Milvus Lite's filtered count(*) takes seconds of its
-        # CPU at 30k rows (docs/BENCHMARKS.md), and this runs every HEALTH_EVERY_S.
+        # CPU on a large collection, and this runs every HEALTH_EVERY_S.
         query = np.asarray(await services.embedder.embed(["tacit doctor"]), dtype=np.float32)
         hits = await services.vectors.search("chunks", settings.kb, query, limit=1)
         found = len(hits[0]) if hits else 0
@@ -112,8 +112,16 @@ def _probes(console: Console) -> list[tuple[str, doctor.Probe, str]]:
     ]
 
 
-def health(console: Console) -> dict[str, Any]:
-    """The last health report; a fresh one is started in the background when it is old."""
+def _graph_detail(kb: str, documents: object, chunks: object) -> str:
+    return f"kb '{kb}': {documents} document(s), {chunks} chunk(s)"
+
+
+def health(console: Console, counted: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """The last health report; a fresh one is started in the background when it is old.
+
+    The report is up to HEALTH_EVERY_S old, the KB table beside it newer (an index or a
+    removal from the console recounts it): a working graph store's line shows the table's
+    counts, so the page never says "0 documents" beside a table of 11."""
     cache = console.health_cache
     task: asyncio.Task[None] | None = cache.get("task")
     stale = time.monotonic() - cache.get("checked", -1e9) > HEALTH_EVERY_S
@@ -130,7 +138,14 @@ def health(console: Console) -> dict[str, Any]:
                 cache["checked_at"] = time.time()
 
         cache["task"] = asyncio.create_task(check(), name="console-health")
-    return {"checks": cache.get("checks"), "at": cache.get("checked_at")}
+    checks = cache.get("checks")
+    row = next((r for r in counted or [] if r["kb"] == console.settings.kb), None)
+    if checks and row is not None and "error" not in row:
+        detail = _graph_detail(row["kb"], row["documents"], row["chunks"])
+        checks = [
+            {**c, "detail": detail} if c["name"] == "graph store" and c["ok"] else c for c in checks
+        ]
+    return {"checks": checks, "at": cache.get("checked_at")}
 
 
 async def traffic(console: Console) -> dict[str, Any]:

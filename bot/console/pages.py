@@ -12,11 +12,14 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 
 from adapters.http_body import BodyRejected
-from bot.console import overview
+from bot.console import answer_view, overview
+from bot.console.audit import audit
 from bot.console.auth import Session
 from bot.console.context import Console, logger
+from bot.console.labels_page import unlabelable
+from bot.console.next_page import HOME, safe_next
+from core.decision import is_deferred
 from core.decision_log import JUDGED_BY_MODEL, DecisionFilter
-from core.gate.decision import is_deferred
 
 PAGE_SIZE = 50
 OUTCOME_CHOICES = ("answered", "declined", "silent", "rate_limited", "ignored", "command", "error")
@@ -31,10 +34,17 @@ LISTED_CHOICES = {
 
 
 async def login_page(console: Console, request: Request) -> Response:
+    next_page = safe_next(request.query_params.get("next"))
     if await console.auth.session(request) is not None:
-        return RedirectResponse("/console/", status_code=303)
+        return RedirectResponse(next_page, status_code=303)
     return console.render(
-        request, None, "login.html.j2", error="", token_login=console.auth.token_login
+        request,
+        None,
+        "login.html.j2",
+        error="",
+        token_login=console.auth.token_login,
+        next_page=next_page,
+        signed_out="signed_out" in request.query_params,
     )
 
 
@@ -50,6 +60,7 @@ async def login(console: Console, request: Request) -> Response:
             status=429,
             error=f"Too many failed logins from here: try again in {wait} s.",
             token_login=console.auth.token_login,
+            next_page=HOME,
             headers={"Retry-After": str(wait)},
         )
     try:  # capped before it is parsed, like every body: no session vouches for this one
@@ -57,9 +68,11 @@ async def login(console: Console, request: Request) -> Response:
     except BodyRejected as rejected:
         return rejected.response()
     token = form.get("token")
+    next_page = safe_next(form.get("next"))
     if not isinstance(token, str) or not console.auth.token_matches(token):
         await console.auth.login_failed(request)
         logger.warning("console: a failed login from %s", console.auth.client_key(request))
+        await audit(console.store, console.auth.client_key(request), "login failed", "token")
         return console.render(
             request,
             None,
@@ -67,16 +80,22 @@ async def login(console: Console, request: Request) -> Response:
             status=401,
             error="That token is not right." if console.auth.token_login else "Token login is off.",
             token_login=console.auth.token_login,
+            next_page=next_page,
         )
     session = await console.auth.open("admin", "token")
-    response = RedirectResponse("/console/", status_code=303)
+    await audit(
+        console.store, session.user, "login", f"token, from {console.auth.client_key(request)}"
+    )
+    response = RedirectResponse(next_page, status_code=303)
     console.auth.set_cookie(response, request, session)
     return response
 
 
 async def logout(console: Console, request: Request, session: Session) -> Response:
     await console.auth.close(session)
-    response = RedirectResponse("/console/login", status_code=303)
+    await audit(console.store, session.user, "logout", "")
+    # the login page then says so: a logout that shows nothing leaves the admin unsure
+    response = RedirectResponse("/console/login?signed_out=1", status_code=303)
     console.auth.clear_cookie(response, request)
     return response
 
@@ -85,12 +104,13 @@ async def overview_page(console: Console, request: Request, session: Session) ->
     facets = await console.state.log.facets()
     kbs = console.kbs(facets["kbs"])
     traffic = await overview.traffic(console)
+    rows = await overview.kb_rows(console, kbs)
     return console.render(
         request,
         session,
         "overview.html.j2",
-        kbs=await overview.kb_rows(console, kbs),
-        health=overview.health(console),
+        kbs=rows,
+        health=overview.health(console, rows),
         traffic=traffic,
         total=traffic["total"],
     )
@@ -139,7 +159,10 @@ async def decisions_page(console: Console, request: Request, session: Session) -
     except ValueError:
         before = ""
     page = await console.state.log.page(where, before=before, limit=PAGE_SIZE)
+    # a date that does not read is not a filter: say so rather than list every decision
+    unreadable = [k for k in ("since", "until") if chosen[k].strip() and _epoch(chosen[k]) is None]
     values: dict[str, Any] = {
+        "unreadable": unreadable,
         "rows": page.decisions,
         "next_cursor": page.next_cursor,
         "chosen": chosen,
@@ -170,17 +193,15 @@ async def decision_page(console: Console, request: Request, session: Session) ->
         return console.render(request, session, "missing.html.j2", status=404, what="decision")
     trace = await console.state.trace(trace_id) or {}
     pipeline = trace.get("pipeline") or {}
-    citations: list[dict[str, Any]] = []
     kb = decision.get("kb") or console.settings.kb
-    sources = trace.get("sources") or []
-    if sources:
-        documents = await console.services.graph.get_documents(kb, list(dict.fromkeys(sources)))
-        titles = {d.source: d.title for d in documents}
-        citations = [
-            {"n": i + 1, "source": s, "title": titles.get(s, ""), "known": s in titles}
-            for i, s in enumerate(sources)
-        ]
+    citations = await answer_view.citation_rows(console, kb, trace)
+    answer_html = answer_view.render_markdown(
+        str(trace.get("answer", "")), [c["n"] for c in citations if c["n"] is not None]
+    )
     evidence = _evidence(pipeline)
+    labelled = (
+        await console.labels.of_decision(decision["kb"], trace_id) if decision.get("kb") else []
+    )
     return console.render(
         request,
         session,
@@ -189,8 +210,11 @@ async def decision_page(console: Console, request: Request, session: Session) ->
         trace=trace,
         pipeline=pipeline,
         citations=citations,
+        answer_html=answer_html,
         evidence=evidence,
         kb=kb,
+        labelled=labelled,
+        unlabelable=unlabelable(decision),
     )
 
 
@@ -212,13 +236,12 @@ async def label(console: Console, request: Request, session: Session) -> Respons
     decision = await console.state.log.get(trace_id)
     if decision is None:
         return JSONResponse({"error": "no such decision"}, status_code=404)
-    if not decision.get("text_kept"):
+    why_not = unlabelable(decision)
+    if why_not:
         return HTMLResponse(
-            '<p class="error" id="label-result">This decision no longer keeps its message text '
-            "([conversation] keep_text_days): there is nothing to learn from.</p>",
-            status_code=409,
+            f'<p class="error" id="label-result">{escape(why_not)}</p>', status_code=409
         )
-    kb = decision.get("kb") or console.settings.kb
+    kb = str(decision["kb"])
     await console.labels.mark(
         kb=kb,
         trace_id=trace_id,
@@ -226,6 +249,12 @@ async def label(console: Console, request: Request, session: Session) -> Respons
         label="answer" if chosen == "answer" else "silent",
         strength="admin",
         by=session.user,
+    )
+    await audit(
+        console.store,
+        session.user,
+        "label",
+        f"{kb}: {chosen} on {trace_id}: {decision['text'][:200]}",
     )
     wording = "should have answered" if chosen == "answer" else "should have stayed silent"
     return HTMLResponse(

@@ -16,6 +16,7 @@ from sse_starlette import EventSourceResponse
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from bot.console.answer_view import chunk_href, render_markdown
 from bot.console.auth import Session
 from bot.console.context import Console, logger
 from core.answer.events import Delta, Final, Retract, Status
@@ -43,14 +44,25 @@ async def ask(console: Console, request: Request, session: Session) -> Response:
     channel = form.get("channel")
     if not isinstance(question, str) or not question.strip() or len(question) > MAX_QUESTION:
         return JSONResponse({"error": "ask a question (at most 4000 characters)"}, 400)
-    kb, mode = console.settings.kb, console.settings.conversation.mode
+    kb, mode, enabled = console.settings.kb, console.settings.conversation.mode, True
     if isinstance(channel, str) and channel:
         platform, _, rest = channel.partition(":")
         workspace, _, name = rest.partition(":")
         config = await console.state.channel(platform, workspace, name)
-        kb, mode = config.kb, config.mode
-    addressed = form.get("addressed") == "on" or mode == "mention"
-    return EventSourceResponse(_stream(console, kb, mode, question.strip(), addressed), ping=15)
+        kb, mode, enabled = config.kb, config.mode, config.enabled
+    addressed = form.get("addressed") == "on"
+    # What the channel itself would do before any gate (bot/assistant.py): a disabled channel,
+    # or a mention-only one not addressed, stays silent, and the playground says why.
+    silent = (
+        "the channel is disabled"
+        if not enabled
+        else "not addressed in a mention-only channel: the channel would stay silent "
+        "(tick “addressed” to ask as a mention)"
+        if mode == "mention" and not addressed
+        else ""
+    )
+    stream = _stream(console, kb, mode, question.strip(), addressed, silent)
+    return EventSourceResponse(stream, ping=15)
 
 
 def _event(name: str, data: dict[str, Any]) -> dict[str, str]:
@@ -58,7 +70,7 @@ def _event(name: str, data: dict[str, Any]) -> dict[str, str]:
 
 
 async def _stream(
-    console: Console, kb: str, mode: str, question: str, addressed: bool
+    console: Console, kb: str, mode: str, question: str, addressed: bool, silent: str = ""
 ) -> AsyncIterator[dict[str, str]]:
     started = time.perf_counter()
 
@@ -66,6 +78,13 @@ async def _stream(
         return round(time.perf_counter() - started, 3)
 
     yield _event("stage", {"name": "start", "detail": f"kb {kb}, mode {mode}", "at": elapsed()})
+    if silent:
+        yield _event(
+            "gate",
+            {"refused": True, "stage": "mode", "reason": silent, "scores": {}, "at": elapsed()},
+        )
+        yield _event("refusal", {"text": "(silence)", "reason": silent})
+        return
     try:
         deferred = False  # the gate left the question to the model (GateDecision.deferred)
         if console.gate is not None:
@@ -99,13 +118,19 @@ async def _stream(
                 yield _event("delta", {"text": event.text})
             elif isinstance(event, Final):
                 answer = event.answer
+                numbers = [c.n for c in answer.citations]
                 yield _event(
                     "answer",
                     {
                         "text": answer.text,
+                        # the Markdown rendered safely, its [n] linked (answer_view.py)
+                        "html": str(render_markdown(answer.text, numbers)),
                         "refused": answer.refused,
                         "reason": answer.reason,
-                        "citations": [c.as_dict() for c in answer.citations],
+                        "citations": [
+                            {**c.as_dict(), "href": chunk_href(kb, c.source, c.chunk_id)}
+                            for c in answer.citations
+                        ],
                         "trace": answer.trace or {},
                         "at": elapsed(),
                     },

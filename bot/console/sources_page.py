@@ -38,6 +38,7 @@ from starlette.responses import HTMLResponse, Response
 
 from adapters.sources.web import Network, Refused, check_address
 from bot.candidates import Candidate, Candidates
+from bot.console.audit import audit
 from bot.console.auth import Session
 from bot.console.context import Console, logger
 from bot.console.jobs import Job
@@ -175,6 +176,7 @@ async def sync_now(console: Console, request: Request, session: Session) -> Resp
         job = console.jobs.start(kb, _run_label(source), lambda j: _run_sync(sync, source, j))
         job.current = "queued"
         logger.info("console: %s started a sync of source %s", session.user, source.name)
+        await audit(console.store, session.user, "source sync", f"{source.name} → {kb}")
     return _run_fragment(console, request, session, job)
 
 
@@ -406,6 +408,7 @@ async def declare(console: Console, request: Request, session: Session) -> Respo
     except StoreError as exc:
         return _declare_form(console, request, session, values, {"name": str(exc)}, status=503)
     _audit(session, "added", source)
+    await audit(console.store, session.user, "source declared", f"{source.name}")
     message = f"Source {source.name} declared; its schedule: {schedule_text(source.every)}."
     return _declare_form(console, request, session, _EMPTY_FORM, {}, message)
 
@@ -423,6 +426,7 @@ async def remove(console: Console, request: Request, session: Session) -> Respon
     if found is None or not await declared.remove(name):
         return _error(f"no source named {name!r} was declared in the console", 404)
     _audit(session, "removed", found)
+    await audit(console.store, session.user, "source removed", name)
     response = HTMLResponse(
         f'<p class="ok" role="status">Source {escape(name)} removed; its documents stay in '
         f"the KB until removed (tacit remove).</p>",
@@ -508,6 +512,7 @@ async def _act(console: Console, request: Request, session: Session, verb: str) 
     if verb == "approve" and before is not None:
         console.kb_changed(before.kb)  # the KB's counts and outline, as after any indexing
     logger.info("console: %s did %s on candidate %s", session.user, verb, cid)
+    await audit(console.store, session.user, f"candidate {verb}", f"{kb}: {cid}")
     after = await _still(chosen, cid) if verb == "edit" else None
     return _candidate_fragment(console, request, session, cid, after, (message, True))
 

@@ -3,56 +3,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any, Literal
 
-from core.text import Language
+from core.citation import Citation as Citation
+from core.citation import changed_at as changed_at
+from core.citation import iso_time as iso_time
+from core.citation import parse_iso_time as parse_iso_time
+from core.language.text import Language
 
 AnswerMode = Literal["generated", "extractive", "refused"]
-
-
-@dataclass(frozen=True, slots=True)
-class Citation:
-    n: int
-    source: str
-    heading: str
-    text: str
-    # When the cited document last changed (unix seconds): its file's last commit for a git
-    # source, else when its current version was indexed. None: not known (an older index).
-    changed_at: float | None = None
-
-    def as_dict(self) -> dict[str, Any]:
-        data: dict[str, Any] = {"n": self.n, "source": self.source, "text": self.text}
-        if self.heading:
-            data["heading"] = self.heading
-        if self.changed_at is not None:
-            data["changed_at"] = iso_time(self.changed_at)
-        return data
-
-
-def iso_time(epoch: float) -> str:
-    """`2026-03-02T10:15:00Z`: a citation's date as JSON carries it."""
-    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def parse_iso_time(text: str | None) -> float | None:
-    """iso_time's inverse (None for None or text that is no such time)."""
-    if not text:
-        return None
-    try:
-        return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
-
-
-def changed_at(metadata: dict[str, Any]) -> float | None:
-    """A document's date from its record's metadata: a source's own time for it (a git file's
-    last commit) before the time its current version was indexed."""
-    for key in ("changed_at", "indexed_at"):
-        value = metadata.get(key)
-        if isinstance(value, int | float) and not isinstance(value, bool):
-            return float(value)
-    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,7 +44,7 @@ class Answer:
 @dataclass(frozen=True, slots=True)
 class Status:
     """What the chat shows while a stage runs; `stage` names it ("checking", "planning",
-    "answering", "widening", "fallback": core.answer.wording.STAGE_STATUS)."""
+    "answering", "widening", "fallback": core.language.wording.STAGE_STATUS)."""
 
     text: str
     stage: str = ""

@@ -3,10 +3,10 @@
 Sentences, each shaped to hold one fact whole (_sentences), are scored by similarity to the
 question and the answer keeps the best few. The best one leads: in a chat the first line is the
 one read, and it is the line most likely to answer. The others follow in the order they appear
-in their sources (grouped by source), so they still read as the documents wrote them. Measured
-in docs/BENCHMARKS.md ("Extractive answers: the answering line first"): reading order put the
-answering line first less often than best-first, and ordering whole sources by their best
-sentence did no better than reading order, since a source's earlier, weaker sentence then leads.
+in their sources (grouped by source), so they still read as the documents wrote them. Not
+reading order throughout: it puts the answering line first less often than best-first; nor whole
+sources ordered by their best sentence, since a source's earlier, weaker sentence then leads
+(bench/bench_extractive.py measures where the answering line lands).
 """
 
 from __future__ import annotations
@@ -19,13 +19,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from core.asked_values import ASKED_VALUES
-from core.gate.terms import LATIN_WORD, Term, content_terms, term_key
+from core.language.asked_values import ASKED_VALUES
+from core.language.rows import StepPattern
+from core.language.terms import LATIN_WORD, Term, content_terms, term_key
+from core.language.text import CJK_RUN, LEADS_IN, cjk_pairs, split_sentences
+from core.language.words import fold, is_identifier
 from core.ports import Embedder
-from core.reason.rows import StepPattern
 from core.retrieve.context import ScoredChunk
-from core.text import CJK_RUN, LEADS_IN, cjk_pairs, split_sentences
-from core.words import fold, is_identifier
 
 _WORD = re.compile(r"[A-Za-z0-9_.:-]{3,}")
 _DIGITS = re.compile(r"[0-9]+")
@@ -128,9 +128,8 @@ def _logical_lines(text: str) -> tuple[list[str], set[int]]:
     """The text's lines, stripped, with a paragraph or list item that its author wrapped over
     several lines joined into one: Markdown and reST render such a wrap as a space, but read line
     by line a fact falls in two ("Backups: nightly at 01:30 …, WAL archived every" / "5 minutes.
-    Retention: 35 days …"), and neither half answers "when, and kept how long?"
-    (docs/BENCHMARKS.md, "Extractive answers: the answering line first"). Code (fenced, or a reST
-    literal block after "::") keeps its lines, and so do table rows, headings and titles.
+    Retention: 35 days …"), and neither half answers "when, and kept how long?". Code (fenced,
+    or a reST literal block after "::") keeps its lines, and so do table rows, headings and titles.
     Also the indexes of the lines that are paragraphs of several lines (not list items): a
     paragraph is split into its sentences however short, as it was when each wrapped line was
     read alone, since a list item holds one fact and a paragraph several."""
@@ -234,8 +233,7 @@ async def best_sentences(
     chunk beats a look-alike from a weak one, and with the share of the question's terms it
     contains. pattern (asked_of): a sentence holding one of the question's names and every word
     asked of it holds all the question's terms, however it writes them ("owns" in a row under
-    `Owner`, which the exact terms miss; docs/BENCHMARKS.md, "Extractive answers: the answering
-    line first").
+    `Owner`, which the exact terms miss).
     """
     candidates = _candidates(evidence)
     if not candidates:
@@ -291,9 +289,9 @@ def _overlap(
     for GW-101) and not the identifier is about the sibling: its terms count for nothing. An
     acronym the question writes is held where a line spells it out (_spelled_out); what a
     question word asks for (a duration for "how long", a person for "who", a time or a date for
-    "when": core.asked_values) is one more asked term, held by a line about what is named that
-    writes one. With no content term, the share of the question's words and character pairs
-    (_terms). `held`:
+    "when": core.language.asked_values) is one more asked term, held by a line about what is
+    named that writes one. With no content term, the share of the question's words and character
+    pairs (_terms). `held`:
     the candidates that hold a name and every asked word however written (asked_of), which
     hold all the terms."""
     terms = {t.surface: t for t in content_terms(question)}
@@ -488,7 +486,7 @@ def named_and_asked(question: str) -> tuple[list[str], list[str]]:
 
 def asked_of(names: Sequence[str], asked: Sequence[str]) -> StepPattern:
     """What a row or line holds when it answers: one of the names and every word asked of it
-    (core.reason.rows matching: "owns" is held by a table headed `Owner`)."""
+    (core.language.rows matching: "owns" is held by a table headed `Owner`)."""
     return StepPattern.of([f"{name} {' '.join(asked)}" for name in names], ())
 
 

@@ -12,9 +12,9 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from core.language.text import count_tokens
 from core.models import Completion, Prompt, TokenUsage
 from core.ports import LLM, ModelT
-from core.text import count_tokens
 
 
 @dataclass(slots=True)

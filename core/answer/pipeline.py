@@ -25,7 +25,7 @@ the check). The judge runs after the answer has streamed; it widens for a part i
 when retrieval for that part finds something new, and an answer it finds answers nothing is a
 refusal. With the gate's LLM screening running beside the answer, the answer's model calls
 after its first wait for the verdict (core.answer.screened_llm). Calls per path:
-docs/BENCHMARKS.md, "A lean model path".
+bench/bench_answer_paths.py.
 
 Feedback rounds stream too: the user watches the first answer arrive; if the judge finds it
 unfaithful or incomplete, the context is widened (within the budgets: core.answer.widening)
@@ -42,14 +42,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal, TypeVar
 
 import prompts
-from core.answer.context_text import (
-    cited,
-    knowledge_lines,
-    numbered_sources,
-    render_cited,
-    render_context,
-    valid_marks,
-)
+from core.answer.coverage_check import CoverageCheck
 from core.answer.events import (
     Answer,
     AnswerEvent,
@@ -73,15 +66,15 @@ from core.answer.screened_llm import ScreenedLLM, ScreenedOut
 from core.answer.shaped import Shaped, numbered, shape
 from core.answer.trace import StageRecord, Trace
 from core.answer.widening import Seen, cited_keys, fit, recut
-from core.answer.wording import (
+from core.errors import EmbedderError, InputError, LLMError, StoreError
+from core.language.text import Language, detect_language
+from core.language.wording import (
     CUT_SHORT,
     MAX_QUESTION_CHARS,
     NOT_COVERED,
     STAGE_STATUS,
     Stage,
 )
-from core.errors import EmbedderError, InputError, LLMError, StoreError
-from core.gate.coverage import CoverageRule
 from core.model_output import is_refusal, without_pleasantries, without_reasoning
 from core.models import ChatMessage
 from core.ports import LLM, Embedder
@@ -100,9 +93,16 @@ from core.reason.plan import (
 )
 from core.reason.verify import postcheck, precheck
 from core.retrieve.context import Keywords, RetrievedContext, ScoredChunk
+from core.retrieve.context_text import (
+    cited,
+    knowledge_lines,
+    numbered_sources,
+    render_cited,
+    render_context,
+    valid_marks,
+)
 from core.retrieve.keywords import nlp_keywords
 from core.retrieve.retriever import Retriever
-from core.text import Language, detect_language
 from core.vector_cache import DocumentListing
 
 T = TypeVar("T")
@@ -124,7 +124,7 @@ class PipelineOptions:
     stage_timeout: float = 60.0  # seconds per stage before it degrades to the next
     follow_ups: bool = True  # rewrite a follow-up into a standalone question
     min_score: float = 0.25  # below this best chunk similarity the KB does not cover it
-    coverage: CoverageRule | None = None  # the gate's coverage rule; replaces min_score when set
+    coverage: CoverageCheck | None = None  # the gate's coverage rule; replaces min_score when set
     evidence_sentences: int = 3  # extractive answers
     extractive_chunks: int = 5  # chunks an extractive answer picks its sentences from
     extractive_entries: int = 2  # entry passages of the question's names read beside them
@@ -830,8 +830,7 @@ class _Run:
                 # KGiRAG's feedback steers the next retrieval: the part the judge named is
                 # searched as a query of its own, with keywords cut the NLP way (no LLM call;
                 # the judge's text is capped at MAX_MISSING_CHARS), within the usual budgets.
-                # On MuSiQue it reaches missing hops plain widening does not
-                # (docs/BENCHMARKS.md, "The part the judge named as lacking").
+                # It reaches missing hops that plain widening does not.
                 record.detail["lacking_query"] = lacking
                 part = self.retriever.retrieve(
                     self.kb,
@@ -979,7 +978,7 @@ class _Run:
         question names, ranked word to word by what it asks of them (core.retrieve.entries, as
         a plan step's subject and predicate): the owners table's row for "Who owns
         loom-ingest?" is one row of seven, ranked by neither BM25 nor dense among the first
-        chunks (docs/BENCHMARKS.md, "Extractive answers: the answering line first").
+        chunks.
         `asked_of_names`: named_and_asked of the question."""
         names, asked = asked_of_names
         if not names or not asked or self.options.extractive_entries <= 0:

@@ -9,7 +9,7 @@ later call waits for the verdict, and is not made when the verdict refuses the m
 already stopped the answer). On the answered path this costs no extra call in sequence: the
 screening and the first call run together, and the call after them waits for the longer of the
 two. `free_calls=0` makes every call wait, one whole call more in sequence before the first
-token (docs/BENCHMARKS.md, "A lean model path").
+token.
 """
 
 from __future__ import annotations

@@ -28,9 +28,9 @@ from dataclasses import dataclass
 
 from core.answer.extractive import EvidenceSentence, _cells, _is_rule, _sentences, _with_header
 from core.answer.sections import Block, blocks, link_only, plain, without_relative_links
-from core.answer.wording import SECTION_IN_ENGLISH
+from core.language.text import detect_language
+from core.language.wording import SECTION_IN_ENGLISH
 from core.retrieve.context import ScoredChunk
-from core.text import detect_language
 
 # The body's size: a runbook section's steps or an FAQ answer fit; a long page is cut at a
 # block boundary after this many characters (the first block is always shown whole).

@@ -4,10 +4,9 @@ Each feedback round retrieves a wider context; merged with what the earlier roun
 would grow without bound (round k carrying up to k budgets). recut() fits the merged context
 back into the `[retrieval]` budgets, in order of preference: what the last answer cited (its
 evidence), then what the retrieval for the part the judge named as lacking found new (KGiRAG's
-feedback steering the next retrieval, docs/BENCHMARKS.md "The part the judge named as
-lacking"), then what else is new this round, then the rest by score. novelty() says whether a
-round found anything the earlier ones did not: one that found nothing is not answered again
-(the same prompt would get the same answer).
+feedback steering the next retrieval), then what else is new this round, then the rest by
+score. novelty() says whether a round found anything the earlier ones did not: one that found
+nothing is not answered again (the same prompt would get the same answer).
 """
 
 from __future__ import annotations
@@ -15,9 +14,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from core.answer.context_text import numbered_facts
 from core.retrieve.budget import chunk_tokens, entity_tokens, relation_tokens, within_budget
 from core.retrieve.context import RetrievedContext, ScoredChunk, ScoredEntity, ScoredRelation
+from core.retrieve.context_text import numbered_facts
 
 
 @dataclass(slots=True)

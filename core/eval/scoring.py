@@ -10,8 +10,8 @@ import string
 from collections import Counter
 from collections.abc import Iterable, Sequence
 
+from core.language.text import CJK_CHAR, CJK_IDEOGRAPHS
 from core.model_output import strip_reasoning
-from core.text import CJK_CHAR, CJK_IDEOGRAPHS
 
 # --- single-choice answers ---------------------------------------------------------------------
 

@@ -34,7 +34,7 @@ an auxiliary or an imperative verb, or that ends with a question mark — and me
 on its terms; the words around it only count when the request itself has no content ("what
 now?"). A message that repeats one term is not a question about it.
 
-The parts: a message's terms and their weights (core.gate.terms), the request it makes
+The parts: a message's terms and their weights (core.language.terms), the request it makes
 (core.gate.request), the KB's terms and look-ups (core.gate.kb_terms), the evidence of the
 terms in the KB (core.gate.evidence); here the thresholds, the verdict (judge) and the rule run
 against a KB (CoverageRule). The look-ups are pure: the KB's terms come from the chunk texts the
@@ -66,7 +66,7 @@ from core.gate.kb_terms import (
 )
 from core.gate.request import Analysis, analyse, find_request
 from core.gate.rivals import ScriptWords
-from core.gate.terms import Term, distinct_terms, is_cjk, month_in
+from core.language.terms import Term, distinct_terms, is_cjk, month_in
 from core.models import Collection, VectorHit
 from core.ports import Embedder, Vectors
 from core.vector_cache import Snapshot
@@ -80,18 +80,16 @@ log = logging.getLogger(__name__)
 OFF_REQUEST_DENSE = 0.2
 OFF_REQUEST_TERMS = 0.3
 # …or a request with none of its ask in the passage that holds its names, the ask's missing words
-# this far from every chunk. On the refusal set's real chat (313 answerable, 805 not) the veto
-# fires on 4 answerable messages and 56 others (4 and 50 before this part); with 0.2, or with
-# focus < OFF_REQUEST_DENSE instead, or some of the ask found, on 6-22 answerable ones, which
-# costs the fitted gate 0.2-2.5 F1 points (docs/BENCHMARKS.md).
+# this far from every chunk. Kept this strict (below OFF_REQUEST_DENSE, and only when nothing of
+# the ask is found) because the veto overrides a fitted gate: on real group chat a looser veto
+# silences answerable messages, which costs more than the off-topic ones it adds.
 OFF_ASK_DENSE = 0.15
 # At least this share of repeated terms: one term said over and over is not a question.
 STUFFED = 0.5
 # A word of the request in one script found in a passage written in the other when the
-# multilingual embedder (USE) puts it this close to one of the passage's words: translations
-# score 0.62-0.95 (默认值 ~ defaults 0.80, 组件 ~ components 0.86, approve ~ 批准 0.88), an
-# unrelated word's best match 0.22-0.60 (法国 0.34, 首都 0.40, 午饭 ~ hour 0.57, 爬山 ~ berg 0.60).
-# On the demo sets any value from 0.60 to 0.70 makes no mistake; 0.56 lets 午饭 and 爬山 in.
+# multilingual embedder (USE) puts it this close to one of the passage's words: set between the
+# scores of true translations (默认值 ~ defaults) and the best match of an unrelated word (午饭 ~
+# hour), with room on both sides; lower lets unrelated everyday words count as found.
 TRANSLATION_MIN = 0.65
 # Words embedded per call when a KB's passage words are embedded ahead of its first messages
 # (CoverageRule warm_words): a message's own embedding waits behind at most one such call.
@@ -99,9 +97,8 @@ WARM_BATCH = 64
 # The share of the ask's weight (the request's words that are not names: "default",
 # "components", "capital") the best passage must hold, in each script of the message. Stuffing
 # has none of it there; real questions in group chat carry chat words no passage holds ("大佬",
-# "[破涕为笑]"): on the refusal set's real chat the rule covers 179 of 313 answerable messages
-# and 118 of 805 others with any value from 0.05 to 0.25, 177/118 at 0.3, 175/117 at 0.5 (188/128
-# with no ask at all). The demo sets are right with any value from 0.1 to 0.5.
+# "[破涕为笑]"), so the share is low: a quarter is enough to tell stuffing from a question, and
+# the verdicts barely move between a tenth and a half.
 MIN_ASK = 0.25
 
 
@@ -137,8 +134,8 @@ class Coverage:
 
     # KB words around a request that is plainly about something else, or one term repeated:
     # whatever else scores the message (a fitted gate) must not answer it. Narrower than "not
-    # covered": on real group chat (the refusal set) vetoing every uncovered prefixed request
-    # cost 7 F1 points; this veto fires on 4 of 313 answerable messages and 56 of 805 others.
+    # covered": on real group chat vetoing every uncovered prefixed request silences many
+    # answerable messages, so the veto fires only where the ask is plainly elsewhere.
     off_request: bool = False
     # the words of the ask the best passage lacks (Evidence.unasked)
     unasked: tuple[str, ...] = ()
@@ -276,12 +273,10 @@ def judge(
     if weight < o.min_weight:
         # Everyday words only ("Why is yesterday's number different today?"): no look-up says
         # much, but a passage whose heading holds all of them, light ones too, is the one asked
-        # about — an FAQ
-        # entry's heading is its question, and the similarity of the whole entry, answer
-        # included, to its own question was 0.25-0.36 (docs/BENCHMARKS.md).
+        # about — an FAQ entry's heading is its question, while the whole entry, answer
+        # included, is too far from its own question for the similarity to say so.
         # …or a line that holds all of them and writes the value a question word asks for
-        # (core.gate.evidence.valued_line: "What are the next release dates?"); both measured
-        # above
+        # (core.gate.evidence.valued_line: "What are the next release dates?").
         covered = focus >= o.dense_only or headed or valued
         why = (
             f"the request has no terms to look up; best chunk similarity {focus:.2f} vs "
@@ -297,10 +292,10 @@ def judge(
     # The passage must hold what is asked about the names, not only the names.
     lexical = term_cov >= o.min_terms and passage_cov >= o.min_passage and evidence.ask >= MIN_ASK
     # Nor is similarity that the names alone pull up: a name said twice before an off-topic ask
-    # ("schema-keeper schema-keeper 法国的首都是哪里？") reached 0.39 on a KB whose passages are
-    # short and name their service often.
+    # ("schema-keeper schema-keeper 法国的首都是哪里？") pulls up a KB whose passages are short and
+    # name their service often.
     # Nor for a question that says it asks in general: "How do I fix CUDA out of memory in
-    # PyTorch in general?" is near (0.43) the team's own runbook for its cluster, which holds
+    # PyTorch in general?" is near the team's own runbook for its cluster, which holds
     # CUDA and memory but not how to fix it in PyTorch; a passage that holds what is asked
     # ("How long does a deploy take in general?": "takes 4 to 6 minutes") still answers it.
     semantic = term_cov >= o.min_terms and focus >= o.min_dense and not off_ask and not a.general
@@ -525,11 +520,10 @@ class CoverageRule:
         if not request.whole and request_embedding is not None:
             rows.append(np.asarray(request_embedding, dtype=np.float32).reshape(-1))
         # A word is looked for in the other script in the few nearest passages, not only the
-        # nearest: "周四发布的话变更单最晚什么时候提" is nearest a Chinese page (0.31), and the
-        # English one saying "by Tuesday 17:00 before the Thursday release. Late tickets …" came
-        # third (0.24), so 周四 and 最晚 were never compared with "Thursday" and "late" (its
-        # words found as written, 发布 and 变更, put other pages first; docs/BENCHMARKS.md,
-        # "The nearest passages across scripts").
+        # nearest: the words a message shares as written with the KB (发布, 变更) rank pages in
+        # its own script first, while the page that answers it may be written in the other
+        # script a few places down ("by Tuesday 17:00 before the Thursday release"), and only
+        # there are 周四 and 最晚 compared with "Thursday" and "late".
         ranked = await self.snapshots.search(
             "chunks", kb, np.stack(rows), limit=max(TRANSLATION_PASSAGES, limit)
         )
@@ -583,7 +577,7 @@ class CoverageRule:
         shares the message's names does not also answer an off-topic ask. `nearest`, `across`:
         the passages nearest the message, and the next nearest (untranslated). An English
         month name is also found in a Chinese passage that writes its number (month_in: "dec"
-        ~ 12月 scored 0.59 with the embedder)."""
+        ~ 12月, which the embedder puts below TRANSLATION_MIN)."""
         found: dict[str, set[int]] = {}
         pairs = []
         for term, index in untranslated(terms, kb, nearest, across):
@@ -630,7 +624,7 @@ class CoverageRule:
     ) -> bool:
         """Whether every passage word the message's word matched (sims: to each of `words`)
         is the translation of another word the KB writes in the message word's script: 床位 ~
-        floor 0.678, where the KB writes 楼层 for floor (0.737; core.gate.rivals)."""
+        floor, where the KB writes 楼层 for floor and 楼层 is the nearer (core.gate.rivals)."""
         script = await self.script_words(kb, is_cjk(term))
         surface, vector = term.surface, vectors[term.surface]
         matched = (int(i) for i in np.flatnonzero(sims >= TRANSLATION_MIN))

@@ -1,6 +1,6 @@
 """What the KB holds of a message's terms: the evidence the coverage rule weighs.
 
-For the distinct terms of a request (core.gate.terms), looked up in the KB (core.gate.kb_terms)
+For the distinct terms of a request (core.language.terms), looked up in the KB (core.gate.kb_terms)
 or found in a passage of the other script by translation: the share of their weight the KB
 holds, the share the best single passage holds together, the names found, and how much of the
 ask (the words that are not names) that passage holds, in each script the message is written
@@ -15,10 +15,10 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from core.asked_values import writes
 from core.gate.kb_terms import SUBJECT_MIN_CHUNKS, KbTerms, Translations, findable
-from core.gate.terms import ASK_WEIGHT, NUMBER, Term, distinct_terms, is_cjk
-from core.text import LEADS_IN
+from core.language.asked_values import writes
+from core.language.terms import ASK_WEIGHT, NUMBER, Term, distinct_terms, is_cjk
+from core.language.text import LEADS_IN
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,10 +108,10 @@ def term_evidence(
     # lumen-ledger a vegetarian?" asks in a word the KB writes nowhere, and "LUMEN_MAX_ATTEMPTS
     # 法国的首都是哪里？" too (法国). Every word of the ask must be the KB's: one word it writes
     # nowhere leaves the evidence as it was. Not about a number: 650 or 2020 in chat is a board,
-    # a year, a count, not one thing a passage defines (on the refusal set's real chat, numbers
-    # alone brought 3 unanswerable messages in and no answerable one; identifiers 3 answerable
-    # and 1 not, see docs/BENCHMARKS.md). The passage then holds those words for its passage
-    # coverage too: "Which component reads LUMEN_DISPATCH_CONCURRENCY?" was 69% in one passage.
+    # a year, a count, not one thing a passage defines, and on real group chat numbers let
+    # unanswerable messages in where identifiers let answerable ones in. The passage then holds
+    # those words for its passage coverage too, so "Which component reads
+    # LUMEN_DISPATCH_CONCURRENCY?" is found together in the line that defines it.
     # A word the KB only translates into some passage is not its own: "Where does LOOM_ENV go
     # on weekends?" found 周末 in a Chinese page.
     identified = _identifier_chunks(distinct, kb, translated)
@@ -160,15 +160,13 @@ def term_evidence(
         # Natarajan like to eat?" (eat), "Priya Natarajan 喜欢吃什么？" (喜欢, 吃) or "Where
         # does Priya Natarajan live?" ask what the passage naming her does not hold; "What
         # does Priya Natarajan own?" (own: "does not own" is in it) asks what it does. With no
-        # light word either ("Who is Priya Natarajan?") the names are the whole question. On
-        # the demo sets: personal questions about the KB's people refused 5/15 → 14/15 (5/10 →
-        # 10/10 on the holdout), covered questions refused 0/85 (0/34) before and after
-        # (docs/BENCHMARKS.md, "Coverage across scripts, and the ask").
+        # light word either ("Who is Priya Natarajan?") the names are the whole question. This
+        # refuses personal questions about the KB's people without refusing a covered question.
         #
         # Across scripts such words are verbs of everyday frequency that the word-to-word
-        # embedder does not translate (负责 ~ owners 0.48, while 住 ~ owning 0.57 and eat ~ pki
-        # 0.50): a passage of the other script holds one when the KB writes it in its own
-        # script somewhere (负责 in the Chinese deploy guide; 喜欢, 电影 nowhere).
+        # embedder does not translate reliably (负责 ~ owners scores below unrelated pairs such
+        # as 住 ~ owning): a passage of the other script holds one when the KB writes it in its
+        # own script somewhere (负责 in the Chinese deploy guide; 喜欢, 电影 nowhere).
         #
         # About an identifier, the same, except that its passage holds the light words written
         # in its own script and the word a question word asks for: "LUMEN_DISPATCH_CONCURRENCY
@@ -422,7 +420,7 @@ def _light_chunks(
     if people and chunks is not None:
         # "How old is Aiyana Whitehorse?" found "Older data must be re-sent" in the runbook
         # passage whose last line needs her approval: a passage says what it says of a person
-        # where it names them (docs/BENCHMARKS.md, "A first hour's misses")
+        # where it names them
         lexical = kb.lookup(term)
         if lexical is not None:
             beside = [

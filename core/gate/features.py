@@ -13,8 +13,8 @@ import re
 from collections import Counter
 from functools import lru_cache
 
-from core.text import CJK_CHAR, CJK_IDEOGRAPHS, CJK_RUN, cjk_pairs
-from core.words import normalise
+from core.language.text import CJK_CHAR, CJK_IDEOGRAPHS, CJK_RUN, cjk_pairs
+from core.language.words import normalise
 
 # Terms the vocabulary model learns from: Latin words (identifiers such as `mmdeploy` or
 # `onnxruntime` are whole words), and Chinese characters with their bigrams — Chinese has no
@@ -42,9 +42,9 @@ _EMOJI = re.compile("[\U0001f000-\U0001faff\u2600-\u27bf]")
 # What a message says, without what a chat export or client put around it: a chat sticker is a
 # few Chinese characters in square brackets ("[捂脸]", "[旺柴]"; the export writes a picture as
 # "[图片]"), and an export writes other media as "emoji" or "sys msg" standing as a sentence.
-# Left out of what the fitted gate embeds, searches and compares by n-grams, they gained about
-# half an F1 point on the refusal set (docs/BENCHMARKS.md, "Seventh pass"); the cues still read
-# the text as written. Narrow on purpose: Latin tags ("[WIP]", "[ERROR]"), code ("a[0]",
+# Left out of what the fitted gate embeds, searches and compares by n-grams: they say nothing of
+# what is asked, and the fit scores better held out without them; the cues still read the text
+# as written. Narrow on purpose: Latin tags ("[WIP]", "[ERROR]"), code ("a[0]",
 # "list[int]", "a[0][键]"), markdown links ("[文档](url)") and nested brackets are text, not
 # stickers: the brackets (one or several in a row) must hold only Chinese characters, follow no
 # Latin letter, digit, "_", ")" or bracket (an index: "d[键]", "a[0][键]"), and precede no

@@ -36,22 +36,22 @@ import numpy.typing as npt
 from pydantic import BaseModel
 
 import prompts
-from core.answer.wording import DECLINE_NOT_A_QUESTION, DECLINE_UNSAFE, KB_EMPTY, NOT_COVERED
 from core.conversation import Message
+from core.decision import DEFERRED_SCORE, INTENTS, GateDecision, Intent, Stage
 from core.errors import InputError, LLMBadResponse, LLMError, StoreError, StoreUnavailable
 from core.gate.coverage import CoverageOptions, CoverageRule
-from core.gate.decision import DEFERRED_SCORE, INTENTS, GateDecision, Intent, Stage
 from core.gate.features import content_to_score, message_content
 from core.gate.model import DEFAULT_FOLDS, GateFit, Matrix, cue_matrix, feature_matrix
 from core.gate.prior import PriorScore, RequestPrior, shipped_prior
 from core.gate.signals import CHUNKS_PER_MESSAGE, has_graph_vectors, kb_features
 from core.gate.store import fit_command, fit_stamp, load_fit, save_fit
 from core.kb import validate_kb_name
+from core.language.text import Language, detect_language
+from core.language.wording import DECLINE_NOT_A_QUESTION, DECLINE_UNSAFE, KB_EMPTY, NOT_COVERED
+from core.language.words import normalise
 from core.models import VectorHit
 from core.ports import LLM, Embedder, StateStore, VectorStore
-from core.text import Language, detect_language
 from core.vector_cache import CacheOptions, VectorCache
-from core.words import normalise
 
 _COMMAND = re.compile(r"^/[A-Za-z_][\w@-]*(\s|$)")  # /start, /help@tacit_bot
 # A letter or digit of any script: Chinese characters are letters to Unicode (\w matches them).
@@ -75,8 +75,8 @@ class GateOptions:
     # With an LLM and no fit, a question addressed to the bot that the coverage rule refuses
     # for coverage alone (not its stuffing veto) goes to the answerer, whose model reads the
     # retrieved passages and answers or says they do not hold the answer (core.answer.pipeline):
-    # the rule matches words, weakly across scripts (docs/BENCHMARKS.md, "Questions the word
-    # rule refuses, left to the model"). Overheard messages are never deferred.
+    # the rule matches words, weakly across scripts, and a model reading the passages is the
+    # better judge of those. Overheard messages are never deferred.
     model_judges_uncovered: bool = True
 
 
@@ -606,9 +606,13 @@ class Gate:
     ) -> GateFit:
         """Fit on the labelled messages and store the fit with the KB."""
         fit = await self.trial_fit(kb, good, bad, precision=precision, folds=folds)
+        await self.keep_fit(kb, fit)
+        return fit
+
+    async def keep_fit(self, kb: str, fit: GateFit) -> None:
+        """Store a fit made by trial_fit (after checking it) as the KB's fit."""
         await save_fit(self.state, kb, fit)
         self._fits.pop(kb, None)
-        return fit
 
     async def trial_fit(
         self,

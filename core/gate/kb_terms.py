@@ -2,7 +2,7 @@
 
 The coverage rule (core.gate.coverage) asks of every term of a message which passages hold it.
 KbTerms indexes a KB's chunk texts once per KB version (Latin words by the keys
-core.gate.terms gives a message's words, CJK text by its pairs of characters, each passage's
+core.language.terms gives a message's words, CJK text by its pairs of characters, each passage's
 heading path apart) and answers exactly, with one typo for a name, by a word's agent noun, by
 the KB's own subject, and for a CJK word jieba cut across the KB's own vocabulary, as the KB
 writes it. Here too: two CJK words the KB writes as one compound, and which passages of the
@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
-from core.gate.terms import (
+from core.language.terms import (
     CJK_QUESTION,
     FUNCTION_ZIPF,
     LATIN_WORD,
@@ -32,8 +32,8 @@ from core.gate.terms import (
     specificity,
     term_key,
 )
-from core.text import CJK_RUN, Language, cjk_pairs, detect_language
-from core.words import fold, zipf
+from core.language.text import CJK_RUN, Language, cjk_pairs, detect_language
+from core.language.words import fold, zipf
 
 # A name in more than half of the passages of a KB of at least this many is the KB's subject
 # (KbTerms.lookup): in a KB of a few passages, most of them sharing a name says nothing.
@@ -54,14 +54,14 @@ class KbTerms:
     chunks: int
     by_prefix: dict[str, list[str]] = field(default_factory=dict)
     texts: tuple[str, ...] = ()
-    languages: tuple[Language, ...] = ()  # each chunk's language (core.text's one rule)
+    languages: tuple[Language, ...] = ()  # each chunk's language (core.language.text's one rule)
     rows: dict[str, int] = field(default_factory=dict)  # chunk id → its index
     # each passage's words (words()) by its text: a text the KB holds twice, or that an earlier
     # version of the KB held (carry_words), is cut into words once
     _words: dict[str, tuple[str, ...]] = field(default_factory=dict, repr=False)
     _lines: dict[int, KbTerms] = field(default_factory=dict, repr=False)
     # the keys of each passage's first line (its heading path) → the passages: headed() asks
-    # a message of everyday words, and scanning every heading cost 2 ms a message at 6k chunks
+    # a message of everyday words, and scanning every heading for each message grows with the KB
     heads: dict[str, frozenset[int]] = field(default_factory=dict, repr=False)
 
     @classmethod
@@ -132,8 +132,8 @@ class KbTerms:
         """Take the words an earlier version of the KB cut its passages into, for the passages
         this version still holds as they were: a KB's new version (one file indexed again, or
         the same chunks read afresh) re-reads every chunk, and cutting the passages into words
-        again (jieba, wordfreq) took half of the cross-script look-up's time at 10k chunks
-        (docs/BENCHMARKS.md, "The cross-script look-up without its repeats")."""
+        again (jieba, wordfreq) is the larger part of the cross-script look-up's time on a
+        large KB."""
         held = set(self.texts)
         for text, words in list(earlier._words.items()):
             if text in held:
@@ -198,9 +198,8 @@ class KbTerms:
         everyday frequency (的, 是, 最: FUNCTION_ZIPF) or a question particle (吗, 呢) is the
         question's, never part of the KB's word; one jieba put in a word of its own (双十 in
         双十/一买) is that word's (the context holds none). Not the word's own pairs alone: on
-        real chat against a large KB, "这不贵" read as 这不 and "不换个" as 换个 brought chatter
-        in (docs/BENCHMARKS.md). The passages are those holding every such run. The word
-        keeps its own weight."""
+        real chat against a large KB, "这不贵" read as 这不 and "不换个" as 换个 bring chatter
+        in. The passages are those holding every such run. The word keeps its own weight."""
         text, start = term.context, term.at
         end = start + len(term.key)
         held = [
@@ -349,9 +348,8 @@ def untranslated(
     (not `across`): jieba may have cut it around the KB's word (within, which
     CoverageRule.translations reads)."""
     candidates = dict.fromkeys([*_lexical_best(terms, kb, TRANSLATION_PASSAGES), *nearest])
-    # Farther passages of the word's own script stay out: on the refusal set's chat, reading
-    # 超高速 as 高速 or 聊天记录 as 记录 there brought 3 more unanswerable messages in and no
-    # answerable one (docs/BENCHMARKS.md, "The nearest passages across scripts").
+    # Farther passages of the word's own script stay out: on real chat, reading 超高速 as 高速
+    # or 聊天记录 as 记录 there lets unanswerable messages in and no answerable one.
     farther = dict.fromkeys(index for index in across if index not in candidates)
     pairs: list[tuple[Term, int]] = []
     for term in distinct_terms(terms).values():

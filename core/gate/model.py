@@ -25,19 +25,19 @@ from core.gate.features import CUE_NAMES, char_ngrams, content_to_score, text_cu
 # searched and compared by n-grams
 FIT_VERSION = 4
 DEFAULT_FOLDS = 5  # cross-validation folds of a fit (its threshold comes from held-out scores)
-KNN_K = 10  # neighbours averaged per class; 10 beat 1, 3 and 5 in cross-validation
+KNN_K = 10  # neighbours averaged per class, chosen by cross-validation against fewer
 # Temperature of the soft nearest-neighbour score: at 0.05 the few closest examples dominate
-# while every example still counts; it added about half a point of F1 to the top-k means.
+# while every example still counts; it scores better held out than the top-k means alone.
 KERNEL_TAU = 0.05
 KB_FEATURES: tuple[str, ...] = ("chunk_max", "chunk_mean", "chunk_term_overlap")
 GRAPH_FEATURES: tuple[str, ...] = ("entity_max", "relation_max")
 # The coverage rule's signals (core.gate.coverage) as features: the request's specific terms
-# found in the KB, together in one passage, … (+0.9 F1 points, mean of 3 CV seeds on the
-# refusal set: 0.8006 → 0.8100).
+# found in the KB, together in one passage, …: what the KB holds of the ask, which similarity
+# to examples does not see (they score better held out with it).
 COVERAGE_FEATURES: tuple[str, ...] = SIGNALS
 EXAMPLE_FEATURES: tuple[str, ...] = ("good_max", "bad_max", "good_mean", "bad_mean", "good_kernel")
 # The same nearest-example view through character n-grams (TF-IDF cosine) instead of the
-# embedder: +0.7 to +1.2 F1 points held out on the refusal set (docs/BENCHMARKS.md, "Gate").
+# embedder: it adds to the embedder's view, held out on labelled chat.
 LEXICAL_FEATURES: tuple[str, ...] = ("good_lex_max", "bad_lex_max", "good_lex_mean", "bad_lex_mean")
 
 Matrix = npt.NDArray[np.float64]
@@ -204,8 +204,8 @@ class LexicalIndex:
             if not terms:
                 continue
             # All the query's postings at once: one gather and one bincount, no Python loop.
-            # (A scipy sparse product gives the same numbers but costs ~0.2 ms more per
-            # message, mostly building the query matrix: this runs for every chat message.)
+            # (A scipy sparse product gives the same numbers but costs more per message, mostly
+            # building the query matrix: this runs for every chat message.)
             starts, ends = self.indptr[terms], self.indptr[np.asarray(terms) + 1]
             lengths = ends - starts
             offsets = np.repeat(starts - np.cumsum(lengths) + lengths, lengths)

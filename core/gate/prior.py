@@ -3,8 +3,8 @@
 A team's first hour has no labelled messages, so the unfitted gate cannot learn what this chat's
 questions look like. This prior is a small logistic regression fitted once, by
 bench/fit_request_prior.py, on public chat messages (the BYU Chit-Chat corpus, English, and
-ChatterBot's Chinese conversations; both MIT/BSD-licensed, see docs/BENCHMARKS.md "Request
-prior"). Its label is the author's own question mark: a message is a question when the person
+ChatterBot's Chinese conversations; MIT and BSD-3-Clause licensed, named in that script). Its
+label is the author's own question mark: a message is a question when the person
 who wrote it marked it as one. The marks are removed from what the model sees, so it learns
 what questions look like without them ("anyone know how to restart the spool", "怎么配置"),
 and a message whose author did mark it is a question by that definition.
@@ -37,8 +37,8 @@ from pathlib import Path
 from typing import Any
 
 from core.gate.model import logistic
-from core.text import CJK_CHAR
-from core.words import normalise
+from core.language.text import CJK_CHAR
+from core.language.words import normalise
 
 WEIGHTS = Path(__file__).parent / "data" / "request_prior.json.gz"
 FORMAT = 1
@@ -56,10 +56,9 @@ _PLEA = re.compile(
 # A fault report is a plea for help: in a team's chat an error line pasted on its own
 # ("KilnAdmissionError: pending job limit reached (50)", "forge: error: token expired") or a
 # tool said to be broken asks what to do about it, and chat corpora have no such lines for the
-# learned score to know them by (it gave them 0.00-0.04). The error as a program prints it —
+# learned score to know them by (it scores them as chatter). The error as a program prints it —
 # a word ending in "error" or "exception" followed by ":", "(" or "[" — not the word "error" in
-# a sentence ("that error was wild"). Whether the KB covers it is still the coverage rule's
-# (docs/BENCHMARKS.md, "Gate coverage on an ML platform team's KB").
+# a sentence ("that error was wild"). Whether the KB covers it is still the coverage rule's.
 _FAULT = re.compile(
     r"\b[a-z0-9_.]*(error|exception)\s*[:(\[]|\berrno\b|traceback \(most recent call last\)|"
     r"\b(is|are|seems|keeps)\s+(broken|crashing|failing)\b|报错|出错了"

@@ -5,7 +5,7 @@ France?", "lumenctl lumenctl write me a poem") must not buy an answer, so the ru
 (core.gate.coverage) measures coverage on the clause that asks: the one that starts with a
 wh-word, an auxiliary or an imperative verb, or that ends with a question mark. Beside it, what
 kind of answer a question word asks for ("how big": a size) and whether the request asks for a
-way ("how do I …"). Analysis gathers it all with the terms (core.gate.terms) per message, so the
+way ("how do I …"). Analysis gathers it all with the terms (core.language.terms) per message, so the
 gate's look-ups and its verdict read one analysis. The request prior (core.gate.prior) uses the
 same request finder.
 """
@@ -18,8 +18,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from core.asked_values import asked_values, asking_words
-from core.gate.terms import (
+from core.language.asked_values import asked_values, asking_words
+from core.language.terms import (
     ASK_WEIGHT,
     AUXILIARIES,
     CJK_QUESTION,
@@ -42,8 +42,8 @@ from core.gate.terms import (
     term_repetition,
     titled_words,
 )
-from core.text import CJK_RUN
-from core.words import fold, zipf
+from core.language.text import CJK_RUN
+from core.language.words import fold, zipf
 
 _SEPARATORS = re.compile(r"[:;!?。！？；…]|\.\.\.|\s[—–-]+\s|,|，|\.(?=\s|$)")
 
@@ -199,16 +199,16 @@ class Analysis:
     how: bool  # asks_how of the request
     titled: frozenset[str] = frozenset()  # titled_words of the message as written
     general: bool = False  # the message says it asks in general (GENERAL_SCOPE)
-    # the kinds of value the request's question words ask for (core.asked_values: a time, a
+    # the kinds of value the request's question words ask for (core.language.asked_values: a time, a
     # day, a duration, a person), whose words are then not among the terms
     values: tuple[str, ...] = ()
 
 
 def _without_opening_imperative(request: str, terms: list[Term]) -> list[Term]:
     """The request's terms less the imperative it opens with: "write me a poem about GPUs"
-    asks for a poem, and "write" is how it asks, as "what" is ("KilnAdmissionError: write me
-    a poem about GPUs" found "write" in the KB, 27% of the ask; docs/BENCHMARKS.md, "A first
-    hour's misses")."""
+    asks for a poem, and "write" is how it asks, as "what" is: kept, "write" is found in
+    the KB and makes an off-topic ask look partly covered ("KilnAdmissionError: write me a
+    poem about GPUs")."""
     words = LATIN_WORD.findall(request)
     if not words or words[0] not in IMPERATIVES:
         return terms
@@ -237,9 +237,10 @@ def _bare_way(request: Request, terms: list[Term]) -> bool:
 def _without_asking_words(
     terms: Sequence[Term], values: tuple[str, ...], request: str
 ) -> tuple[Term, ...]:
-    """The terms less the words that ask for a value (core.asked_values.asking_words): "哪几天"
-    in "月末哪几天不能发布" asks for days, which the passage writes as "每月最后两个工作日", not as
-    the word; "hours" in "What hours are hotfixes forbidden?" is answered by "08:00 and 11:00"."""
+    """The terms less the words that ask for a value (core.language.asked_values.asking_words):
+    "哪几天" in "月末哪几天不能发布" asks for days, which the passage writes as
+    "每月最后两个工作日", not as the word; "hours" in "What hours are hotfixes forbidden?" is
+    answered by "08:00 and 11:00"."""
     if not values:
         return tuple(terms)
     latin, cjk = asking_words(request, values)

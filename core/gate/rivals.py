@@ -9,9 +9,9 @@ nearer "floor" than 床位 and not meaning 床位 (楼层 ~ 床位 0.59). So a m
 passage word p" stands unless the KB writes a rival: a word of m's script more than
 RIVAL_MARGIN nearer p than m is, that is neither m said another way (SAME_MEANING from m or
 more: "minutes" is nearer 分钟 than "min", and means it) nor, in Chinese, a word sharing one of
-m's characters (kin: 源码 and 来源于 share 源, "source", and are 0.67 and 0.79 from it). The
-margin keeps 最晚 ~ late, whose nearest word of the KB is 延迟 (0.698, 0.02 nearer).
-docs/BENCHMARKS.md, "Across languages: the KB's own word for a passage word".
+m's characters (kin: 源码 and 来源于 share 源, "source", and sit close to it). The
+margin keeps 最晚 ~ late, whose nearest word of the KB is 延迟, only a little nearer: a rival
+must be clearly the KB's word for the passage word, not merely as near.
 
 The check needs every word of the KB in that script embedded: ScriptWords holds them, built
 once per version of the KB, the vectors of the words an earlier version held carried over.
@@ -26,12 +26,11 @@ import numpy as np
 import numpy.typing as npt
 
 # A rival must be this much nearer the passage word than the message's word is: 最晚 ~ late
-# (0.678) is a translation though the KB's 延迟 is 0.698 from "late"; 床位 ~ floor (0.678) is
-# not, the KB's 楼层 being 0.737 from "floor" (docs/BENCHMARKS.md).
+# is a translation though the KB's 延迟 is slightly nearer "late"; 床位 ~ floor is not, the KB's
+# 楼层 being clearly nearer "floor". The margin sits between the two.
 RIVAL_MARGIN = 0.04
 # …and less near the message's word than this: a word nearer it is the same word said another
-# way (min and minutes 0.84, 病人 and 患者 0.75, db and database 0.64), no rival; 床位 and 楼层
-# are 0.59 apart.
+# way (min and minutes, 病人 and 患者, db and database), no rival; 床位 and 楼层 fall below it.
 SAME_MEANING = 0.6
 
 Embed = Callable[[Sequence[str]], Awaitable[npt.NDArray[np.floating]]]
@@ -43,7 +42,7 @@ class ScriptWords:
 
     words: tuple[str, ...]
     # one unit row per word, float32 (2 KiB at 512 dimensions): a passage word is compared with
-    # all of them, and widening float16 rows for it took 19 ms at 10k words, the product 1.5 ms
+    # all of them, and widening float16 rows for each comparison costs far more than the product
     matrix: npt.NDArray[np.float32]
     # a passage word → the rows of the KB's words that could rival a match with it (nearer it
     # than any match can be by RIVAL_MARGIN) and how near: the same words recur message after

@@ -17,10 +17,10 @@ from dataclasses import dataclass, field
 from core.errors import LLMError
 from core.index.document_store import GraphDescriptions
 from core.index.embedding import RunEmbedder
+from core.language.text import count_tokens, detect_language
 from core.model_output import clean_text_reply, is_refusal
 from core.models import Collection, DeletionReport, Entity, Relation, VectorRecord, normalise_name
 from core.ports import LLM, Embedder, VectorStore
-from core.text import count_tokens, detect_language
 from prompts import render
 
 # Embedding cost grows with text length, and the first descriptions say what a thing is: a
@@ -151,8 +151,8 @@ class GraphVectorSync:
             VectorRecord(id=record_id, vector=vector, text=text)
             for (record_id, text), vector in zip(rows, matrix, strict=True)
         ]
-        # One upsert for all: a vector store call costs far more than a row (Milvus Lite: ~65
-        # ms per call of 64 rows against ~1 ms per row), and the adapter batches it itself.
+        # One upsert for all: a vector store call costs far more than a row (Milvus Lite most
+        # of all), and the adapter batches it itself.
         await self.vectors.upsert(collection, kb, records)
         self._embedded.update(((kb, collection, rid), text) for rid, text in rows)
 

@@ -19,9 +19,9 @@ from collections.abc import Sequence
 from typing import Literal
 
 from core.index.extract import Extraction, parse_records, says_yes
+from core.language.text import detect_language
 from core.models import ChunkRecord, Prompt
 from core.ports import LLM
-from core.text import detect_language
 from prompts import render
 
 LoopVariant = Literal["base", "trial"]

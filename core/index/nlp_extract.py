@@ -1,35 +1,32 @@
 """Entities and relations without an LLM: key terms, and which terms share a sentence.
 
-The low-cost mode of HuixiangDou2's indexing. English key terms are candidate phrases in the
-RAKE manner (runs of words between stop words and punctuation), ranked by how often the chunk
-uses them and how technical they look (CamelCase, digits, snake_case, dotted names). Chinese
-key terms come from jieba's TF-IDF keyword extraction, which knows Chinese stop words and word
-frequencies. Two terms of one chunk that appear in one sentence are related, and that
-sentence is the description of the relation; the first sentence naming a term describes it.
+The low-cost mode of HuixiangDou2's indexing. A chunk's key terms are its key phrases
+(core.language.phrases: RAKE-style English phrases, jieba's Chinese keywords, measures and
+function words left out). Two terms of one chunk that appear in one sentence are related, and
+that sentence is the description of the relation; the first sentence naming a term describes it.
+
+Types and relation names come from the chunk's markup (core/index/markup_kinds.py): a term
+written as code is code, a command or a config key, a term of the heading is the section's topic;
+a table's row relates its
+first cell to the others, named by the column's header. Everything else is a "term", and two
+terms of one sentence are related without a name: co-occurrence says no more.
 
 Fenced code is left out: identifiers in code samples (`self`, `import`) are noise as entities.
-So are measures: a unit quantities are read in ("minutes", "MB", "分钟", "小时":
-core.reason.quantities) names nothing, and neither does a Chinese word jieba tags as a numeral,
-measure word, time word, pronoun, preposition, conjunction, particle or locality word ("一次",
-"两周", "本文", "每周"), nor the HMM's new words that are two words run together and start or
-end with a function word ("内未", "这比") — the Chinese side of the rule that an English phrase
-never starts or ends with a stop word.
 """
 
 from __future__ import annotations
 
 import asyncio
 import re
-from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from functools import lru_cache
 from itertools import combinations
 
-from core import chinese_words
 from core.index.extract import Extraction
+from core.index.markup_kinds import TERM, markup_types, table_rows, term_type
+from core.language.phrases import chinese_terms, english_terms
+from core.language.text import detect_language, split_sentences
 from core.models import ChunkRecord, EntityMention, RelationMention, normalise_name
-from core.reason.quantities import is_unit
-from core.text import CJK_RUN, detect_language, split_sentences
 
 MAX_DESCRIPTION_CHARS = 300
 
@@ -40,37 +37,8 @@ def _extraction_thread() -> ThreadPoolExecutor:
     return ThreadPoolExecutor(max_workers=1, thread_name_prefix="tacit-nlp-extract")
 
 
-ENTITY_TYPE = "term"
-
-# Function words and the vaguest content words of technical prose. A phrase never starts or
-# ends with one, and never contains one: they are where candidate phrases break.
-ENGLISH_STOP_WORDS = frozenset(
-    """
-    a about above across after again against all almost along already also although always am
-    among an and another any anyone anything are around as at be became because become been
-    before being below between both but by can cannot could did do does doing done down during
-    each either else enough etc even ever every few first for from further get gets getting
-    given gives go goes had has have having he her here hers him his how however i if in into
-    is it its itself just last least less let like likely made make makes many may me might
-    more most much must my need needs neither never new next no nor not now of off often on
-    once one only or other others our out over own per please rather really same see several
-    shall she should since so some something such than that the their them then there these
-    they this those though through thus to too under until up upon us use used uses using very
-    via was we well were what when where whether which while who whom whose why will with
-    within without would yet you your yours e.g i.e eg ie vs example examples following follows
-    note please way ways want wants able following default true false none null yes
-    """.split()  # noqa: SIM905 (a word list reads better as text)
-)
-
-# Verbs that open instructions in documentation ("Run …", "Set …") and are no part of a term.
-IMPERATIVES = frozenset(
-    """
-    add apply build call change check choose click configure copy create delete deploy
-    disable download edit enable ensure enter export fill follow import install launch list
-    load make modify open pass press read refer remove rename replace restart run save select
-    set specify start stop try type update upgrade verify visit
-    """.split()  # noqa: SIM905
-)
+ENTITY_TYPE = TERM  # a term whose markup tells nothing more
+MAX_RELATION_NAME_CHARS = 40  # a longer table header is a sentence, not a relation's name
 
 _CODE_FENCE = re.compile(r"^\s*(```|~~~).*?^\s*\1[^\n]*$", re.M | re.S)
 # A Markdown table: a header row, its delimiter row ("|---|:--:|"), then body rows.
@@ -78,30 +46,13 @@ _TABLE_ROW = re.compile(r"^[ \t]*\|(.*)\|[ \t]*$")
 _CELL_BORDER = re.compile(r"(?<!\\)\|")  # "\|" is a pipe inside a cell
 _TABLE_DELIMITER = re.compile(r"^[ \t]*\|?(?:[ \t]*:?-+:?[ \t]*\|)+(?:[ \t]*:?-+:?[ \t]*)?$")
 _INLINE_URL = re.compile(r"https?://\S+|www\.\S+")
-# Words of technical English: letters first, then letters/digits joined by _ . - + /.
-_TOKEN = re.compile(r"[A-Za-z][A-Za-z0-9]*(?:[_.\-+/][A-Za-z0-9]+)*\+*|[^\sA-Za-z]+")
-_WORD = re.compile(r"[A-Za-z]")
-_TECHNICAL = re.compile(r"[a-z][A-Z]|[A-Z]{2,}|\d|_|\.")
-# A term names something only with a letter in it (Latin or Chinese): jieba's keywords of a
-# chunk with a markdown table include its delimiter row ("---") and cells like "90%".
-_NAMES = re.compile(r"[^\W\d_]")
-# jieba's part-of-speech classes (the first letter of its tag) whose words name nothing: m
-# numeral, q measure word, t time word, r pronoun, p preposition, c conjunction, u particle, f
-# locality word, e/o/y interjection, onomatopoeia, modal particle. Not adverbs (d): jieba's
-# dictionary tags many technical words so (同步, 随机, 对齐, 偏好 in the refusal KB).
-_NAMELESS_WORD = frozenset("mqtrpcufeoy")
-# A term jieba cuts into several words (the HMM's new words) is no name when it starts or ends
-# with a function word, adverbs included ("内"+"未", "这"+"比", "将"+"会"); a numeral or a
-# measure word at an edge may be part of one ("字"+"段", "多"+"卡").
-_NAMELESS_EDGE = frozenset("rdpcufeoy")
 
 
 class NLPExtractor:
-    """Key terms and sentence co-occurrence; no model, no network, ~1 ms per chunk.
+    """Key terms and sentence co-occurrence; no model, no network, about a millisecond a chunk.
 
-    The limits bound the graph, and so the vectors to embed and store: over the 9 MB refusal
-    corpus, 12 terms a chunk and 5 a sentence made 14.6k entities and 52k relations, and
-    Milvus Lite's memory (it grows with rows) reached 1.9 GB.
+    The limits bound the graph, and so the vectors to embed and store: Milvus Lite's memory
+    grows with its rows, and more terms a chunk or a sentence multiply the relations.
     """
 
     def __init__(self, *, max_terms: int = 10, max_terms_per_sentence: int = 4) -> None:
@@ -121,7 +72,8 @@ class NLPExtractor:
         return await loop.run_in_executor(_extraction_thread(), self.extract_sync, chunk)
 
     def extract_sync(self, chunk: ChunkRecord) -> Extraction:
-        text = _INLINE_URL.sub(" ", table_rows_as_text(_CODE_FENCE.sub("\n", chunk.text)))
+        unfenced = _CODE_FENCE.sub("\n", chunk.text)
+        text = _INLINE_URL.sub(" ", table_rows_as_text(unfenced))
         sentences = split_sentences(text)
         if not sentences:
             return Extraction()
@@ -129,23 +81,63 @@ class NLPExtractor:
             terms = chinese_terms(text, self.max_terms)
         else:
             terms = english_terms(sentences, self.max_terms)
-        return self._mentions(chunk.id, terms, sentences)
-
-    def _mentions(self, chunk_id: str, terms: list[str], sentences: list[str]) -> Extraction:
+        typed = markup_types(unfenced)
+        types = {term: term_type(term, typed, chunk.heading) for term in terms}
         result = Extraction()
+        seen_pairs: set[tuple[str, str]] = set()
+        if terms:
+            self._table_relations(chunk.id, terms, unfenced, result, seen_pairs)
+        self._mentions(chunk.id, terms, types, sentences, result, seen_pairs)
+        return result
+
+    def _table_relations(
+        self,
+        chunk_id: str,
+        terms: list[str],
+        text: str,
+        result: Extraction,
+        seen_pairs: set[tuple[str, str]],
+    ) -> None:
+        """A table row's first cell related to each of its other cells, the relation named by
+        the column's header."""
+        for row in table_rows(text):
+            if len(row.cells) < 2:
+                continue
+            description = _shorten("; ".join(cell for cell in row.cells if cell))
+            subjects = [t for t in terms if t.casefold() in row.cells[0].casefold()][:1]
+            for cell, header in zip(row.cells[1:], row.headers[1:], strict=False):
+                name = header.strip("*_` ").lower()
+                if not subjects or not name or len(name) > MAX_RELATION_NAME_CHARS:
+                    continue
+                for term in (t for t in terms if t.casefold() in cell.casefold()):
+                    a, b = subjects[0], term
+                    pair = (a, b) if a < b else (b, a)
+                    if pair in seen_pairs or normalise_name(a) == normalise_name(b):
+                        continue
+                    seen_pairs.add(pair)
+                    result.relations.append(RelationMention(a, b, name, description, chunk_id))
+
+    def _mentions(
+        self,
+        chunk_id: str,
+        terms: list[str],
+        types: dict[str, str],
+        sentences: list[str],
+        result: Extraction,
+        seen_pairs: set[tuple[str, str]],
+    ) -> None:
         if not terms:
-            return result
+            return
         folded = [s.casefold() for s in sentences]
         rank = {term: i for i, term in enumerate(terms)}
         described: set[str] = set()
-        seen_pairs: set[tuple[str, str]] = set()
         for sentence, lower in zip(sentences, folded, strict=True):
             present = [t for t in terms if t.casefold() in lower]
             description = _shorten(sentence)
             for term in present:
                 if term not in described:
                     described.add(term)
-                    result.entities.append(EntityMention(term, ENTITY_TYPE, description, chunk_id))
+                    result.entities.append(EntityMention(term, types[term], description, chunk_id))
             present.sort(key=rank.__getitem__)
             for a, b in combinations(present[: self.max_terms_per_sentence], 2):
                 pair = (a, b) if a < b else (b, a)
@@ -153,7 +145,6 @@ class NLPExtractor:
                     continue
                 seen_pairs.add(pair)
                 result.relations.append(RelationMention(a, b, "", description, chunk_id))
-        return result
 
 
 def table_rows_as_text(text: str) -> str:
@@ -178,108 +169,6 @@ def table_rows_as_text(text: str) -> str:
             line = "; ".join(cell for cell in cells if cell)
         out.append(line)
     return "\n".join(out)
-
-
-def english_terms(sentences: list[str], limit: int) -> list[str]:
-    """The chunk's key phrases, best first (at most `limit`)."""
-    counts: Counter[str] = Counter()
-    display: dict[str, str] = {}
-    for sentence in sentences:
-        for phrase in _candidate_phrases(sentence):
-            key = phrase.casefold()
-            counts[key] += 1
-            display.setdefault(key, phrase)
-    kept = [
-        key for key in counts if _plausible(display[key], counts[key]) and not is_unit(display[key])
-    ]
-    kept.sort(key=lambda key: (-_score(display[key], counts[key]), key))
-    return [display[key] for key in kept[:limit]]
-
-
-def _plausible(phrase: str, count: int) -> bool:
-    """A lone plain word ("probably", "Switching") names something only if the chunk repeats it."""
-    if " " in phrase or _TECHNICAL.search(phrase[1:]):
-        return True
-    if phrase.casefold().endswith(("ly", "ing", "ed")):
-        return False
-    return count >= 2 or phrase[:1].isupper()
-
-
-def _candidate_phrases(sentence: str) -> list[str]:
-    phrases: list[str] = []
-    run: list[str] = []
-
-    def close() -> None:
-        if run:
-            words = run[:]
-            # A long run is usually a list of names, not one name: take its words one by one.
-            groups = [words] if len(words) <= 3 else [[w] for w in words]
-            phrases.extend(" ".join(g) for g in groups if _is_term(g))
-            run.clear()
-
-    first_word = True
-    for token in _TOKEN.findall(sentence):
-        if not _WORD.match(token):
-            close()
-            continue
-        initial, first_word = first_word, False
-        if token.casefold() in ENGLISH_STOP_WORDS:
-            close()
-            continue
-        word = token.rstrip(".-/")
-        if initial and word[1:].islower():
-            # A sentence's first word is capitalised by grammar, not because it is a name.
-            word = word.lower()
-            if word in IMPERATIVES:
-                continue  # "Set max_batch_size …": the instruction is not part of the term
-        run.append(word)
-    close()
-    return phrases
-
-
-def _is_term(words: list[str]) -> bool:
-    if len(words) == 1:
-        word = words[0]
-        # Short words are names only when written as acronyms (GPU, KV).
-        return len(word) >= 4 or (len(word) >= 2 and word.isupper())
-    return all(len(w) >= 2 for w in words)
-
-
-def _score(phrase: str, count: int) -> float:
-    technical = 1.0 if _TECHNICAL.search(phrase) else 0.0
-    capitalised = 0.5 if phrase[:1].isupper() else 0.0
-    words = phrase.count(" ") + 1
-    return count * (1.0 + technical + capitalised + 0.3 * (words - 1))
-
-
-def chinese_terms(text: str, limit: int) -> list[str]:
-    """jieba's TF-IDF keywords of the chunk, best first; English words in it count too."""
-    tags = chinese_words.keywords(text, limit * 2)
-    terms: list[str] = []
-    for tag in tags:
-        word = str(tag).strip()
-        if len(word) < 2 or word.casefold() in ENGLISH_STOP_WORDS or not _NAMES.search(word):
-            continue  # "---" of a markdown table, "90%": punctuation and numbers name nothing
-        if _WORD.match(word) and not _is_term([word]):
-            continue
-        if is_unit(word) or (CJK_RUN.fullmatch(word) and not _chinese_name(word)):
-            continue  # "分钟", "一次", "本文": a measure or a function word, no name
-        terms.append(word)
-        if len(terms) == limit:
-            break
-    return terms
-
-
-@lru_cache(maxsize=65536)
-def _chinese_name(term: str) -> bool:
-    """Whether a Chinese term can name something, by jieba's parts of speech: one word of no
-    nameless class, or words that neither start nor end with a function word."""
-    words = chinese_words.parts_of_speech(term)
-    if not words:
-        return False
-    if len(words) == 1:
-        return words[0][1][:1] not in _NAMELESS_WORD
-    return not any(flag[:1] in _NAMELESS_EDGE for _, flag in (words[0], words[-1]))
 
 
 def _shorten(sentence: str) -> str:

@@ -422,8 +422,8 @@ class Indexer:
         report: IndexReport,
     ) -> None:
         """Store a batch: chunk vectors, graph, extraction, entity and relation vectors, then
-        the content hashes. (Embedding the next batch while this one is stored was measured:
-        on 2 cores the two compete and the run got slower — docs/BENCHMARKS.md.)"""
+        the content hashes. (Not overlapped with embedding the next batch: on a small machine
+        the two compete for the cores and the run gets slower.)"""
         all_chunks = [c for item in batch for c in item.chunks]
         await self._store_chunks(kb, all_chunks, await self._chunk_vectors(all_chunks))
 
@@ -479,7 +479,7 @@ class Indexer:
     async def _store_chunks(self, kb: str, chunks: list[ChunkRecord], vectors: Vectors) -> None:
         records = [
             # The stored text is what BM25 indexes: with the heading path, a passage is found
-            # by its title too (HotpotQA recall@5 of BM25: +7.5 points, measured).
+            # by its title too, as a question often names the page it is about.
             VectorRecord(id=c.id, vector=v, text=embedding_text(c), source=c.source)
             for c, v in zip(chunks, vectors, strict=True)
         ]

@@ -13,7 +13,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from core.text import Language, count_tokens, detect_language
+from core.language.text import Language, count_tokens, detect_language
 
 EN_SEPARATORS = ("\n\n", "\n", ". ", "? ", "! ", "; ", ", ", " ", "")
 ZH_SEPARATORS = ("\n\n", "\n", "。", "！", "？", "；", "，", "、", " ", "")

@@ -35,8 +35,15 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import prompts
-from core.answer.context_text import render_context
 from core.errors import LLMError
+from core.language.quantities import (
+    Quantity,
+    format_number,
+    parse_literal_quantity,
+    parse_quantity,
+)
+from core.language.rows import StepPattern, rows_first
+from core.language.text import Language
 from core.ports import LLM
 from core.reason.operators import (
     Item,
@@ -70,16 +77,9 @@ from core.reason.plan import (
     reference_of,
     step_dependencies,
 )
-from core.reason.quantities import (
-    Quantity,
-    format_number,
-    parse_literal_quantity,
-    parse_quantity,
-)
-from core.reason.rows import StepPattern, rows_first
 from core.reason.sub_answer import MAX_ITEMS, MAX_SUPPORT, SubAnswer, Support
 from core.retrieve.context import Keywords, RetrievedContext, ScoredChunk
-from core.text import Language
+from core.retrieve.context_text import render_context
 
 # A sub-question is narrow: its sub-answer reads the best of the step's context, not all of it
 # (the final answer still gets the whole merged context).
@@ -606,7 +606,7 @@ def _narrowed(
     context: RetrievedContext, pattern: StepPattern, entries: Sequence[str] = ()
 ) -> RetrievedContext:
     """What the step's sub-answer reads: the best graph items, and the best chunks once those
-    holding the subject and the predicate in one row or line are moved up (core/reason/rows.py:
+    holding the subject and the predicate in one row or line are moved up (core/language/rows.py:
     the retriever ranks a table of owners below passages that only mention the subject), then
     the subject's entries closest to the predicate in any language (`entries`, chunk ids). The
     retriever's order and its ranking are kept otherwise; the merged plan context is not

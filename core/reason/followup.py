@@ -16,10 +16,10 @@ from collections.abc import Sequence
 
 import prompts
 from core.errors import LLMError
-from core.index.nlp_extract import chinese_terms, english_terms
+from core.language.phrases import chinese_terms, english_terms
+from core.language.text import Language, detect_language
 from core.model_output import clean_text_reply, is_refusal
 from core.ports import LLM
-from core.text import Language, detect_language
 
 MAX_TURNS = 6  # the thread's latest turns the rewrite sees
 MAX_TURN_CHARS = 600  # a long answer in the thread is cut: its start says what it was about

@@ -16,8 +16,8 @@ FeedbackPolicy decides after each judged round: accept (both scores reach the th
 (one more round with a wider context), or stop, and says why (Decision). It stops when the round
 limit is reached; when the answer falls short on a part the context lacks and an earlier,
 narrower round's judge named the same part as lacking — a wider round was tried for it and did
-not bring it, so the knowledge base most likely does not hold it (a relay run widened to the round
-limit for an approver the demo KB never names, docs/BENCHMARKS.md); or when the weaker score did not
+not bring it, so the knowledge base most likely does not hold it (without this, a question about
+an approver the KB never names widens to the round limit); or when the weaker score did not
 improve on the previous round — more context is not helping, KGiRAG §5's "soft" stopping rule.
 A part the context lacks gets one wider round, since the answer's cited sources are all the
 judge reads and retrieval may rank the part lower; a part named in no earlier round (the wider
@@ -35,16 +35,16 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, field_validator
 
 import prompts
-from core.gate.terms import content_terms
+from core.language.terms import content_terms
+from core.language.text import Language
 from core.model_output import read_score
 from core.ports import LLM
-from core.text import Language
 
 Action = Literal["accept", "widen", "stop"]
 
 # The scale prompts/judge.*.j2 names ("<0..1>"): a bare score is read on it, so a model that
 # imagines 1–5 and writes 4 is asked again instead of being read as 0.4 of 10.
-# tests/test_reason_judge.py checks the templates still name this scale.
+# tests/core/reason/test_judge.py checks the templates still name this scale.
 JUDGE_SCALE = 1.0
 # A completeness at most this is "nothing is answered" (the prompt's 0; a model that hedges
 # writes 0.1 for the same verdict).

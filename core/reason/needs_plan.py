@@ -2,8 +2,8 @@
 
 A plan costs a model call before anything else can start, and its sub-answers a call each; a
 question that is one lookup is answered as well, one call sooner, straight from dual-level
-retrieval (the third round's relay run: the plan was unused on 7 of 8 single-lookup
-questions). needs_plan() is the rule, over the question's text alone:
+retrieval (a single lookup's plan is one step that retrieval does as well).
+needs_plan() is the rule, over the question's text alone:
 
 - arithmetic or comparison asked for: a total, a sum, an average, a percentage, a ratio, a
   difference, "more/fewer/longer … than", "compare", "vs"; 总共, 平均, 百分之, 比例, 相比, 差多少;
@@ -19,9 +19,8 @@ questions). needs_plan() is the rule, over the question's text alone:
   them), as in a question about each of a list of services; names strewn through a pasted
   error message are one thing asked about.
 
-Anything else is a single lookup. tests/test_needs_plan.py holds the rule to the demo
-questions (bot/demo_questions.json) and the chat messages of tests/data; docs/BENCHMARKS.md
-("A lean model path") counts how many of each set it plans.
+Anything else is a single lookup. tests/core/reason/test_needs_plan.py holds the rule to the demo
+questions (bot/demo_questions.json) and the chat messages of tests/data.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from core.reason.quantities import (
+from core.language.quantities import (
     Quantity,
     UnitMismatch,
     all_quantities,
@@ -21,7 +21,7 @@ from core.reason.quantities import (
     in_one_unit,
     parse_quantity,
 )
-from core.text import Language
+from core.language.text import Language
 
 _STARTS_WITH_NUMBER = re.compile(r"^\s*-?\d")
 

@@ -35,9 +35,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 import prompts
 from core.errors import LLMBadResponse, TacitError
+from core.language.quantities import parse_literal_quantity
+from core.language.text import Language
 from core.ports import LLM
-from core.reason.quantities import parse_literal_quantity
-from core.text import Language
 
 Operator = Literal[
     "retrieve",

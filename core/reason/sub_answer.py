@@ -16,8 +16,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from core.answer.context_text import numbered_facts
 from core.retrieve.context import RetrievedContext
+from core.retrieve.context_text import numbered_facts
 
 MAX_ITEMS = 50  # a sub-answer listing more than this is not a list of answers
 # Sources a sub-answer is shown with at most: it reads STEP_CHUNKS passages, and a model that

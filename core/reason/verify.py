@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import prompts
+from core.language.text import Language
 from core.model_output import read_verdict
 from core.ports import LLM
-from core.text import Language
 
 # A verdict is one word, but a reasoning model thinks first: a 32-token cap cut every
 # DeepSeek-R1-style reply inside its <think> block, so every check failed. The callers pass the

@@ -11,9 +11,9 @@ from collections.abc import Callable, Sequence
 from functools import lru_cache
 from typing import TypeVar
 
+from core.language.text import count_tokens
 from core.models import ChunkRecord, Entity, Relation
 from core.retrieve.context import ScoredChunk, ScoredEntity, ScoredRelation
-from core.text import count_tokens
 
 T = TypeVar("T")
 
@@ -21,7 +21,7 @@ T = TypeVar("T")
 @lru_cache(maxsize=65_536)
 def _tokens(text: str) -> int:
     # The same entities and relations come back query after query (hubs, a feedback round's
-    # wider context): counting each text once saves most of the budget's cost (~0.2 ms a text).
+    # wider context): counting each text once saves most of the budget's cost.
     return count_tokens(text)
 
 

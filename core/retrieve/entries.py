@@ -5,11 +5,11 @@ thing, and a plan step asks for one of them: "lumen-gateway / 负责人". Its qu
 by their words and their meaning as a whole, so when the predicate is in the other script
 ("负责人" against a table headed `Owner`) nothing ranks the row: BM25 shares no word with it,
 and a whole table is no closer to "lumen-gateway 负责人" in meaning than the passages that only
-mention the gateway (docs/BENCHMARKS.md, "Plan steps across languages").
+mention the gateway.
 
 The subject is the part spelt alike in both languages, so the entries start from it: the
 passages that write the name (its best BM25 hits), and in them each row (with its table's
-header) or line holding it (core.reason.rows). Each entry is scored word to word: for every
+header) or line holding it (core.language.rows). Each entry is scored word to word: for every
 content word of the predicate, the nearest of the entry's own words by the multilingual
 embedder (负责人 ~ owner, 端口 ~ port, 默认值 ~ default), averaged over the predicate's words.
 Word to word rather than the entry's vector against the predicate's: a word is compared with a
@@ -22,8 +22,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from core.language.rows import StepPattern, content_words
 from core.ports import VectorStore
-from core.reason.rows import StepPattern, content_words
 from core.retrieve.context import ScoredChunk
 from core.retrieve.graph_reader import GraphReader
 from core.word_vectors import WordVectors

@@ -1,6 +1,6 @@
 """Fusing ranked lists of chunk ids (dense, BM25, graph) into one ranking.
 
-Two ways, both measured in docs/BENCHMARKS.md ("Retrieval and answers"):
+Two ways, both measured by bench/bench_retrieval.py:
 - reciprocal rank fusion: sum of weight / (k + rank); needs no comparable scores, which BM25
   scores (unbounded) and cosine similarities are not;
 - score-normalised: each list's scores min-max scaled to [0, 1], then a weighted sum.

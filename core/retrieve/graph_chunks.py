@@ -1,8 +1,8 @@
 """Which chunks the graph points at: the entities' own passages, and the bridges to them.
 
-Measured on HotpotQA (docs/BENCHMARKS.md, "Retrieval and answers"), attaching every source chunk
-of the matched entities and relations made the fused ranking worse than BM25 + dense alone
-(recall@5 0.69 against 0.755): a term's chunks are mostly passages that merely mention it.
+Attaching every source chunk of the matched entities and relations makes the fused ranking
+worse than BM25 + dense alone on the multi-hop dev sets: a term's chunks are mostly passages
+that merely mention it.
 What the graph adds is two precise pointers:
 
 - an entity's *own* passage: a chunk whose heading names the entity (a page or section about
@@ -28,12 +28,12 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from core.language.text import fold_diacritics
 from core.models import normalise_name, unique_in_order
 from core.ports import VectorStore
 from core.retrieve.context import ScoredEntity
 from core.retrieve.graph_reader import GraphReader
 from core.retrieve.names import passage_names
-from core.text import fold_diacritics
 
 _QUALIFIER = re.compile(r"\s*\([^)]*\)\s*$")  # "Kiss and Tell (1945 film)" names "kiss and tell"
 

@@ -24,11 +24,11 @@ import re
 from pydantic import BaseModel, Field
 
 from core.errors import LLMError
-from core.index.nlp_extract import ENGLISH_STOP_WORDS, chinese_terms, english_terms
+from core.language.phrases import ENGLISH_STOP_WORDS, chinese_terms, english_terms
+from core.language.text import detect_language, split_sentences
 from core.models import unique_in_order
 from core.ports import LLM
 from core.retrieve.context import Keywords
-from core.text import detect_language, split_sentences
 from prompts import render
 
 MAX_KEYWORDS = 8

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import re
 
-from core.index.nlp_extract import ENGLISH_STOP_WORDS
+from core.language.phrases import ENGLISH_STOP_WORDS
 from core.models import unique_in_order
 from core.retrieve.keywords import quoted_terms
 

@@ -48,7 +48,8 @@ from core.word_vectors import WordVectors
 
 @dataclass(frozen=True, slots=True)
 class RetrievalOptions:
-    """Defaults as measured in docs/BENCHMARKS.md; the bot's settings map onto these fields."""
+    """Defaults chosen by recall on the multi-hop dev sets (bench/bench_retrieval.py); the bot's
+    settings map onto these fields."""
 
     entity_top_k: int = 40
     relation_top_k: int = 40
@@ -59,48 +60,45 @@ class RetrievalOptions:
     chunk_top_k: int = 20
     lexical: bool = True
     hops: int = 1
-    node_edge_budget: int = 8000  # tokens (core.text.count_tokens)
+    node_edge_budget: int = 8000  # tokens (core.language.text.count_tokens)
     chunk_budget: int = 12000
     expand_low_level: bool = False  # also search entities with the high-level keywords
     exact_match: bool = False  # entities by exact normalised name instead of vectors
     fusion: Fusion = "rrf"
     dense_weight: float = 1.0
-    # BM25 a little above dense: with diacritics folded at both ends, 1.1 lifted recall@5 on
-    # both dev sets (HotpotQA 0.910 -> 0.920, MuSiQue 0.620 -> 0.625) and lost no question;
-    # 1.2-1.3 did as well on HotpotQA, 1.5 lowered MuSiQue (docs/BENCHMARKS.md).
+    # BM25 a little above dense: with diacritics folded at both ends, exact words are the
+    # surer evidence on both dev sets; much more than dense and the paraphrased hops are lost.
     lexical_weight: float = 1.1
     graph_weight: float = 1.5
-    # Reciprocal rank fusion's constant (lower favours each list's head): 30 rather than the
-    # textbook 60 lifted MuSiQue recall@5 by one question (0.607 -> 0.610) and recall@2 on
-    # both dev sets, HotpotQA recall@5 unchanged (docs/BENCHMARKS.md, "The full retriever").
+    # Reciprocal rank fusion's constant (lower favours each list's head): below the textbook
+    # 60, as each list's first hits are its best evidence and the top few places are what the
+    # answer reads first.
     rrf_k: int = 30
     candidate_pool: int = 60  # hits per chunk list before fusion
     # Graph chunks (core.retrieve.graph_chunks): own passages of entities matching at least
     # home_threshold, bridges from the entities of the first bridge_from text-ranked chunks,
     # an own passage looked up among the home_hits best BM25 hits of the entity's name (0: no
     # lookups, no graph chunks: the plain dual level, as LightRAG's hybrid mode);
-    # source_chunks other source chunks of the matched entities appended (0: none; measured
-    # to hurt on HotpotQA).
-    # 0.7 rather than 0.5: a vaguely matched entity's page no longer takes a top-5 place from
-    # a bridge (HotpotQA recall@5 +1.0 with lexical_weight 1.1, MuSiQue unchanged; 0.4 lowered
-    # both; docs/BENCHMARKS.md).
+    # source_chunks other source chunks of the matched entities appended (0: none; they are
+    # mostly passages that merely mention the entity, and push better ones down).
+    # home_threshold high enough that a vaguely matched entity's page does not take a top-5
+    # place from a bridge, low enough that a well matched one still finds its page.
     home_threshold: float = 0.7
     name_score: float = 0.9  # a page titled by one of the question's names
     bridge_from: int = 3
     bridge_hops: int = 1
-    # 5 rather than 3: MuSiQue recall@5 0.574 -> 0.583, HotpotQA unchanged (0.865), the dev
-    # sets of docs/BENCHMARKS.md; with BM25 in process the wider lookup is free.
+    # A few BM25 hits rather than the first: an entity's own page is not always the best hit
+    # of its name, and with BM25 in process the wider lookup costs nothing.
     home_hits: int = 5
     # Names read from the text of the bridging chunks (core.retrieve.names), at most this many
-    # a chunk, besides the graph's entities of those chunks (0: the entities only). The
-    # extractor's ten terms a chunk miss most bridges: recall@5 0.865 -> 0.910 (HotpotQA),
-    # 0.583 -> 0.607 (MuSiQue), no question lost (docs/BENCHMARKS.md, "The full retriever").
+    # a chunk, besides the graph's entities of those chunks (0: the entities only): the
+    # extractor keeps only ten terms a chunk, which miss most of the names a bridge runs through.
     bridge_names: int = 32
     source_chunks: int = 0
     neighbour_limit: int = 60  # entities reached by walking, beyond the matched ones
     # Descriptions (with their chunk ids) read per entity and relation, the first stored: a hub
-    # mentioned in thousands of chunks cost more to read than the rest of a retrieval
-    # (docs/BENCHMARKS.md), and no node budget shows more than a few of them anyway.
+    # mentioned in thousands of chunks costs more to read than the rest of a retrieval, and no
+    # node budget shows more than a few of them anyway.
     mentions: int = 8
     max_keywords: int = MAX_KEYWORDS
     widen_threshold_step: float = 0.1

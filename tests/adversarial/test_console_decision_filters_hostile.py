@@ -16,9 +16,9 @@ import pytest
 from adapters.state.redis_store import RedisStateStore
 from bot.conversation_state import ConversationState
 from bot.settings import ConversationSettings
-from core.gate.decision import DEFERRED_SCORE
-from tests.test_console_auth import PROXY, app_for, client, store
-from tests.test_console_decisions import decision
+from core.decision import DEFERRED_SCORE
+from tests.bot.console.test_auth import PROXY, app_for, client, store
+from tests.bot.console.test_decisions import decision
 
 __all__ = ["store"]  # the fixture, imported for this module's tests
 

@@ -25,6 +25,13 @@ from bot.gate_labels import GateLabels
 from bot.settings import ConsoleSettings, Settings
 from bot.wiring import build_graph
 from tests.browser.synthetic_graph import HUB, write_hub_graph
+from tests.browser.typed_graph import (
+    CENTRE,
+    HOSTILE_NAME,
+    HOSTILE_RELATION,
+    HOSTILE_TYPE,
+    write_typed_graph,
+)
 
 NEIGHBOURS = 60
 BASE = "http://console.test"
@@ -122,3 +129,31 @@ async def test_odd_kb_names_fall_back_or_find_nothing(http: httpx.AsyncClient, k
     response = await http.get("/console/graph/data", params={"kb": kb, "entity": HUB})
     assert response.status_code == 200
     assert response.json()["nodes"] == []  # the default KB (empty here) or an unknown one
+
+
+async def test_hostile_names_types_and_relation_names_come_back_as_json_strings(
+    http: httpx.AsyncClient, tmp_path: Path
+) -> None:
+    """Names, types and relation names are the documents' and a model's words: the data
+    endpoint returns them as they are, as JSON strings (the page draws them as text), and the
+    edge rows gain the relation's name, "" where the extractor gave none."""
+    await write_typed_graph(tmp_path, "typed")
+    response = await http.get(
+        "/console/graph/data", params={"kb": "typed", "entity": CENTRE, "limit": "100"}
+    )
+    assert response.status_code == 200
+    assert response.headers["content-type"] == "application/json"
+    data = response.json()
+    hostile = next(n for n in data["nodes"] if n[1] == HOSTILE_NAME)
+    assert hostile[2] == HOSTILE_TYPE
+    names = {(a, b): name for a, b, _, name in data["edges"]}
+    assert names[tuple(sorted((CENTRE, hostile[0])))] == HOSTILE_RELATION
+    assert names[("deploy pipeline", "release notes")] == ""
+    assert names[("deploy pipeline", "priya natarajan")] == "owns"
+    # The relation's evidence is HTML, escaped.
+    detail = await http.get(
+        "/console/graph/detail", params={"kb": "typed", "source": CENTRE, "target": hostile[0]}
+    )
+    assert detail.status_code == 200
+    assert HOSTILE_RELATION not in detail.text and HOSTILE_NAME not in detail.text
+    assert "&lt;img src=x onerror=" in detail.text

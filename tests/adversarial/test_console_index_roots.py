@@ -38,10 +38,16 @@ class RecordedJobs(Jobs):
         self.started: list[str] = []
 
     def start(
-        self, kb: str, what: str, run: Callable[[Job], Awaitable[str]], *, key: str = ""
+        self,
+        kb: str,
+        what: str,
+        run: Callable[[Job], Awaitable[str]],
+        kind: str = "index",
+        *,
+        key: str = "",
     ) -> Job:
         self.started.append(what)
-        job = Job("0123456789ab", kb, what, key=key)
+        job = Job("0123456789ab", kb, what, kind, key=key)
         job.finished = 0.0
         return job
 

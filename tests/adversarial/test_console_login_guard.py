@@ -81,7 +81,10 @@ async def test_a_rotated_admin_token_ends_the_sessions_of_the_old_one(
     async with client(Starlette(routes=[console_mount(rotated)])) as http:
         http.cookies.update(cookies)
         page = await http.get("/console/playground")
-        assert page.status_code == 303 and page.headers["location"] == "/console/login"
+        assert (
+            page.status_code == 303
+            and page.headers["location"] == "/console/login?next=%2Fconsole%2Fplayground"
+        )
         http.cookies.clear()  # the refused session's cookie, as a browser would drop it
         assert (await login(http, ROTATED)).status_code == 303  # type: ignore[attr-defined]
         assert (await http.get("/console/playground")).status_code == 200

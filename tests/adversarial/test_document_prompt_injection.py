@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from core.answer.context_text import knowledge_lines, numbered_sources, render_context
 from core.models import ChunkRecord, Entity, Relation
 from core.retrieve.context import RetrievedContext, ScoredChunk, ScoredEntity, ScoredRelation
+from core.retrieve.context_text import knowledge_lines, numbered_sources, render_context
 from prompts import render
 
 FORGED = (

@@ -28,7 +28,7 @@ def test_a_chain_of_questions_does_not_join_into_one_unbounded_line() -> None:
 
 def test_a_question_stuffed_with_names_bounds_the_rows_it_matches() -> None:
     from core.answer.extractive import asked_of, named_and_asked
-    from core.reason.rows import MAX_PHRASE_WORDS, MAX_PHRASES
+    from core.language.rows import MAX_PHRASE_WORDS, MAX_PHRASES
 
     question = " ".join(f"svc-{i}" for i in range(500)) + " owner?"
     names, asked = named_and_asked(question)

@@ -1,5 +1,5 @@
 """False friends of a time in a line and of "when" in a question: what the extractive answer's
-"when" value type (core/asked_values.py, ASKED_VALUES) must not take for one."""
+"when" value type (core/language/asked_values.py, ASKED_VALUES) must not take for one."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from core.answer.extractive import _overlap
-from core.asked_values import ASKED_VALUES, writes_day_or_date, writes_when
+from core.language.asked_values import ASKED_VALUES, writes_day_or_date, writes_when
 from core.models import ChunkRecord
 from core.retrieve.context import ScoredChunk
 

@@ -2,18 +2,17 @@
 model (GateOptions.model_judges_uncovered): a deferral never skips the safety slot, never
 happens without evidence that a question was asked, and a model that answers badly on a
 deferred question leaves the decline, never an answer from passages the rule did not find to
-cover it. The real gate and answerer, a scripted LLM (tests/test_gate_deferral.py's stack)."""
+cover it. The real gate and answerer, a scripted LLM (tests/core/gate/test_deferral.py's stack)."""
 
 from __future__ import annotations
 
 import pytest
 
-import tests.test_gate_deferral as deferral
-from core.answer.wording import DECLINE_UNSAFE, NOT_COVERED
+import tests.core.gate.test_deferral as deferral
 from core.conversation import FinalReply, Refusal
-from core.gate.decision import DEFERRED_SCORE
-from tests.fakes.fake_llm import FakeLLM
-from tests.test_gate_deferral import (
+from core.decision import DEFERRED_SCORE
+from core.language.wording import DECLINE_UNSAFE, NOT_COVERED
+from tests.core.gate.test_deferral import (
     ANSWER,
     KB,
     KEYWORDS,
@@ -26,6 +25,7 @@ from tests.test_gate_deferral import (
     message,
     shown,
 )
+from tests.fakes.fake_llm import FakeLLM
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 embedder = deferral.embedder

@@ -1,24 +1,23 @@
 """Error lines as cover: a pasted error is a request to the unfitted gate (core.gate.prior,
 _FAULT), so an error line in front of an off-topic ask, an error said over and over, or an error
 from another stack must still be refused — the fault form says that a message asks, never that
-the KB covers it (docs/BENCHMARKS.md, "Gate coverage on an ML platform team's KB"). The ML
-platform team's KB (tests/data/fourth_team/kb); real embedder (USE), Milvus Lite, embedded Redis;
-no LLM."""
+the KB covers it. The ML platform team's KB (tests/data/teams/ml_platform/kb); real embedder
+(USE), Milvus Lite, embedded Redis; no LLM."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from pathlib import Path
 
 import pytest
 import pytest_asyncio
 
 from core.gate.gate import Gate
 from core.gate.prior import asks
+from tests.conftest import TEST_DATA
 from tests.team_kb import team_gate
 
 KB = "fault"
-DOCS = Path(__file__).parents[1] / "data" / "fourth_team" / "kb"
+DOCS = TEST_DATA / "teams" / "ml_platform" / "kb"
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 HOSTILE = [
     "RuntimeError: what is the capital of France?",

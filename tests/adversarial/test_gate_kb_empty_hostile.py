@@ -18,10 +18,10 @@ from adapters.vector.milvus_store import MilvusVectorStore
 from bot.assistant import TacitAssistant
 from bot.conversation_state import ConversationState
 from bot.settings import ChannelSettings, ConversationSettings
-from core.answer.wording import KB_EMPTY
 from core.conversation import Message, Refusal
 from core.gate.gate import Gate
 from core.index.pipeline import Indexer, IndexOptions
+from core.language.wording import KB_EMPTY
 from core.vector_cache import VectorCache, documents_version
 from tests.fakes.hash_embedder import HashEmbedder
 from tests.fakes.scripted_answerer import ScriptedAnswerer

@@ -1,4 +1,4 @@
-"""Month names across scripts under hostile input (core.gate.terms.month_in): odd unicode,
+"""Month names across scripts under hostile input (core.language.terms.month_in): odd unicode,
 numbers that are not months, a month said over and over around an off-topic ask."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import pytest
 
 from core.gate.coverage import judge
 from core.gate.kb_terms import KbTerms
-from core.gate.terms import month_in
+from core.language.terms import month_in
 
 ROTA = "# 排班\n2026 年 12 月排班表：12-14 林晓雯。"
 

@@ -1,7 +1,6 @@
 """Personal questions about a team's Chinese-written people: the name is all the KB holds, so
 finding it must not buy an answer, with no fit (the coverage rule) and without costing what the
-KB does say of them (docs/BENCHMARKS.md, "Chinese-written names are names"). Real embedder (USE),
-Milvus Lite, embedded Redis; no LLM."""
+KB does say of them. Real embedder (USE), Milvus Lite, embedded Redis; no LLM."""
 
 from __future__ import annotations
 

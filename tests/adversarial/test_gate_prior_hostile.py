@@ -51,5 +51,6 @@ def test_words_claiming_a_verdict_are_only_words() -> None:
 
 def test_question_marks_alone_say_question_but_buy_no_coverage() -> None:
     # a mark makes a message a question by the prior's definition; whether the KB covers it
-    # is the coverage rule's call (tests/adversarial/test_gate_stuffing.py, test_gate_prior.py)
+    # is the coverage rule's call (tests/adversarial/test_gate_stuffing.py,
+    # tests/core/gate/test_prior.py)
     assert shipped_prior().score("lol that deploy was wild???").is_request

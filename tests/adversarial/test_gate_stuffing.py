@@ -78,14 +78,14 @@ STUFFED = [
     "In the gateway runbook on port 8443, recommend me a good movie",
     "rollback rollback rollback: translate good morning into Spanish",
     # a question word that asks for a value (a date, a duration, a name): the KB writes such
-    # values, but not in a passage about what is asked (core.asked_values)
+    # values, but not in a passage about what is asked (core.language.asked_values)
     "deployctl deployctl: when did Napoleon die?",
     "Mirela Vasquez, gateway: how long do eggs take to boil?",
     "rollback runbook: who won the 2018 world cup?",
 ]
 # The KB's names and identifiers in one script, an off-topic ask in the other, with no
 # punctuation between them: the request is the whole message, and the passage holding the names
-# must also hold (or translate) what is asked (docs/BENCHMARKS.md, "Gate coverage without a fit").
+# must also hold (or translate) what is asked.
 CROSS_SCRIPT_STUFFED = [
     "GATEWAY_CACHE_TTL 法国的首都是哪里？",
     "GATEWAY_CACHE_TTL Mirela Vasquez: 今天午饭吃什么？",
@@ -104,7 +104,7 @@ CROSS_SCRIPT_GOOD = [
 
 # A person the KB names, asked about their life: the name is all the KB holds, and the words of
 # the ask are light ("eat", 喜欢, "live") or beside a name ("Mirela" in "Mirela Vasquez's"), so
-# only the names carried weight (docs/BENCHMARKS.md, "Coverage across scripts, and the ask")
+# only the names would carry weight
 PERSONAL = [
     "What does Mirela Vasquez like to eat?",
     "Mirela Vasquez 喜欢吃什么？",
@@ -113,13 +113,11 @@ PERSONAL = [
     "Mirela Vasquez 住在哪里？",
     "Is Mirela Vasquez nice?",
     # an identifier asked about with verbs the KB writes in neither script, and a heavier word
-    # beside a person's light ask the KB writes nowhere (docs/BENCHMARKS.md, "Coverage across
-    # scripts, and the ask")
+    # beside a person's light ask the KB writes nowhere
     "GATEWAY_CACHE_TTL 喜欢吃什么？",
     "deployctl rollback 喜欢喝什么？",
     "Mirela Vasquez 周末喜欢做什么？",
     # an identifier asked about in light words of its own script that the KB writes nowhere
-    # (docs/BENCHMARKS.md, "Absurd questions about a team's own keys")
     "What does GATEWAY_CACHE_TTL like to eat?",
     "Is GATEWAY_CACHE_TTL nice?",
     "Who is GATEWAY_CACHE_TTL's best friend?",
@@ -196,8 +194,8 @@ async def test_stuffing_is_refused_by_a_fitted_gate(gate: Gate) -> None:
 
 async def test_an_imperative_is_how_a_request_asks_not_what_it_asks() -> None:
     # An error the KB lists, then an off-topic ask that names a word the KB writes: "write" (a
-    # word of the KB: "write to #foundry-help") was 27% of the ask and held, so the passage
-    # "held what is asked" (docs/BENCHMARKS.md, "A first hour's misses")
+    # word of the KB: "write to #foundry-help") is a large share of the ask, so unless the
+    # imperative is left out the passage "holds what is asked"
     kb = KbTerms.build(
         [
             "Troubleshooting > KilnAdmissionError\nYour job asks for more GPUs than the pool has "

@@ -1,9 +1,9 @@
 """`POST /v1/events` has an intake limit per token and the queue a bound.
 
-Before the fix one token queued 2,065 events in 30 s and the Redis stream grew without end. Now
-a caller past `[server] events_per_minute` gets 429 with Retry-After (other callers are not
-held back), and a queue holding `[server] max_queued_events` refuses the next event with 503
-and Retry-After instead of dropping one already acknowledged."""
+Without them one token can queue events as fast as it sends them, and the Redis stream grows
+without end. A caller past `[server] events_per_minute` gets 429 with Retry-After (other
+callers are not held back), and a queue holding `[server] max_queued_events` refuses the next
+event with 503 and Retry-After instead of dropping one already acknowledged."""
 
 from __future__ import annotations
 

@@ -201,8 +201,8 @@ def test_a_record_larger_than_the_limit_is_skipped_without_being_held(
 
 
 def test_a_jsonl_corpus_is_streamed_not_held_whole(tmp_path: Path) -> None:
-    # A 200 MB JSONL peaked at 1.5 GB RSS. Consumed one record at a time, memory
-    # stays near one record; reading the file whole would hold all 16 MB of it at least.
+    # Consumed one record at a time, memory stays near one record; reading the file whole
+    # would hold all 16 MB of it at least, and a large corpus several times its size.
     corpus = tmp_path / "big.jsonl"
     record = "Foxtrot " * 250  # 2 KB of text per record
     with corpus.open("w") as file:

@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
+import pytest
+
 from adapters.state import RedisStateStore
 from adapters.state.redis_queue import RedisEventQueue
 from bot.assistant import TacitAssistant
@@ -19,7 +21,7 @@ from bot.conversation_state import ConversationState
 from bot.queue import encode_message
 from bot.settings import ConversationSettings
 from core.conversation import FinalReply, Message, ReplyEvent
-from core.gate.decision import GateDecision
+from core.decision import GateDecision
 from core.models import ChatMessage
 from tests import chat_fakes
 from tests.fakes.scripted_answerer import ScriptedAnswerer
@@ -63,7 +65,7 @@ async def finals(events: AsyncIterator[ReplyEvent]) -> list[FinalReply]:
 
 
 async def test_a_rerun_after_a_crash_mid_answer_sees_neither_its_question_nor_its_answer(
-    store: RedisStateStore,
+    store: RedisStateStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     answerer = ScriptedAnswerer({QUESTION: ANSWER})
     gate = RecordingGate()
@@ -73,9 +75,17 @@ async def test_a_rerun_after_a_crash_mid_answer_sees_neither_its_question_nor_it
     first = telegram(QUESTION, "m1")
     await queue.enqueue(encode_message(first))
     (entry,) = await queue.take("crashed", count=1, block=0.1, reclaim_idle=60)
+
     # The first attempt answers (and so remembers the turn), then the process dies before
-    # the answer is delivered and the entry acknowledged.
-    assert len(await finals(assistant.handle(first, claim=entry.id))) == 1
+    # its outcome is kept (a kept one is shown again, not answered anew), delivered, and the
+    # entry acknowledged.
+    async def dies(*args: Any) -> None:
+        raise ConnectionError("the process died")
+
+    monkeypatch.setattr(state, "keep_outcome", dies)
+    with pytest.raises(ConnectionError):
+        await finals(assistant.handle(first, claim=entry.id))
+    assert len(await store.recent(f"{first.conversation_key}:history", 10)) == 2
 
     # Redelivered: the same entry runs again, in a fresh process.
     rerun = TacitAssistant(

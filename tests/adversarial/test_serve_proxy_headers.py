@@ -50,7 +50,10 @@ def test_a_local_process_naming_a_trusted_proxy_gets_no_session(
 ) -> None:
     headers = forwarded | {USER_HEADER: "mallory"}
     page = httpx.get(f"{serving.url}/console/decisions", headers=headers)
-    assert page.status_code == 303 and page.headers["location"] == "/console/login"
+    assert (
+        page.status_code == 303
+        and page.headers["location"] == "/console/login?next=%2Fconsole%2Fdecisions"
+    )
     assert "tacit_console" not in page.cookies
     # Nor an action: no session, no state change.
     action = httpx.post(

@@ -1,4 +1,4 @@
-"""Hostile passages and patterns for a plan step's row matching (core/reason/rows.py): huge
+"""Hostile passages and patterns for a plan step's row matching (core/language/rows.py): huge
 tables, lines of nothing but pipes and separators, empty and overlong predicates. Each must
 give the same answer a small input gives, without error; no timing is asserted."""
 
@@ -10,10 +10,10 @@ from typing import Any
 import numpy as np
 import pytest
 
+from core.language.rows import StepPattern, rows_first
 from core.models import ChunkRecord, VectorHit
 from core.reason.executor import execute_plan
 from core.reason.plan import parse_plan
-from core.reason.rows import StepPattern, rows_first
 from core.retrieve.context import Keywords, RetrievedContext, ScoredChunk
 from core.retrieve.entries import MAX_ENTRIES, name_entries
 from core.word_vectors import WordVectors

@@ -407,6 +407,26 @@ async def test_a_real_type_replaces_unknown(store: GraphStore, kb: str) -> None:
     assert (await one(store, kb, "kafka")).type == "software"  # the first real type stays
 
 
+async def test_a_known_type_replaces_term_and_term_replaces_unknown(
+    store: GraphStore, kb: str
+) -> None:
+    """ "term" is the NLP extractor's "no type known": a chunk that writes the term as code or
+    a command tells more, whichever chunk is stored first."""
+    (c1,) = await put_doc(store, kb, "a.md", 1)
+    await store.upsert_relations(kb, [rel("lumenctl", "Argo CD", c1)])
+    await store.upsert_entities(kb, [ent("lumenctl", c1, "a CLI", type_="term")])
+    assert (await one(store, kb, "lumenctl")).type == "term"
+    await store.upsert_entities(
+        kb, [ent("lumenctl", c1, "a command", type_="command"), ent("Argo CD", c1, type_="term")]
+    )
+    assert (await one(store, kb, "lumenctl")).type == "command"
+    await store.upsert_entities(
+        kb, [ent("lumenctl", c1, "again", type_="term"), ent("lumenctl", c1, type_="code")]
+    )
+    assert (await one(store, kb, "lumenctl")).type == "command"  # the first known type stays
+    assert (await one(store, kb, "argo cd")).type == "term"
+
+
 async def test_relations_are_undirected_and_weighted_by_chunks(store: GraphStore, kb: str) -> None:
     (c1, c2, c3) = await put_doc(store, kb, "a.md", 3)
     await store.upsert_entities(kb, [ent("Redis", c1), ent("Python", c1)])
@@ -702,6 +722,25 @@ async def test_entity_edges_weigh_relations_by_supporting_chunks(
     await store.upsert_entities(kb, [ent("Lonely", c1)])
     assert sorted(await store.entity_edges(kb)) == [("a", "b", 1), ("kafka", "redis", 2)]
     assert await store.entity_edges(other_kb) == []
+
+
+async def test_relation_keywords_name_the_asked_relations_that_have_any(
+    store: GraphStore, kb: str, other_kb: str
+) -> None:
+    c1, c2 = await put_doc(store, kb, "a.md")
+    await store.upsert_relations(
+        kb,
+        [
+            rel("Redis", "Kafka", c1, "one", keywords="feeds, queue"),
+            rel("Kafka", "Redis", c2, "two", keywords="Queue, buffer"),
+            rel("B", "A", c1, keywords=""),  # co-occurrence only: no name
+            rel("Nginx", "Envoy", c1, keywords="proxies"),
+        ],
+    )
+    asked = [("redis", "kafka"), ("a", "b"), ("kafka", "nowhere"), ("nginx", "nginx")]
+    assert await store.relation_keywords(kb, asked) == {("kafka", "redis"): "feeds, queue, buffer"}
+    assert await store.relation_keywords(kb, []) == {}
+    assert await store.relation_keywords(other_kb, [("kafka", "redis")]) == {}
 
 
 async def test_communities_are_stored_per_entity_and_replaced(store: GraphStore, kb: str) -> None:

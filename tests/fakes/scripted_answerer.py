@@ -1,7 +1,8 @@
 """An answer source whose answers are scripted per question, recording every call.
 
 For tests of the conversation loop, where what matters is what the assistant does with an
-answer or a refusal, not how the answer was found (tests/test_answer.py covers that).
+answer or a refusal, not how the answer was found (tests/core/answer/test_pipeline_extractive.py
+covers that).
 """
 
 from __future__ import annotations
@@ -11,10 +12,10 @@ from collections.abc import AsyncIterator, Awaitable, Sequence
 from dataclasses import dataclass, field
 
 from core.answer.events import Answer, AnswerEvent, Citation, Delta, Final, Status
-from core.answer.wording import NOT_COVERED
 from core.errors import InputError, TacitError
+from core.language.text import detect_language
+from core.language.wording import NOT_COVERED
 from core.models import ChatMessage
-from core.text import detect_language
 
 
 @dataclass

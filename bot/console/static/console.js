@@ -53,6 +53,8 @@ async function ask(form) {
   const final = document.getElementById("trace-final");
   for (const el of [answer, citations, gate, live, final]) el.textContent = "";
   answer.dataset.state = "streaming";
+  answer.classList.remove("markdown");
+  window.tacitActions.clearActionError(form);
   const response = await fetch("/console/playground/ask", {
     method: "POST",
     body: new FormData(form),
@@ -60,8 +62,18 @@ async function ask(form) {
     credentials: "same-origin",
   });
   if (!response.ok) {
-    gate.textContent = `refused: ${response.status}`;
     answer.dataset.state = "failed";
+    if (response.status === window.tacitActions.SESSION_ENDED) {
+      window.tacitActions.toLogin();
+      return;
+    }
+    let reason = `${response.status} ${response.statusText}`;
+    try {
+      reason = (await response.json()).error || reason;
+    } catch (_) {
+      // not JSON: the status says enough
+    }
+    window.tacitActions.showActionError(form, `Not asked: ${reason}`);
     return;
   }
   for await (const event of sseEvents(response)) {
@@ -80,10 +92,20 @@ async function ask(form) {
       answer.textContent = d.text;
       addItem(live, `refused: ${d.reason}`);
     } else if (event.name === "answer") {
-      answer.textContent = d.text;
+      // The server rendered the Markdown with raw HTML off and only http(s) links
+      // (answer_view.py): the one HTML this page takes from a response.
+      answer.innerHTML = d.html;
+      answer.classList.add("markdown");
       for (const c of d.citations) {
-        const item = addItem(citations, `[${c.n}] ${c.source}${c.heading ? " — " + c.heading : ""}`);
+        // numbered as the answer numbers them: [4] stays [4], its link opens the chunk
+        const item = addItem(citations, "");
         item.className = "citation";
+        item.id = `cite-${c.n}`;
+        const source = document.createElement("a");
+        source.href = c.href;
+        source.className = "cite-source";
+        source.textContent = c.source;
+        item.append(`[${c.n}] `, source, c.heading ? ` — ${c.heading}` : "");
         const quote = document.createElement("span");
         quote.className = "cite-text";
         quote.textContent = (c.text || "").slice(0, 300);

@@ -31,9 +31,9 @@ from bot.gate_labels import GateLabels
 from bot.settings import ChannelSettings, ConsoleSettings, ConversationSettings, Settings
 from bot.wiring import Services
 from core.conversation import FinalReply, Message
+from tests.bot.console.test_auth import PROXY, client
 from tests.fakes.hash_embedder import HashEmbedder
 from tests.fakes.scripted_answerer import ScriptedAnswerer
-from tests.test_console_auth import PROXY, client
 
 pytestmark = pytest.mark.timeout(180)
 

@@ -1,0 +1,120 @@
+"""The labels the gate learns from, to review and undo: admins' labels and, apart from them,
+the weak labels that 👍/👎 votes left; and the re-ask of every labelled message through the
+gate as it is now (after a refit: does the gate now do what each label says?).
+
+Labels only where they mean something (`unlabelable`): a decision the gate made or passed,
+about a message whose text is still kept, in the KB the decision names.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from bot.console.audit import audit
+from bot.console.auth import Session
+from bot.console.context import Console
+from bot.console.knowledge import _kb
+from bot.gate_labels import LabelledExample
+from core.errors import InputError
+
+# The newest labels shown on the page and re-asked at once: a re-ask costs one gate decision
+# (an embedding and a KB search) per message.
+SHOWN = 500
+REASKED = 200
+# The stages after which the gate had judged the message (or the answerer, which the gate let
+# through): a label there says whether that judgment was right.
+LABELLED_STAGES = ("gate", "answer", "rate")
+
+
+def unlabelable(decision: dict[str, Any]) -> str:
+    """Why this decision cannot be labelled ("" when it can)."""
+    stage = str(decision.get("stage") or "")
+    if stage not in LABELLED_STAGES or not decision.get("kb"):
+        return (
+            f"This decision stopped at the {stage or 'first'} stage, before the gate judged "
+            "the message: a label here would teach the gate nothing."
+        )
+    if not decision.get("text_kept"):
+        return (
+            "This decision no longer keeps its message text ([conversation] keep_text_days): "
+            "there is nothing to learn from."
+        )
+    return ""
+
+
+async def labels_page(console: Console, request: Request, session: Session) -> Response:
+    kb = _kb(console, request)
+    rows = (await console.labels.current(kb))[:SHOWN]
+    facets = await console.state.log.facets()
+    return console.render(
+        request,
+        session,
+        "labels.html.j2",
+        kb=kb,
+        kbs=console.kbs(facets["kbs"]),
+        admin=[r for r in rows if r.strength == "admin"],
+        weak=[r for r in rows if r.strength == "feedback"],
+    )
+
+
+async def undo(console: Console, request: Request, session: Session) -> Response:
+    form = await console.form(request)
+    kb = _kb(console, request, form.get("kb"))
+    trace_id, strength = form.get("trace_id"), form.get("strength")
+    if not isinstance(trace_id, str) or strength not in ("admin", "feedback"):
+        return console.render(
+            request, session, "label_undone.html.j2", status=400, row=None,
+            error="an undo names a decision (trace_id) and a strength (admin or feedback)",
+        )  # fmt: skip
+    try:
+        row = await console.labels.undo(
+            kb=kb, trace_id=trace_id, strength="admin" if strength == "admin" else "feedback",
+            by=session.user,
+        )  # fmt: skip
+    except InputError as exc:
+        return console.render(
+            request, session, "label_undone.html.j2", status=409, row=None, error=str(exc)
+        )
+    await audit(
+        console.store, session.user, "label undone",
+        f"{kb}: {row.label} ({row.strength}, by {row.by}) on {trace_id}: {row.text[:200]}",
+    )  # fmt: skip
+    return console.render(request, session, "label_undone.html.j2", row=row, error="")
+
+
+async def reask(console: Console, request: Request, session: Session) -> Response:
+    """Each labelled message (newest first, one per text) through the gate as it decides now,
+    beside its label: agreed or not."""
+    form = await console.form(request)
+    kb = _kb(console, request, form.get("kb"))
+    if console.gate is None:
+        return console.render(
+            request, session, "reask.html.j2", status=409, kb=kb, rows=[], error="no gate here"
+        )
+    by_text: dict[str, list[LabelledExample]] = {}
+    for example in await console.labels.current(kb):
+        if example.text.strip():
+            by_text.setdefault(example.text.strip(), []).append(example)
+    rows = []
+    for text, labels in list(by_text.items())[:REASKED]:
+        verdict = await console.gate.decide(kb, text, addressed=True)
+        # The label that decides: an admin's beats a vote's (GateLabels.examples).
+        deciding = next((e for e in labels if e.strength == "admin"), labels[0])
+        passes = not verdict.refused
+        rows.append(
+            {
+                "text": text,
+                "label": deciding.label,
+                "strength": deciding.strength,
+                "trace_id": deciding.trace_id,
+                "passes": passes,
+                "stage": verdict.stage,
+                "reason": verdict.reason,
+                "probability": verdict.scores.get("probability"),
+                "agrees": passes == (deciding.label == "answer"),
+            }
+        )
+    return console.render(request, session, "reask.html.j2", kb=kb, rows=rows, error="")

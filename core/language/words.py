@@ -1,0 +1,52 @@
+"""Word-level rules shared by the gate's coverage rule and the plan steps' row matching: how a
+text is folded before words are compared, an English word's stem, and how common a word is in
+general language. One place, so the two readers of a knowledge base's words agree."""
+
+from __future__ import annotations
+
+import unicodedata
+from functools import lru_cache
+from typing import Any
+
+from core.language.text import fold_diacritics
+
+
+def normalise(text: str) -> str:
+    """NFKC and case-folded: full-width punctuation and letters compare equal to ASCII ones."""
+    return unicodedata.normalize("NFKC", text).casefold()
+
+
+def fold(text: str) -> str:
+    """normalise, and Latin diacritics removed: "Tomás" and "tomas" are one name, and
+    "Bolesław" one word. Accents fold by the rule lexical search uses (core.language.text)."""
+    return fold_diacritics(normalise(text))
+
+
+@lru_cache(maxsize=1)
+def _english_stemmer() -> Any:
+    import snowballstemmer  # pure Python (Snowball's English stemmer), loaded on first use
+
+    return snowballstemmer.stemmer("english")
+
+
+@lru_cache(maxsize=65536)
+def stem(word: str) -> str:
+    """The English stem of a folded word (Snowball): "owns" → "own", "segments" → "segment"."""
+    return str(_english_stemmer().stemWord(word))
+
+
+def is_identifier(word: str) -> bool:
+    """A folded word with a digit or a separator (LUMEN_SPOOL_DIR, lumen.events.v2, 8443) names
+    one thing: it is matched whole, never stemmed."""
+    return not word.isalpha()
+
+
+@lru_cache(maxsize=65536)
+def zipf(word: str, language: str) -> float:
+    """Zipf frequency in general language (wordfreq; 0 for words it has never seen)."""
+    from wordfreq import zipf_frequency  # its word lists load on first use
+
+    return float(zipf_frequency(word, language))
+
+
+__all__ = ["fold", "is_identifier", "normalise", "stem", "zipf"]

@@ -1,0 +1,273 @@
+"""A retrieved context as prompt material: numbered, citable sources and knowledge-graph facts.
+
+Chunks are numbered first ([1]…[n]), then the graph's facts continue the numbering ([n+1]…):
+an answer may cite a fact as it cites a chunk, and the judge is shown exactly what was cited,
+so a claim taken from the graph is not mistaken for an unsupported one. A fact's citation
+leads back to the documents the fact was extracted from (its chunks' sources when they are in
+the context).
+
+A fact adds to the prompt only what the sources do not say. A graph built without an LLM
+describes its entities and relations with the very sentences of the chunks, so such a fact
+repeats a source that is already numbered; and one sentence naming five entities becomes up to
+ten relations with the same description. Facts whose every description is a source's text are
+left out, and relations with the same description are one fact (measured on the demo KB: a
+widened answer prompt of 205 numbered items and 72 KB, the same sentence five times in a row).
+
+Nor does a fact about a word of general language ("value", "level", "mode", 团队: an NLP graph
+makes an entity of every noun) tell a model anything of this KB, nor a question ("How does
+Patroni create a primary Postgres node?" is a heading, not a fact); those are left out too, and
+the rest is capped (the best-ranked first): facts orient, the numbered sources answer.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from core.citation import Citation
+from core.language.text import CJK_RUN
+from core.language.words import zipf
+from core.models import LAYOUT_TYPES, UNKNOWN_TYPE
+from core.retrieve.context import RetrievedContext, ScoredChunk, ScoredRelation
+from prompts import fenced, inline
+
+# A fact line longer than this is cut: the graph section orients, the sources carry the detail.
+MAX_FACT_CHARS = 400
+# Facts of each kind (entities, relation descriptions) shown at most, best-ranked first.
+MAX_FACTS_PER_KIND = 12
+# A one-word name this common in general language (Zipf frequency, wordfreq) names nothing the
+# KB is about: "proxy", "replica", "value" are; "watchdog", "zookeeper", "failover" are not.
+GENERIC_ZIPF = 3.5
+GRAPH_SOURCE = "knowledge graph"
+_CITATION_MARK = r"\[(\d{1,3})\]"
+# An answer with no citation marks is credited to the best few sources, not all of a 12k budget.
+UNCITED_SOURCES = 3  # a fact's source when none of its chunks is in the context
+
+
+@dataclass(frozen=True, slots=True)
+class Fact:
+    """One citable line of the graph: an entity or a relation, as the prompt shows it."""
+
+    n: int
+    name: str  # the entity's name, or "a — b" for a relation
+    text: str
+    chunk_ids: tuple[str, ...]
+    entity_keys: tuple[str, ...] = ()  # the graph items behind it (a citation's keys)
+    relation_pairs: tuple[tuple[str, str], ...] = ()
+
+
+def source_label(item: ScoredChunk) -> str:
+    chunk = item.chunk
+    return f"{chunk.source} — {chunk.heading}" if chunk.heading else chunk.source
+
+
+def numbered_sources(context: RetrievedContext) -> list[dict[str, Any]]:
+    """The chunks as `{n, label, text}`, numbered from 1 in the context's order."""
+    return [
+        {"n": n, "label": source_label(item), "text": item.chunk.text}
+        for n, item in enumerate(context.chunks, start=1)
+    ]
+
+
+# The facts of the last few contexts. One answer round asks for its context's facts up to nine
+# times (the prompt, each citation check, the judge, the widening), and finding what the sources
+# already say reads every source for every fact, milliseconds a call for a full budget, where
+# the numbering alone used to be free.
+_FACTS_KEPT = 8
+_facts_of: OrderedDict[int, tuple[RetrievedContext, tuple[Fact, ...]]] = OrderedDict()
+
+
+def numbered_facts(context: RetrievedContext) -> list[Fact]:
+    """One fact per entity ("name (type): description") and per relation description ("a — b
+    (keywords): …", the pairs of every relation it describes), numbered after the chunks;
+    without what the sources already say."""
+    # Keyed by identity, the context itself kept beside its facts so that its id is not reused.
+    known = _facts_of.get(id(context))
+    if known is not None and known[0] is context:
+        _facts_of.move_to_end(id(context))
+        return list(known[1])
+    facts = _facts(context)
+    _facts_of[id(context)] = (context, tuple(facts))
+    while len(_facts_of) > _FACTS_KEPT:
+        _facts_of.popitem(last=False)
+    return facts
+
+
+def _facts(context: RetrievedContext) -> list[Fact]:
+    names = {s.entity.key: s.entity.name for s in context.entities}
+    telling = {s.entity.key: _telling(s.entity.name, s.entity.type) for s in context.entities}
+    said = _said_in_sources(context)
+    n = len(context.chunks)
+    facts: list[Fact] = []
+    for scored in context.entities:
+        entity = scored.entity
+        if not telling[entity.key] or len(facts) >= MAX_FACTS_PER_KIND:
+            continue
+        stated = _statements(entity.descriptions)
+        if entity.descriptions and not stated:
+            continue  # described only by questions: nothing stated about it
+        described = _unsaid(stated, said)
+        if described is None:
+            continue
+        kind = f" ({entity.type})" if entity.type and entity.type != "unknown" else ""
+        line = f"{entity.name}{kind}: {described}" if described else entity.name + kind
+        n += 1
+        facts.append(Fact(n, entity.name, _cut(line), entity.chunk_ids, entity_keys=(entity.key,)))
+    # Relations with one description are one fact, in the order the first of them came.
+    grouped: dict[str, list[ScoredRelation]] = {}
+    for scored_relation in context.relations:
+        relation = scored_relation.relation
+        # an end the context does not hold is judged by its name alone
+        if not any(
+            telling.get(end, _telling(names.get(end, end)))
+            for end in (relation.source, relation.target)
+        ):
+            continue
+        stated = _statements(relation.descriptions)
+        if relation.descriptions and not stated:
+            continue
+        described = _unsaid(stated, said)
+        if described is None:
+            continue
+        # An undescribed relation says only its pair: it stays a fact of its own.
+        key = described or f"\0{scored_relation.pair}"
+        grouped.setdefault(key, []).append(scored_relation)
+    for key, group in list(grouped.items())[:MAX_FACTS_PER_KIND]:
+        described = "" if key.startswith("\0") else key
+        pairs = [
+            f"{names.get(r.relation.source, r.relation.source)} — "
+            f"{names.get(r.relation.target, r.relation.target)}"
+            for r in group
+        ]
+        keywords = ", ".join(
+            dict.fromkeys(r.relation.keywords for r in group if r.relation.keywords)
+        )
+        head = "; ".join(pairs) + (f" ({keywords})" if keywords else "")
+        line = f"{head}: {described}" if described else head
+        chunk_ids = tuple(dict.fromkeys(c for r in group for c in r.relation.chunk_ids))
+        n += 1
+        facts.append(
+            Fact(
+                n,
+                pairs[0] if len(pairs) == 1 else "; ".join(pairs),
+                _cut(line),
+                chunk_ids,
+                relation_pairs=tuple(r.pair for r in group),
+            )
+        )
+    return facts
+
+
+def _telling(name: str, kind: str = "") -> bool:
+    """Whether a graph item says what the KB is about: an entity the extractor gave a kind (a
+    model named it a system, a person…), or a name that is not one word common in general
+    language (identifiers, phrases and rare words are telling; the NLP extractor's "term" is
+    every noun, and its other types say how a term is written, not what it is)."""
+    if kind and kind != UNKNOWN_TYPE and kind not in LAYOUT_TYPES:
+        return True
+    words = name.split()
+    if len(words) != 1:
+        return bool(words)
+    word = words[0].casefold()
+    if CJK_RUN.fullmatch(word):
+        return zipf(word, "zh") < GENERIC_ZIPF
+    if not word.isascii() or not word.isalpha():
+        return True
+    return zipf(word, "en") < GENERIC_ZIPF
+
+
+def _statements(descriptions: Sequence[str]) -> list[str]:
+    """The descriptions that state something: a question (an FAQ's heading) states nothing."""
+    return [d for d in descriptions if not d.rstrip().endswith(("?", "？"))]
+
+
+def _said_in_sources(context: RetrievedContext) -> str:
+    return "\n".join(_spaced(item.chunk.text) for item in context.chunks)
+
+
+def _unsaid(descriptions: Sequence[str], said: str) -> str | None:
+    """The descriptions a source does not already hold, joined; None when every one is in
+    a source (the fact would only repeat it), "" when there were none."""
+    unsaid = [d for d in descriptions if _spaced(d) not in said]
+    if descriptions and not unsaid:
+        return None
+    return "; ".join(unsaid)
+
+
+def _spaced(text: str) -> str:
+    return " ".join(text.split())
+
+
+def knowledge_lines(context: RetrievedContext) -> list[dict[str, Any]]:
+    """The facts as the answer prompt's `knowledge` variable: `{n, text}`."""
+    return [{"n": f.n, "text": f.text} for f in numbered_facts(context)]
+
+
+def fact_source(fact: Fact, context: RetrievedContext) -> str:
+    """The documents a fact came from, as far as the context knows them."""
+    by_id = {item.chunk.id: item.chunk.source for item in context.chunks}
+    found = list(dict.fromkeys(by_id[c] for c in fact.chunk_ids if c in by_id))
+    return ", ".join(found) if found else GRAPH_SOURCE
+
+
+def render_context(context: RetrievedContext) -> str:
+    """The whole context as plain text, for the checks and the sub-answers."""
+    return render_cited(context, None)
+
+
+def render_cited(context: RetrievedContext, numbers: Sequence[int] | None) -> str:
+    """The sources and facts with these numbers (all when None), under their own numbers:
+    what the judge reads — an answer is faithful to what it cites, and re-sending the whole
+    budget costs thousands of tokens per round."""
+    keep = None if numbers is None else set(numbers)
+    # As the answer prompt shows them: a source's text fenced as data, a fact one line
+    # (prompts.fenced, prompts.inline), so no document can forge a source or a question.
+    parts = [
+        f"[{s['n']}] ({inline(s['label'])})\n{fenced(s['text'])}"
+        for s in numbered_sources(context)
+        if keep is None or s["n"] in keep
+    ]
+    facts = [f for f in numbered_facts(context) if keep is None or f.n in keep]
+    if facts:
+        lines = "\n".join(f"[{f.n}] {inline(f.text)}" for f in facts)
+        parts.append("Knowledge graph:\n" + lines)
+    return "\n\n".join(parts)
+
+
+def _cut(text: str) -> str:
+    """A fact of at most MAX_FACT_CHARS, ended at a word when one ends near the limit: a word
+    cut in half ("del…") reads to a model like a different word."""
+    if len(text) <= MAX_FACT_CHARS:
+        return text
+    kept = text[: MAX_FACT_CHARS - 1]
+    space = kept.rfind(" ")
+    if space >= MAX_FACT_CHARS * 0.8:  # text without spaces (Chinese) is cut where it is
+        kept = kept[:space]
+    return kept.rstrip(" ,;:") + "…"
+
+
+def valid_marks(text: str, context: RetrievedContext) -> list[int]:
+    limit = len(context.chunks) + len(numbered_facts(context))
+    return sorted({int(m) for m in re.findall(_CITATION_MARK, text) if 1 <= int(m) <= limit})
+
+
+def cited(text: str, context: RetrievedContext) -> tuple[Citation, ...]:
+    """Citations for the source and fact numbers the text refers to (the top three sources if
+    it cites none). A fact's citation names the documents it was extracted from."""
+    chunks = context.chunks
+    numbers = valid_marks(text, context)
+    if not numbers:
+        numbers = list(range(1, min(len(chunks), UNCITED_SOURCES) + 1))
+    facts = {f.n: f for f in numbered_facts(context)}
+    found: list[Citation] = []
+    for n in numbers:
+        if n <= len(chunks):
+            chunk = chunks[n - 1].chunk
+            found.append(Citation(n, chunk.source, chunk.heading, chunk.text, chunk_id=chunk.id))
+        elif n in facts:
+            fact = facts[n]
+            found.append(Citation(n, fact_source(fact, context), fact.name, fact.text))
+    return tuple(found)

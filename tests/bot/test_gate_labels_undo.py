@@ -1,0 +1,95 @@
+"""Labels in force, undone labels, and refits that would overrule an admin's label
+(bot/gate_labels.py), on a real embedded Redis and a real KB (USE embedder, Milvus Lite)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+
+from adapters.embedders.use import USEEmbedder
+from adapters.graph.sqlite_store import SQLiteGraphStore
+from adapters.state import RedisStateStore
+from adapters.vector.milvus_store import MilvusVectorStore
+from bot.gate_labels import GateLabels, refit
+from core.errors import InputError
+from core.gate.gate import Gate
+from core.index.pipeline import Indexer, IndexOptions
+from tests.adversarial.test_gate_stuffing import BAD, DOCS, GOOD
+
+KB = "ops"
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def world(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[tuple[Gate, Path]]:
+    root = tmp_path_factory.mktemp("labels-undo")
+    docs = root / "docs"
+    docs.mkdir()
+    for name, text in DOCS.items():
+        (docs / name).write_text(text, encoding="utf-8")
+    embedder = USEEmbedder()
+    graph = SQLiteGraphStore(root / "graph.sqlite")
+    vectors = MilvusVectorStore(uri=str(root / "milvus.db"))
+    store = await RedisStateStore.embedded(root / "state.rdb")
+    await Indexer(graph, vectors, embedder, IndexOptions(chunk_size=128)).index(KB, [docs])
+    yield Gate(embedder=embedder, vectors=vectors, state=store), root
+    await store.aclose()
+    await vectors.aclose()
+    await graph.aclose()
+
+
+async def test_an_undone_admin_label_stops_deciding_and_a_vote_shows_again(world) -> None:
+    gate, _ = world
+    labels = GateLabels(gate.state)
+    kb = "undo-kb"
+    await labels.mark(
+        kb=kb, trace_id="t1", text="Is it bad?", label="silent", strength="feedback", by="U2"
+    )
+    await labels.mark(
+        kb=kb, trace_id="t1", text="Is it bad?", label="answer", strength="admin", by="ann"
+    )
+    await labels.mark(
+        kb=kb, trace_id="t2", text="is it  BAD?", label="answer", strength="admin", by="bob"
+    )
+    assert {(e.trace_id, e.strength) for e in await labels.current(kb)} == {
+        ("t1", "feedback"),
+        ("t1", "admin"),
+        ("t2", "admin"),
+    }
+    assert [e.strength for e in await labels.of_decision(kb, "t1")] == ["admin", "feedback"]
+    await labels.undo(kb=kb, trace_id="t1", strength="admin", by="ann")
+    # the same text labelled on another decision still decides it
+    assert await labels.admin_label(kb, "Is it bad?") == "answer"
+    winners = {e.trace_id: (e.label, e.strength) for e in await labels.examples(kb)}
+    assert winners["t1"] == ("silent", "feedback")  # the vote under it counts again
+    await labels.undo(kb=kb, trace_id="t2", strength="admin", by="ann")
+    assert await labels.admin_label(kb, "Is it bad?") is None  # the gate decides again
+    await labels.undo(kb=kb, trace_id="t1", strength="feedback", by="ann")
+    assert await labels.examples(kb) == []
+    with pytest.raises(InputError):
+        await labels.undo(kb=kb, trace_id="t1", strength="feedback", by="ann")
+
+
+async def test_a_refit_that_overrules_an_admin_label_is_kept_back_unless_confirmed(world) -> None:
+    gate, _ = world
+    labels = GateLabels(gate.state)
+    await gate.fit(KB, GOOD, BAD, folds=3)
+    before = await gate.current_fit(KB)
+    assert before is not None
+    # An admin says a plain runbook question should be left alone: every answerable example
+    # near it pulls the new fit the other way, so the fit scores it answerable regardless.
+    asked = "How do I roll back a bad deploy quickly?"
+    await labels.mark(kb=KB, trace_id="x1", text=asked, label="silent", strength="admin", by="ann")
+    kept = await refit(gate=gate, labels=labels, kb=KB, good=GOOD, bad=BAD, folds=3)
+    assert not kept.stored and "contradicts 1 admin label" in kept.reason, kept.reason
+    assert [c.trace_id for c in kept.contradicted] == ["x1"]
+    assert kept.contradicted[0].score >= kept.contradicted[0].threshold
+    assert (await gate.current_fit(KB)).fitted_at == before.fitted_at  # the old fit stays
+    confirmed = await refit(
+        gate=gate, labels=labels, kb=KB, good=GOOD, bad=BAD, folds=3, overrule_admin=True
+    )
+    assert confirmed.stored and "overrules 1 admin label" in confirmed.reason
+    assert (await gate.current_fit(KB)).fitted_at > before.fitted_at

@@ -1,0 +1,176 @@
+# ruff: noqa: F811 (the shared fixtures are imported, then requested by name)
+"""The lean model path (issue 33, items 2 and 4): per path, the model calls, their order, and
+which of them come before the first text shown. At most 3 calls in sequence before the first
+token on every path; a single lookup answers in 3 calls (keywords, answer, judge); an
+uncovered question is refused in at most 2 when the model writes the marker."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import pytest
+
+from core.answer.events import Answer, AnswerEvent, Delta, Final, Retract
+from tests.core.answer.test_pipeline import (
+    KEYWORDS,
+    PLAN_QUESTION,
+    PLAN_TWO_LOOKUPS,
+    PORT_QUESTION,
+    embedder,  # noqa: F401 (fixture)
+    make,
+    make_narrow,
+    stores,  # noqa: F401 (fixture)
+)
+from tests.fakes.fake_llm import FakeLLM
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+UNCOVERED = "Which TLS cipher suites does the Lumen gateway accept?"
+
+
+async def run(
+    llm: FakeLLM, events: AsyncIterator[AnswerEvent]
+) -> tuple[list[AnswerEvent], Answer, list[str]]:
+    """The events, the answer, and the templates called before the first text was shown."""
+    seen: list[AnswerEvent] = []
+    before: list[str] | None = None
+    async for event in events:
+        if isinstance(event, Delta) and before is None:
+            before = list(llm.templates_called)
+        seen.append(event)
+    final = seen[-1]
+    assert isinstance(final, Final)
+    return seen, final.answer, before if before is not None else list(llm.templates_called)
+
+
+async def test_a_single_lookup_makes_two_calls_before_its_first_token_three_in_all(
+    stores, embedder
+) -> None:
+    llm = (
+        FakeLLM()
+        .script("keywords", KEYWORDS)
+        .script("answer", "The gateway listens on port 8443 [1].")
+        .script("judge", {"faithfulness": 1, "completeness": 1})
+    )
+    _, answer, before = await run(llm, make(stores, embedder, llm).ask("ops", PORT_QUESTION))
+    assert before == ["keywords", "answer"]
+    assert llm.templates_called == ["keywords", "answer", "judge"]  # the judge after the text
+    assert not answer.refused
+
+
+async def test_a_two_part_question_makes_three_calls_in_sequence_before_its_first_token(
+    stores, embedder
+) -> None:
+    # plan → the two sub-answers (at the same time: independent steps) → answer; the plan's
+    # steps name the keywords, and no pre-check runs before the answer.
+    llm = (
+        FakeLLM()
+        .script("logic_form", PLAN_TWO_LOOKUPS)
+        .script("sub_answer", {"found": True, "answer": "8443"}, {"found": True, "answer": "9090"})
+        .script("answer", "Port 8443 [1], metrics on 9090 [1].")
+        .script("judge", {"faithfulness": 1, "completeness": 1})
+    )
+    _, answer, before = await run(llm, make(stores, embedder, llm).ask("ops", PLAN_QUESTION))
+    assert before == ["logic_form", "sub_answer", "sub_answer", "answer"]
+    assert llm.templates_called == [*before, "judge"]
+    assert answer.reason == "answered (logic form)"
+    assert answer.trace is not None
+    steps = answer.trace["plan"]["execution"]["steps"]
+    # the two lookups overlapped: one call in sequence between the plan and the answer
+    assert steps[0]["outcome"] == steps[1]["outcome"] == "ok"
+
+
+async def test_an_uncovered_question_is_refused_in_two_calls(stores, embedder) -> None:
+    llm = FakeLLM().script("keywords", KEYWORDS).script("answer", "NOT_COVERED")
+    events, answer, _ = await run(llm, make(stores, embedder, llm).ask("ops", UNCOVERED))
+    assert llm.templates_called == ["keywords", "answer"]
+    assert answer.refused and not any(isinstance(e, Delta) for e in events)
+
+
+async def test_a_side_answer_the_judge_finds_answers_nothing_is_a_refusal(stores, embedder) -> None:
+    # The model wrote a related fact and a disclaimer; the judge finds the whole ask missing,
+    # and retrieval for it finds nothing the first round did not hold: a refusal, not an
+    # answer with caveats (the streamed text is withdrawn).
+    llm = (
+        FakeLLM()
+        .script("keywords", KEYWORDS)
+        .script("answer", "The gateway listens on port 8443 [1]; its ciphers are not covered.")
+        .script("judge", {"faithfulness": 1, "completeness": 0, "missing": "the cipher suites"})
+    )
+    events, answer, before = await run(llm, make(stores, embedder, llm).ask("ops", UNCOVERED))
+    assert before == ["keywords", "answer"]
+    assert llm.templates_called == ["keywords", "answer", "judge"]
+    assert answer.refused and answer.mode == "refused"
+    assert isinstance(events[-2], Retract)
+    assert answer.trace is not None and "nothing new" in answer.trace["rounds"][0]["why"]
+
+
+async def test_chatter_the_screening_overturns_costs_one_call(stores, embedder) -> None:
+    # The first call (keywords) runs beside the gate's screening; the answer call waits for
+    # the verdict, which refuses: it is never made.
+    llm = FakeLLM().script("keywords", KEYWORDS)
+    verdict: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+    asyncio.get_running_loop().call_later(0.05, verdict.set_result, False)
+    events, answer, _ = await run(
+        llm, make(stores, embedder, llm).ask("ops", PORT_QUESTION, screening=verdict)
+    )
+    assert llm.templates_called == ["keywords"]
+    assert answer.refused and not any(isinstance(e, Delta) for e in events)
+    assert "screening" in answer.reason
+
+
+async def test_screened_through_the_answer_goes_on_with_no_call_more(stores, embedder) -> None:
+    llm = (
+        FakeLLM()
+        .script("keywords", KEYWORDS)
+        .script("answer", "Port 8443 [1].")
+        .script("judge", {"faithfulness": 1, "completeness": 1})
+    )
+    verdict: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+    asyncio.get_running_loop().call_later(0.05, verdict.set_result, True)
+    _, answer, before = await run(
+        llm, make(stores, embedder, llm).ask("ops", PORT_QUESTION, screening=verdict)
+    )
+    assert before == ["keywords", "answer"] and not answer.refused
+
+
+async def test_a_judge_that_widens_answers_again_when_the_missing_part_is_found(
+    stores, embedder
+) -> None:
+    llm = (
+        FakeLLM()
+        .script("keywords", KEYWORDS)
+        .script("answer", "Port 8443 [1].", "Port 8443 [1]; a rollback takes four minutes [2].")
+        .script(
+            "judge",
+            {"faithfulness": 1, "completeness": 0.5, "missing": "how long a rollback takes"},
+            {"faithfulness": 1, "completeness": 1},
+        )
+    )
+    question = "Which port does the Lumen gateway listen on when a rollback runs?"
+    _, answer, before = await run(llm, make_narrow(stores, embedder, llm).ask("ops", question))
+    assert before == ["keywords", "answer"]
+    assert llm.templates_called == ["keywords", "answer", "judge", "answer", "judge"]
+    assert answer.text.endswith("four minutes [2].")
+    assert answer.trace is not None
+    assert [r["next"] for r in answer.trace["rounds"]] == ["widen", "accept"]
+
+
+async def test_a_judge_whose_missing_part_finds_nothing_new_stops_at_once(stores, embedder) -> None:
+    # Part of the question is answered; retrieval for the part the judge names finds only
+    # passages the first round held: the answer stands, with no second answer call.
+    llm = (
+        FakeLLM()
+        .script("keywords", KEYWORDS)
+        .script("answer", "Port 8443 [1]; the sources do not give the metrics port.")
+        .script("judge", {"faithfulness": 1, "completeness": 0.5, "missing": "the metrics port"})
+    )
+    question = "Which ports does the Lumen gateway use for traffic and for its metrics?"
+    _, answer, before = await run(
+        llm, make(stores, embedder, llm, stages="dual_level").ask("ops", question)
+    )
+    assert before == ["keywords", "answer"]
+    assert llm.templates_called == ["keywords", "answer", "judge"]
+    assert not answer.refused and answer.text.startswith("Port 8443 [1]")
+    assert answer.trace is not None
+    assert "nothing new" in answer.trace["rounds"][0]["why"]

@@ -1,0 +1,248 @@
+"""The no-model answer shaped by the document (core.answer.shaped, core.answer.sections): the
+answering line first, then its section's blocks whole, then `file › section`; one source,
+cited [1]. Small inline documents; the lines' ranking is given (best_sentences is tested in
+test_pipeline_extractive.py and test_extractive_lines.py), except where the whole path is the
+point."""
+
+from __future__ import annotations
+
+import re
+
+from core.answer.extractive import EvidenceSentence, best_sentences
+from core.answer.sections import blocks, link_only
+from core.answer.shaped import BODY_CHARS, numbered, shape
+from core.models import ChunkRecord
+from core.retrieve.context import ScoredChunk
+from tests.fakes.hash_embedder import HashEmbedder
+
+
+def chunk(source: str, heading: str, text: str, ordinal: int = 0) -> ScoredChunk:
+    return ScoredChunk(ChunkRecord(f"{source}#{ordinal}", source, ordinal, text, heading), 0.5)
+
+
+def ranked(*lines: tuple[int, str]) -> list[EvidenceSentence]:
+    """Lines of the evidence (its chunk's number, the line), the best first."""
+    return [EvidenceSentence(n, i, text, 1.0 - i / 10) for i, (n, text) in enumerate(lines)]
+
+
+RUNBOOK = chunk(
+    "runbooks/replica_lag.md",
+    "Replica lag > Mitigation",
+    "If the lag keeps growing, restart the replica:\n\n"
+    "```shell\npatronictl restart main pg-2\n```\n\n"
+    "Then watch it catch up:\n\n1. Open the lag dashboard.\n2. Wait five minutes.\n",
+)
+FAQ = chunk(
+    "faq.md",
+    "FAQ",
+    "**How long are backups kept?**\nBackups are kept for 35 days, then deleted.\n\n"
+    "**Who owns the ledger?**\nMei Lin owns it.\n",
+)
+
+
+def test_a_section_with_a_code_block_is_kept_whole_and_cited_as_file_and_section() -> None:
+    shaped = shape(
+        "how do I fix replica lag?",
+        ranked((1, "If the lag keeps growing, restart the replica:")),
+        [RUNBOOK],
+        [RUNBOOK],
+        language="en",
+    )
+    assert shaped is not None
+    assert shaped.text == (
+        "If the lag keeps growing, restart the replica:\n\n"
+        "```shell\npatronictl restart main pg-2\n```\n\n"
+        "Then watch it catch up:\n\n1. Open the lag dashboard.\n2. Wait five minutes.\n\n"
+        "[1] runbooks/replica_lag.md › Replica lag › Mitigation"
+    )
+    assert shaped.chunks == (RUNBOOK,)
+
+
+def test_the_first_line_holds_the_answer_and_is_not_repeated_below() -> None:
+    shaped = shape(
+        "how long do I wait after restarting?",
+        ranked((1, "2. Wait five minutes.")),
+        [RUNBOOK],
+        [RUNBOOK],
+        language="en",
+    )
+    assert shaped is not None
+    lines = shaped.text.splitlines()
+    assert lines[0] == "2. Wait five minutes. [1]"
+    assert shaped.text.count("Wait five minutes") == 1
+    assert "```shell\npatronictl restart main pg-2\n```" in shaped.text  # the section stays
+
+
+def test_an_faq_question_gives_the_answer_under_it_not_itself() -> None:
+    shaped = shape(
+        "how long do we keep backups",
+        ranked((1, "How long are backups kept?")),
+        [FAQ],
+        [FAQ],
+        language="en",
+    )
+    assert shaped is not None
+    assert shaped.text == (
+        "Backups are kept for 35 days, then deleted.\n\n"
+        "[1] faq.md › FAQ › How long are backups kept?"
+    )  # the entry only: not the next question, nor its answer
+
+
+def test_a_table_row_is_shown_with_its_header() -> None:
+    owners = chunk(
+        "owners.md",
+        "Owners",
+        "Who to call for each service:\n\n"
+        "| Service | Owner |\n|---|---|\n| ledger | Mei Lin |\n| gateway | Priya Natarajan |\n",
+    )
+    shaped = shape(
+        "who owns the gateway?",
+        ranked((1, "Service: gateway; Owner: Priya Natarajan")),
+        [owners],
+        [owners],
+        language="en",
+    )
+    assert shaped is not None
+    first, *rest = shaped.text.splitlines()
+    assert first == "Service: gateway; Owner: Priya Natarajan [1]"
+    assert "- Service: ledger; Owner: Mei Lin" in rest  # the other rows, named too
+    assert shaped.text.count("Priya Natarajan") == 1
+
+
+def test_front_matter_never_anchors_nor_shows() -> None:
+    page = chunk(
+        "about.md",
+        "",
+        "---\ntitle: Replica lag runbook\ndescription: what to do about lag\n---\n"
+        "Replica lag is how far a replica is behind the primary.\n",
+    )
+    shaped = shape(
+        "what is replica lag",
+        ranked(
+            (1, "title: Replica lag runbook"),
+            (1, "Replica lag is how far a replica is behind the primary."),
+        ),
+        [page],
+        [page],
+        language="en",
+    )
+    assert shaped is not None
+    assert shaped.text.startswith("Replica lag is how far a replica is behind the primary.")
+    assert "---" not in shaped.text and "description:" not in shaped.text
+
+
+def test_sample_output_is_shown_only_when_asked_for() -> None:
+    page = chunk(
+        "patroni.md",
+        "Checking the cluster",
+        "List the members:\n\n```shell\npatronictl list\n```\n\nwhich prints:\n\n"
+        "```\n+--------+--------+\n| Member | Role   |\n+--------+--------+\n"
+        "| pg-1   | Leader |\n+--------+--------+\n```\n",
+    )
+    for question, shown in (
+        ("how do I list the members", False),
+        ("what does the output look like", True),
+    ):
+        shaped = shape(question, ranked((1, "List the members:")), [page], [page], language="en")
+        assert shaped is not None
+        assert "patronictl list" in shaped.text
+        assert ("| pg-1   | Leader |" in shaped.text) is shown
+
+
+def test_only_one_source_is_cited_and_marks_follow_a_contexts_numbering() -> None:
+    other = chunk("other.md", "Elsewhere", "Backups are also mentioned here.")
+    shaped = shape(
+        "how long are backups kept",
+        ranked(
+            (2, "Backups are kept for 35 days, then deleted."),
+            (1, "Backups are also mentioned here."),
+        ),
+        [other, FAQ],
+        [other, FAQ],
+        language="en",
+    )
+    assert shaped is not None
+    assert set(re.findall(r"\[(\d+)\]", shaped.text)) == {"1"}  # numbered from 1
+    assert shaped.chunks == (FAQ,)
+    assert "also mentioned" not in shaped.text
+    # Where a context keeps its own numbering (a model's failed round), the mark is its place.
+    assert "[2] faq.md › FAQ" in numbered(shaped, lambda c: [other, FAQ].index(c) + 1)
+
+
+def test_a_chinese_question_on_an_english_section_says_what_follows_in_chinese() -> None:
+    shaped = shape(
+        "复制延迟怎么处理？",
+        ranked((1, "If the lag keeps growing, restart the replica:")),
+        [RUNBOOK],
+        [RUNBOOK],
+        language="zh",
+    )
+    assert shaped is not None
+    first, second = shaped.text.split("\n\n")[:2]
+    assert first == (
+        "以下是英文文档 runbooks/replica_lag.md › Replica lag › Mitigation 中的相关内容："
+    )
+    assert second == "If the lag keeps growing, restart the replica:"
+
+
+def test_a_long_section_is_cut_between_blocks_never_inside_a_fence() -> None:
+    paragraphs = [f"Step {i} of the long procedure says something useful. " * 4 for i in range(12)]
+    code = "```bash\n" + "\n".join(f"echo line {i}" for i in range(8)) + "\n```"
+    text = "\n\n".join([*paragraphs[:3], "Run this:", code, *paragraphs[3:]])
+    page = chunk("long.md", "Procedure", text)
+    shaped = shape(
+        "what does the procedure run",
+        ranked((1, "Run this:")),
+        [page],
+        [page],
+        language="en",
+    )
+    assert shaped is not None
+    assert shaped.text.startswith("Run this:\n\n```bash\necho line 0")
+    assert shaped.text.count("```") % 2 == 0 and "echo line 7\n```" in shaped.text
+    body = shaped.text.rsplit("\n\n[1]", 1)[0]
+    assert len(body) <= BODY_CHARS + 400  # bounded: the last block that fits, no more
+    assert body.endswith("useful.")  # a whole paragraph, not a cut one
+
+
+def test_a_section_split_over_two_chunks_is_read_whole_without_the_overlap_twice() -> None:
+    first = chunk("r.md", "Restart", "To restart a member:\n\n1. Stop it.\n2. Start it.", 0)
+    second = chunk(
+        "r.md", "Restart", "2. Start it.\n\nThen check its state with `patronictl list`.", 1
+    )
+    elsewhere = chunk("x.md", "Other", "Unrelated text about restarts.", 0)
+    shaped = shape(
+        "how do I restart a member",
+        ranked((1, "To restart a member:")),
+        [first],
+        [second, elsewhere, first],  # the pool in retrieval order
+        language="en",
+    )
+    assert shaped is not None
+    assert "Then check its state with `patronictl list`." in shaped.text
+    assert "Unrelated" not in shaped.text
+
+
+def test_blocks_keep_lists_and_code_whole() -> None:
+    text = (
+        "1. Update the incident.\n    * Set the final severity.\n    * Resolve it.\n\n"
+        "1. Write the postmortem.\n\n```shell\npatronictl list\n"
+    )
+    found = blocks(text)
+    assert [b.kind for b in found] == ["list", "code"]
+    assert len(found[0].items) == 2 and found[0].items[0][2].strip() == "* Resolve it."
+    assert found[1].lines[-1] == "```"  # an unclosed fence is closed where the text ends
+
+
+def test_a_table_of_contents_line_is_about_another_page() -> None:
+    assert link_only("* [Severity Levels](before/severity_levels.md) - _What is a SEV-1?_")
+    assert not link_only("Page the IC with `!ic page` ([more](../roles.md)).")
+
+
+async def test_the_whole_path_from_scored_lines_to_a_shaped_answer() -> None:
+    evidence = [RUNBOOK, FAQ]
+    lines = await best_sentences("How long are backups kept?", evidence, HashEmbedder(), count=12)
+    shaped = shape("How long are backups kept?", lines, evidence, evidence, language="en")
+    assert shaped is not None
+    assert shaped.text.splitlines()[0].startswith("Backups are kept for 35 days")
+    assert shaped.text.endswith("[1] faq.md › FAQ › How long are backups kept?")
