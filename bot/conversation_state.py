@@ -11,7 +11,11 @@ Cluster slot):
     {platform:workspace:channel:thread}:history         the thread's turns (list, TTL)
     {platform:workspace:channel:thread}:posts           people's messages, for /tacit remember
     {platform:workspace:channel:thread}:first           the first of them (a long thread keeps it)
-    {platform:workspace:channel}:config                 run-time overrides of the channel
+    {platform:workspace:channel}:config                 run-time overrides of the channel:
+                                                        mode, enabled (/tacit mode, the
+                                                        console) and kb (the console only)
+    {channels}:overridden                               channels given overrides (listed by
+                                                        the console beside the log's channels)
     {decisions}:…                                       the decision log (core.ports.DecisionLog)
     {platform:workspace:channel}:feedback               votes, newest kept (list)
     {trace:<trace id>}                                  what an answer was (for feedback)
@@ -63,6 +67,29 @@ def channel_of(message: Message) -> str:
 def channel_id(platform: str, workspace: str, channel: str) -> str:
     """How settings name a channel: `platform:workspace:channel`."""
     return f"{platform}:{workspace}:{channel}"
+
+
+PLATFORMS = ("slack", "telegram", "http", "cli")
+_OVERRIDDEN = "{channels}:overridden"
+_OVERRIDDEN_KEPT = 10_000
+
+
+def parse_channel_id(text: str) -> tuple[str, str, str]:
+    """`platform:workspace:channel` (as channel_id writes it) back into its parts. Raises
+    ValueError for what no chat platform sends: an unknown platform, no channel, control
+    characters, more than 200 characters."""
+    if not text.isprintable():
+        raise ValueError("a channel id has no control characters (a newline, an escape)")
+    text = text.strip()
+    if not text or len(text) > 200:
+        raise ValueError("a channel is platform:workspace:channel, at most 200 characters")
+    platform, _, rest = text.partition(":")
+    workspace, _, channel = rest.partition(":")
+    if platform not in PLATFORMS:
+        raise ValueError(f"a channel starts with its platform: one of {', '.join(PLATFORMS)}")
+    if not channel.strip():
+        raise ValueError("a channel is platform:workspace:channel (the workspace may be empty)")
+    return platform, workspace, channel
 
 
 @dataclass(frozen=True, slots=True)
@@ -251,10 +278,21 @@ class ConversationState:
 
     async def channel(self, platform: str, workspace: str, channel: str) -> ChannelConfig:
         """Settings for the channel, with the run-time overrides admins made on top."""
-        configured = self.settings.channels.get(channel_id(platform, workspace, channel))
         raw = await self.store.get(f"{channel_key(platform, workspace, channel)}:config")
+        return self._config(platform, workspace, channel, raw)
+
+    async def channels(self, ids: list[tuple[str, str, str]]) -> list[ChannelConfig]:
+        """channel() of each (platform, workspace, channel), in one read of the store."""
+        keys = [f"{channel_key(*parts)}:config" for parts in ids]
+        raws = await self.store.get_many(keys)
+        return [self._config(*parts, raw) for parts, raw in zip(ids, raws, strict=True)]
+
+    def _config(
+        self, platform: str, workspace: str, channel: str, raw: str | None
+    ) -> ChannelConfig:
+        configured = self.settings.channels.get(channel_id(platform, workspace, channel))
         overrides: dict[str, Any] = json.loads(raw) if raw else {}
-        kb = configured.kb if configured and configured.kb else None
+        kb = overrides.get("kb") or (configured.kb if configured and configured.kb else None)
         mode = overrides.get("mode") or (configured.mode if configured else None)
         enabled = overrides.get("enabled", configured.enabled if configured else True)
         admins = tuple(configured.admins) if configured else ()
@@ -267,16 +305,47 @@ class ConversationState:
         )
 
     async def override_channel(self, message: Message, **changes: Any) -> None:
-        """Change mode or enabled for the message's channel (never its KB: the binding is
-        configuration, so no chat command can point a channel at another KB)."""
+        """Change mode or enabled for the message's channel, from the chat (/tacit mode).
+        Never its KB: a chat admin administers a channel, not which knowledge it may read, so
+        no chat command points a channel at another KB (the console's bind_channel does)."""
         allowed = {"mode", "enabled"}
         if not set(changes) <= allowed:
             raise ValueError(f"only {sorted(allowed)} can change at run time")
-        key = f"{channel_of(message)}:config"
+        await self._override(message.platform, message.workspace, message.channel, changes)
+
+    async def bind_channel(
+        self, platform: str, workspace: str, channel: str, *, kb: str | None, mode: str
+    ) -> ChannelConfig:
+        """The console's binding of a channel: its KB (None: what the configuration says) and
+        its mode, "auto" or "mention" (which also enables it) or "off" (disabled, its mode
+        kept). The same overrides /tacit mode writes, so the chat and the console read and
+        change one record."""
+        changes: dict[str, Any] = {"kb": kb}
+        if mode == "off":
+            changes["enabled"] = False
+        elif mode in ("auto", "mention"):
+            changes.update(mode=mode, enabled=True)
+        else:
+            raise ValueError(f"unknown mode {mode!r}: auto, mention or off")
+        await self._override(platform, workspace, channel, changes)
+        return await self.channel(platform, workspace, channel)
+
+    async def _override(
+        self, platform: str, workspace: str, channel: str, changes: dict[str, Any]
+    ) -> None:
+        key = f"{channel_key(platform, workspace, channel)}:config"
         raw = await self.store.get(key)
         current: dict[str, Any] = json.loads(raw) if raw else {}
         current.update(changes)
+        current = {k: v for k, v in current.items() if v is not None}
         await self.store.set(key, json.dumps(current))
+        listed = channel_id(platform, workspace, channel)
+        if listed not in await self.overridden_channels():  # once: toggles evict no other
+            await self.store.push(_OVERRIDDEN, listed, max_len=_OVERRIDDEN_KEPT)
+
+    async def overridden_channels(self) -> list[str]:
+        """The channels given run-time overrides, in the console or the chat (ids)."""
+        return list(dict.fromkeys(await self.store.recent(_OVERRIDDEN, _OVERRIDDEN_KEPT)))
 
     def is_admin(self, message: Message, config: ChannelConfig) -> bool:
         qualified = f"{message.platform}:{message.user}"

@@ -613,9 +613,16 @@ ChannelMode = Literal["mention", "auto"]
 
 
 class ChannelSettings(Section):
-    """One channel's configuration; admins change mode and enabled at run time (/tacit mode)."""
+    """One channel's configuration, where it starts: a channel's binding lives in the state
+    store, where the console (Knowledge → Channels: its KB and mode) and /tacit mode (its mode,
+    on/off) change it at run time; what they set wins over this table (see "Channel bindings"
+    below)."""
 
-    kb: str | None = Field(None, description="the only knowledge base this channel answers from")
+    kb: str | None = Field(
+        None,
+        description="the only knowledge base this channel answers from (until the console "
+        "binds it to another)",
+    )
     mode: ChannelMode | None = Field(None, description="mention: only when addressed; auto: all")
     enabled: bool = Field(
         True, description="false: the bot ignores the channel (/tacit mode on|off switches it)"

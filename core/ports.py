@@ -288,6 +288,11 @@ class StateStore(Protocol):
 
     async def get(self, key: str) -> str | None: ...
 
+    async def get_many(self, keys: Sequence[str]) -> list[str | None]:
+        """The values of `keys`, in their order (None where a key holds none): one round trip
+        where the store can (a page listing many channels)."""
+        return [await self.get(key) for key in keys]
+
     async def set(self, key: str, value: str, *, ttl: float | None = None) -> None: ...
 
     async def set_if_absent(self, key: str, value: str, *, ttl: float) -> bool:

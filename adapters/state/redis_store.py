@@ -30,7 +30,7 @@ import os
 import signal
 import socket
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, cast
 from urllib.parse import parse_qsl, unquote, urlsplit
@@ -317,6 +317,17 @@ class RedisStateStore:
         with self._errors("get"):
             value = await self._client.get(self._key(key))
         return cast("str | None", value)  # decode_responses=True: str, never bytes
+
+    async def get_many(self, keys: Sequence[str]) -> list[str | None]:
+        if not keys:
+            return []
+        with self._errors("get_many"):
+            # A pipeline, not MGET: the keys may live in different Cluster slots.
+            async with self._client.pipeline(transaction=False) as pipe:
+                for key in keys:
+                    pipe.get(self._key(key))
+                values = await pipe.execute()
+        return cast("list[str | None]", values)
 
     async def set(self, key: str, value: str, *, ttl: float | None = None) -> None:
         px = _ttl_ms(ttl) if ttl is not None else None

@@ -37,6 +37,7 @@ class Job:
     finished: float | None = None
     result: str = ""
     error: str = ""
+    key: str = ""  # what the run does (Jobs.running): the same work is not queued twice
 
     # IndexProgress (core.index.pipeline), called by the indexer as it goes
     def start(self, total: int) -> None:
@@ -80,11 +81,18 @@ class Jobs:
         self._locks: dict[str, asyncio.Lock] = {}
 
     def start(
-        self, kb: str, what: str, run: Callable[[Job], Awaitable[str]], kind: str = "index"
+        self,
+        kb: str,
+        what: str,
+        run: Callable[[Job], Awaitable[str]],
+        kind: str = "index",
+        *,
+        key: str = "",
     ) -> Job:
-        """Run `run(job)` in the background, one run per KB at a time (others wait)."""
+        """Run `run(job)` in the background, one run per KB at a time (others wait). `key`
+        names the work, for running()."""
         self._forget_old()
-        job = Job(uuid.uuid4().hex[:12], kb, what, kind)
+        job = Job(uuid.uuid4().hex[:12], kb, what, kind, key=key)
         self._jobs[job.id] = job
         lock = self._locks.setdefault(kb, asyncio.Lock())
 
@@ -102,6 +110,11 @@ class Jobs:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return job
+
+    def running(self, key: str) -> Job | None:
+        """The queued or running job doing the work `key` names (None: none is). Checked and
+        started with no await between, in one process, a double submit cannot slip past."""
+        return next((j for j in self._jobs.values() if j.key == key and j.running), None)
 
     def get(self, job_id: str) -> Job | None:
         return self._jobs.get(job_id)

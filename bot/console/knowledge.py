@@ -1,29 +1,36 @@
-"""Documents per KB (upload, index a path, remove, re-index, with progress) and the graph view."""
+"""Knowledge: the home's KBs (create one), the channels bound to them (bindings.py), documents
+per KB (upload, index a path, remove, re-index, with progress; documents.py) and the graph
+view."""
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import re
 import time
 from html import escape
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
+from markupsafe import Markup
 from starlette.datastructures import UploadFile
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 
+from bot.console import bindings, documents, home_kbs
 from bot.console.audit import audit
 from bot.console.auth import Session
 from bot.console.context import Console
+from bot.console.documents import DocumentQuery
 from bot.console.graph_search import EntitySearch, relation_names, search_entities
 from bot.console.jobs import Job
 from bot.console.overview import indexed_key
 from core.kb import validate_kb_name
 from core.models import normalise_name
 
-DOCS_PER_PAGE = 100
+DOCS_PER_PAGE = 50  # rows a page shows: search, sort and paging find the others
 GRAPH_PAGE = 200  # neighbours drawn at first and added by each "show more"
 GRAPH_MAX = 1000  # most neighbours one request may ask for
 # Most edges one page sends: 500 neighbours of a hub in the refusal KB share 6,344 relations,
@@ -42,6 +49,26 @@ def _kb(console: Console, request: Request, value: Any = None) -> str:
         return console.settings.kb
 
 
+def _action_kb(console: Console, value: Any) -> str | None:
+    """The KB an action names (none named: the default); None when the name is not a KB
+    name. Refused, not replaced by the default: "../../etc" or "Ops" must not land in
+    another KB's uploads or documents."""
+    if not isinstance(value, str) or not value:
+        return console.settings.kb
+    try:
+        return validate_kb_name(value)
+    except ValueError:
+        return None
+
+
+def _bad_kb() -> Response:
+    return _error(
+        "That is not a knowledge base name: 1-48 characters of a-z, 0-9 and _, starting "
+        "with a letter.",
+        400,
+    )
+
+
 def _roots_key(kb: str) -> str:
     return f"console:{{kb:{kb}}}:roots"
 
@@ -51,32 +78,154 @@ def upload_dir(console: Console, kb: str) -> Path:
     return base / kb
 
 
-async def knowledge_page(console: Console, request: Request, session: Session) -> Response:
-    kb = _kb(console, request)
-    documents = sorted(await console.services.graph.get_documents(kb), key=lambda d: d.source)
+def uploaded_paths(folder: Path) -> list[Path]:
+    """What a re-index reads of a KB's upload folder: each entry, not the folder. An upload
+    is indexed as the file it is (source id: its name), so the re-index must name the same
+    file; indexing the folder would give every upload a second source id ("<kb>/<name>") and
+    the KB every uploaded document twice. Hidden entries are passed over, as indexing does."""
+    try:
+        entries = sorted(folder.iterdir())
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    return [e for e in entries if not e.name.startswith(".")]
+
+
+def _error(message: str, status: int) -> HTMLResponse:
+    # Escaped: the message may quote what the admin sent.
+    return HTMLResponse(
+        f'<p class="error" role="alert">{escape(message)}</p>',
+        status_code=status,
+        headers={"Cache-Control": "no-store"},
+    )
+
+
+async def _documents_values(console: Console, request: Request, kb: str) -> dict[str, Any]:
+    query = DocumentQuery.of(request.query_params)
     try:
         start = max(int(request.query_params.get("from", "0")), 0)
     except ValueError:
         start = 0
-    facets = await console.state.log.facets()
+    total, rows = await documents.document_page(console, kb, query, start, DOCS_PER_PAGE)
+    return {
+        "kb": kb,
+        "documents": rows,
+        "total": total,
+        "query": query,
+        "sorts": documents.SORTS,
+        "start": start,
+        "page_size": DOCS_PER_PAGE,
+        # Each column's sort link (the other way round when it is the order shown), the
+        # block's own address (to reload it) and the pages': encoded once per request.
+        "sort_links": {
+            by: urlencode(
+                {
+                    "kb": kb,
+                    **query.params(
+                        sort=by, dir="desc" if query.sort == by and not query.descending else "asc"
+                    ),
+                }
+            )
+            for by in documents.SORTS
+        },
+        "here": urlencode({"kb": kb, **query.params(**({"from": str(start)} if start else {}))}),
+        "previous": urlencode(
+            {"kb": kb, **query.params(**{"from": str(max(start - DOCS_PER_PAGE, 0))})}
+        ),
+        "next": urlencode({"kb": kb, **query.params(**{"from": str(start + DOCS_PER_PAGE)})}),
+    }
+
+
+async def knowledge_page(console: Console, request: Request, session: Session) -> Response:
+    kb = _kb(console, request)
+    rows = await home_kbs.home_kbs(console)
+    names = await home_kbs.kb_names(console, kb)
+    values = await _documents_values(console, request, kb)
+    # The documents' block rendered on its own, then placed in the page: an {% include %}
+    # inside the page's block hands each of its hundred rows' pieces up through every
+    # template around it, which cost more than the rows themselves.
+    block = Markup(console.env.get_template("knowledge_documents.html.j2").render(**values))
     return console.render(
         request,
         session,
         "knowledge.html.j2",
-        kb=kb,
-        kbs=console.kbs(facets["kbs"]),
-        documents=documents[start : start + DOCS_PER_PAGE],
-        total=len(documents),
-        start=start,
-        page_size=DOCS_PER_PAGE,
+        kbs=names,
+        kb_rows=rows,
+        size=documents.human_bytes,
         jobs=console.jobs.recent(kb, "index")[:5],
         sources=[str(p) for p in console.settings.conversation.kb_sources.get(kb, [])],
+        channels=await bindings.channel_rows(console, kb),
+        modes=bindings.MODES,
+        days=bindings.TRAFFIC_DAYS,
+        documents_block=block,
+        kb=kb,
+        query=values["query"],
     )
 
 
+async def documents_fragment(console: Console, request: Request, session: Session) -> Response:
+    """The documents block alone: searched, sorted, paged, and reloaded when a run ends."""
+    kb = _kb(console, request)
+    values = await _documents_values(console, request, kb)
+    return console.render(request, session, "knowledge_documents.html.j2", **values)
+
+
+async def kbs_fragment(console: Console, request: Request, session: Session) -> Response:
+    """The KB table alone, with fresh counts (reloaded when a run ends)."""
+    kb = _kb(console, request)
+    rows = await home_kbs.home_kbs(console)
+    return console.render(
+        request, session, "knowledge_kbs.html.j2", kb=kb, kb_rows=rows, size=documents.human_bytes
+    )
+
+
+async def create(console: Console, request: Request, session: Session) -> Response:
+    form = await console.form(request)
+    raw = form.get("name")
+    name = raw.strip() if isinstance(raw, str) else ""
+    try:
+        validate_kb_name(name)
+    except ValueError as exc:
+        return _error(str(exc), 400)
+    if not await home_kbs.create_kb(console, name):
+        return _error(f"The knowledge base {name} exists already.", 409)
+    await audit(console.store, session.user, "create kb", name)
+    where = f"/console/knowledge?{urlencode({'kb': name})}"
+    return HTMLResponse(
+        f'<p class="ok" role="status">Created {escape(name)}: <a href="{escape(where)}">open '
+        "it</a>.</p>",
+        status_code=201,
+        headers={"Cache-Control": "no-store", "HX-Redirect": where},
+    )
+
+
+class _Recording:
+    """The job's progress, and the sources the run read without failing (to clear their
+    earlier errors)."""
+
+    def __init__(self, job: Job) -> None:
+        self.job = job
+        self.done: list[str] = []
+
+    def start(self, total: int) -> None:
+        self.job.start(total)
+
+    def advance(self, source: str, status: str) -> None:
+        self.job.advance(source, status)
+        if status != "failed":
+            self.done.append(source)
+
+    def work(self, chunks: int, llm_calls: int) -> None:
+        self.job.work(chunks, llm_calls)
+
+
 async def _run_index(console: Console, kb: str, paths: list[Path], job: Job) -> str:
-    report = await console.services.indexer(kb).index(kb, paths, job)
-    console.kb_changed(kb)
+    progress = _Recording(job)
+    try:
+        report = await console.services.indexer(kb).index(kb, paths, progress)
+    finally:
+        console.kb_changed(kb)
+        home_kbs.forget(console)
+    await documents.record_run(console, kb, progress.done, report.failed)
     await console.store.set(
         indexed_key(kb),
         json.dumps({"at": time.time(), "communities": report.communities}),
@@ -89,42 +238,79 @@ async def _run_index(console: Console, kb: str, paths: list[Path], job: Job) -> 
     )
 
 
-def _job_started(console: Console, request: Request, session: Session, job: Job) -> Response:
+RUN_KEY = "knowledge:"  # the keys of this page's runs (Jobs.running), and only theirs
+
+
+def _already_running(console: Console, kb: str, key: str) -> Response | None:
+    running = console.jobs.running(f"{RUN_KEY}{kb}:{key}")
+    if running is None:
+        return None
+    return _error(f"The {running.what} is already queued or running: see its progress.", 409)
+
+
+async def _start(
+    console: Console,
+    request: Request,
+    session: Session,
+    kb: str,
+    what: str,
+    paths: list[Path],
+    key: str,
+    action: tuple[str, str],
+) -> Response:
+    """Start the run, unless the same one is queued or running: a double click, a second
+    tab, a replayed request get that refusal instead of the same work queued twice. A run
+    started is an admin action of the audit log (`action`: what, and its detail)."""
+    refused = _already_running(console, kb, key)
+    if refused is not None:
+        return refused
+    # No await from the check to the start: a second request cannot slip in between.
+    job = console.jobs.start(
+        kb, what, lambda j: _run_index(console, kb, paths, j), key=f"{RUN_KEY}{kb}:{key}"
+    )
+    job.current = "queued"
+    await audit(console.store, session.user, *action)
     return console.render(request, session, "job.html.j2", job=job)
 
 
 async def upload(console: Console, request: Request, session: Session) -> Response:
     form = await console.form(request)
-    kb = _kb(console, request, form.get("kb"))
+    kb = _action_kb(console, form.get("kb"))
+    if kb is None:
+        return _bad_kb()
     files = [f for f in form.getlist("files") if isinstance(f, UploadFile) and f.filename]
     if not files:
-        return HTMLResponse('<p class="error">Choose a file to upload.</p>', status_code=400)
+        return _error("Choose a file to upload.", 400)
     names = [
         _SAFE_NAME.sub("_", Path(file.filename or "upload").name).strip(". ") or "upload"
         for file in files
     ]
     too_long = [n for n in names if len(n.encode()) > MAX_NAME_BYTES]
     if too_long:  # the file system would refuse it: say so, before anything is written
-        shown = escape(too_long[0][:60])
-        return HTMLResponse(
-            f'<p class="error">The file name “{shown}…” is too long (more than '
-            f"{MAX_NAME_BYTES} bytes): rename the file and upload it again.</p>",
-            status_code=400,
+        return _error(
+            f"The file name “{too_long[0][:60]}…” is too long (more than {MAX_NAME_BYTES} "
+            "bytes): rename the file and upload it again.",
+            400,
         )
+    contents = [await file.read() for file in files]
+    # The same files with the same bytes, uploaded again while their run waits or runs: one run.
+    digest = hashlib.sha256()
+    for name, data in sorted(zip(names, contents, strict=True)):
+        digest.update(name.encode() + b"\0" + hashlib.sha256(data).digest())
+    key = f"upload:{digest.hexdigest()}"
+    refused = _already_running(console, kb, key)
+    if refused is not None:
+        return refused
     folder = upload_dir(console, kb)
     saved = []
-    for file, name in zip(files, names, strict=True):
+    for name, data in zip(names, contents, strict=True):
         target = folder / name
-        data = await file.read()
         await asyncio.to_thread(_save, target, data)
         saved.append(target)
-    job = console.jobs.start(
-        kb,
-        f"upload of {', '.join(p.name for p in saved)}",
-        lambda j: _run_index(console, kb, saved, j),
+    what = f"upload of {', '.join(p.name for p in saved)}"
+    return await _start(
+        console, request, session, kb, what, saved, key, ("upload", f"{kb}: {', '.join(names)}")
     )
-    await audit(console.store, session.user, "upload", f"{kb}: {', '.join(names)}")
-    return _job_started(console, request, session, job)
 
 
 def _save(target: Path, data: bytes) -> None:
@@ -165,39 +351,46 @@ def _outside_roots(console: Console) -> Response:
         )
     else:
         reason = "That path is outside [console] index_roots."
-    return HTMLResponse(f'<p class="error">{escape(reason)}</p>', status_code=403)
+    return _error(reason, 403)
 
 
 async def index_path(console: Console, request: Request, session: Session) -> Response:
     form = await console.form(request)
-    kb = _kb(console, request, form.get("kb"))
+    kb = _action_kb(console, form.get("kb"))
+    if kb is None:
+        return _bad_kb()
     raw = form.get("path")
     path = Path(raw.strip()) if isinstance(raw, str) and raw.strip() else None
     if path is None:
-        return HTMLResponse('<p class="error">Name a file or folder on the server.</p>', 400)
+        return _error("Name a file or folder on the server.", 400)
     # Checked before anything looks at the path: whether a file exists is not for this page
     # to tell about places it may not index.
     if not await asyncio.to_thread(allowed_path, console, kb, path):
         return _outside_roots(console)
     if not await asyncio.to_thread(path.exists):
-        return HTMLResponse('<p class="error">No such file or folder on the server.</p>', 400)
-    await console.store.push(_roots_key(kb), str(path.resolve()), max_len=100)
-    job = console.jobs.start(kb, f"index of {path}", lambda j: _run_index(console, kb, [path], j))
-    await audit(console.store, session.user, "index", f"{kb}: {path}")
-    return _job_started(console, request, session, job)
+        return _error("No such file or folder on the server.", 400)
+    resolved = path.resolve()
+    await console.store.push(_roots_key(kb), str(resolved), max_len=100)
+    return await _start(
+        console, request, session, kb, f"index of {path}", [path], f"index:{resolved}",
+        ("index", f"{kb}: {path}"),
+    )  # fmt: skip
 
 
 async def reindex(console: Console, request: Request, session: Session) -> Response:
     form = await console.form(request)
-    kb = _kb(console, request, form.get("kb"))
+    kb = _action_kb(console, form.get("kb"))
+    if kb is None:
+        return _bad_kb()
     source = form.get("source")
     roots = [Path(p) for p in dict.fromkeys(await console.store.recent(_roots_key(kb), 100))]
     roots += list(console.settings.conversation.kb_sources.get(kb, []))
+    uploads = upload_dir(console, kb)
     if isinstance(source, str) and source:
-        candidates = [upload_dir(console, kb) / source, *(r.parent / source for r in roots)]
+        candidates = [uploads / source, *(r.parent / source for r in roots)]
         what = f"re-index of {source}"
     else:
-        candidates = [*roots, upload_dir(console, kb)]
+        candidates = [*roots, *await asyncio.to_thread(uploaded_paths, uploads)]
         what = f"re-index of {kb}"
 
     def usable() -> list[Path]:
@@ -208,35 +401,41 @@ async def reindex(console: Console, request: Request, session: Session) -> Respo
 
     paths = await asyncio.to_thread(usable)
     if not paths:
-        return HTMLResponse(
-            '<p class="error">The server does not know where that came from: index its path '
-            "again.</p>",
-            status_code=404,
-        )
-    job = console.jobs.start(kb, what, lambda j: _run_index(console, kb, paths, j))
-    await audit(console.store, session.user, "re-index", f"{kb}: {what}")
-    return _job_started(console, request, session, job)
+        return _error("The server does not know where that came from: index its path again.", 404)
+    key = f"reindex:{source}" if isinstance(source, str) and source else "reindex"
+    return await _start(
+        console, request, session, kb, what, paths, key, ("re-index", f"{kb}: {what}")
+    )
 
 
 async def remove(console: Console, request: Request, session: Session) -> Response:
     form = await console.form(request)
-    kb = _kb(console, request, form.get("kb"))
+    kb = _action_kb(console, form.get("kb"))
+    if kb is None:
+        return _bad_kb()
     source = form.get("source")
     if not isinstance(source, str) or not source:
-        return HTMLResponse('<p class="error">Which document?</p>', status_code=400)
+        return _error("Which document?", 400)
     report = await console.services.indexer(kb).remove(kb, [source])
     console.kb_changed(kb)
-    if not report.documents_removed:
-        return HTMLResponse('<p class="error">No such document.</p>', status_code=404)
+    home_kbs.forget(console)
+    forgotten = await documents.forget_failure(console, kb, source)
+    if not report.documents_removed and not forgotten:
+        return _error("No such document.", 404)
     await audit(console.store, session.user, "remove", f"{kb}: {source}")
-    return HTMLResponse("")  # htmx swaps the document's row out
+    # htmx swaps the document's row out; the counts above the table follow
+    return HTMLResponse("", headers={"HX-Trigger": bindings.KB_CHANGED})
 
 
 async def job_status(console: Console, request: Request, session: Session) -> Response:
     job = console.jobs.get(request.path_params["job_id"])
     if job is None:
-        return HTMLResponse('<p class="error">That run is no longer known.</p>', status_code=404)
-    return console.render(request, session, "job.html.j2", job=job)
+        return _error("That run is no longer known.", 404)
+    response = console.render(request, session, "job.html.j2", job=job)
+    if not job.running and job.key.startswith(RUN_KEY):
+        # The last poll of a run of this page: its tables reload once, no page reload needed.
+        response.headers["HX-Trigger"] = bindings.KB_CHANGED
+    return response
 
 
 # -- the graph view -----------------------------------------------------------------------------
@@ -252,13 +451,12 @@ async def graph_page(console: Console, request: Request, session: Session) -> Re
     )
     if focus:
         console.graph_outlines.warm(kb)  # ready, or nearly, when the script asks for the data
-    facets = await console.state.log.facets()
     return console.render(
         request,
         session,
         "graph.html.j2",
         kb=kb,
-        kbs=console.kbs(facets["kbs"]),
+        kbs=await home_kbs.kb_names(console, kb),
         query=query,
         matches=found.matches,
         closest=found.closest,

@@ -446,6 +446,8 @@ class Indexer:
                     **item.document.metadata,
                     "extractor": report.extractor,
                     "indexed_at": time.time(),
+                    # the text read from it (what the console shows as its size)
+                    "text_bytes": len(item.document.text.encode("utf-8", "surrogatepass")),
                 },
             )
             removed = await self.graph.put_document(kb, record, item.chunks)

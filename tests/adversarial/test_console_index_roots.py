@@ -37,9 +37,17 @@ class RecordedJobs(Jobs):
         super().__init__()
         self.started: list[str] = []
 
-    def start(self, kb: str, what: str, run: Callable[[Job], Awaitable[str]]) -> Job:
+    def start(
+        self,
+        kb: str,
+        what: str,
+        run: Callable[[Job], Awaitable[str]],
+        kind: str = "index",
+        *,
+        key: str = "",
+    ) -> Job:
         self.started.append(what)
-        job = Job("0123456789ab", kb, what)
+        job = Job("0123456789ab", kb, what, kind, key=key)
         job.finished = 0.0
         return job
 

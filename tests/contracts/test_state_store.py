@@ -73,6 +73,15 @@ async def test_get_set_and_overwrite(store: RedisStateStore) -> None:
     assert await store.get("{c1}:empty") == ""
 
 
+async def test_get_many_reads_keys_of_any_slot_in_their_order(store: RedisStateStore) -> None:
+    await store.set("{c1}:a", "one")
+    await store.set("{c2}:b", "two")  # another hash tag: another Cluster slot
+    await store.set("{c3}:c", "")
+    keys = ["{c2}:b", "{c9}:missing", "{c1}:a", "{c3}:c", "{c1}:a"]
+    assert await store.get_many(keys) == ["two", None, "one", "", "one"]
+    assert await store.get_many([]) == []
+
+
 async def test_set_ttl_expires_and_a_set_without_ttl_keeps(store: RedisStateStore) -> None:
     await store.set("{c1}:short", "v", ttl=0.2)
     await store.set("{c1}:kept", "v", ttl=0.2)
