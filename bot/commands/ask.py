@@ -54,7 +54,7 @@ async def ask(
         # imported here: a question the running server answers needs none of it
         from bot.wiring import open_services
 
-        async with open_services(config) as services:
+        async with open_services(config, graph_memory=False) as services:
             await require_documents(services, name)
             decision = await gate_decision(services, name, question)
             # a question the gate left to the model (decision.deferred): the model answers it
