@@ -54,9 +54,6 @@ class Readiness:
     kbs: tuple[str, ...] = ()
     failed: dict[str, str] = field(default_factory=dict)
 
-    def as_dict(self) -> dict[str, object]:
-        return {"ready": self.ready}
-
 
 def served_kbs(settings: Settings) -> list[str]:
     """The KBs the server answers from: the default, those with sources, those of channels."""

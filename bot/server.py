@@ -600,18 +600,19 @@ def build_app(
         caller = book.identify(request)
         # Ready once the warm-up answered (bot/readiness.py): until then a question is
         # answered, slowly, and a readiness probe is told 503 so no traffic is sent yet.
-        ready = readiness is None or readiness.ready
-        status = 200 if ready else 503
+        # (An app without a readiness, as in tests, says nothing of it.)
+        ready = {} if readiness is None else {"ready": readiness.ready}
+        status = 200 if ready.get("ready", True) else 503
         if caller is None or not caller.authenticated:
             # Probes and strangers learn only whether it works: no versions, no queue depth.
             try:
                 await state.ping()
             except StoreError:
-                return JSONResponse({"ok": False, "ready": ready}, status_code=503)
-            return JSONResponse({"ok": True, "ready": ready}, status_code=status)
+                return JSONResponse({"ok": False, **ready}, status_code=503)
+            return JSONResponse({"ok": True, **ready}, status_code=status)
         try:
             version = await state.ping()
-            body: dict[str, Any] = {"ok": True, "ready": ready, "redis": version}
+            body: dict[str, Any] = {"ok": True, **ready, "redis": version}
             if queue is not None:
                 depth = await queue.depth()
                 body["queue"] = {
