@@ -79,7 +79,7 @@ async def warm_then_ask(home: Path) -> None:
         async def no_more_reads(*args: object, **kwargs: object) -> object:
             raise AssertionError("read out of the vector store after the warm-up")
 
-        services.vectors.fetch_vectors = no_more_reads  # type: ignore[method-assign]
+        services.vectors.fetch_vectors = no_more_reads  # type: ignore[method-assign,assignment]
         question = "How do I roll back a bad deploy?"
         decision = await services.gate(runtime.store).decide("default", question, addressed=True)
         assert not decision.refused
