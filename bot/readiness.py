@@ -84,7 +84,7 @@ async def warm_up(
                 await services.graph.warm(kb)
             # every collection the answerer searches in memory, not only those the warm-up
             # questions happen to search (from the kept files when the KB is unchanged)
-            await services.keep_copies(kb)
+            await services.keep_copies(kb, hold=True)
             for question in questions:
                 await gate.screen(kb, question, addressed=True)
                 async for _ in answerer.ask(kb, question, covered=True):

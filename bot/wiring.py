@@ -460,15 +460,24 @@ class Services:
             )
         return self._coverage_rule
 
-    async def keep_copies(self, kb: str) -> None:
+    async def keep_copies(self, kb: str, *, hold: bool = False) -> None:
         """Read the KB's vectors into memory, and with them into the files the next process
         starts from (build_snapshot_files), with the coverage rule's term postings: for an
         indexing command, once its run changed the KB. Each later `tacit ask` and `tacit
-        serve` then reads the files instead of every row of the vector store."""
+        serve` then reads the files instead of every row of the vector store.
+
+        hold: keep every copy in memory too (a server about to answer from them); without it,
+        one collection is held at a time."""
         cache = self.vector_cache()
-        for collection in COLLECTIONS:
-            await cache.snapshot(collection, kb)
+        await cache.snapshot("chunks", kb)
         await self.coverage_rule().kb_terms(kb)
+        for collection in COLLECTIONS:
+            if collection != "chunks":
+                if not hold:
+                    # one collection in memory at a time: an indexing command's peak stays
+                    # the run's, not the run's plus every copy
+                    cache.invalidate(kb)
+                await cache.snapshot(collection, kb)
 
     def word_vectors(self) -> WordVectors:
         """The one cache of single-word vectors: the coverage rule's cross-script look-ups and
