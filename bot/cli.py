@@ -1,8 +1,8 @@
 """The `tacit` command line. Every command takes --json for machine-readable output.
 
 A run imports only the module of the command it runs: importing every command module (the
-server's, the evaluation's, the gate's) costs more than a second on these machines, most of
-what `tacit ask` spends when a running `tacit serve` answers it. The root's --help, no
+server's, the evaluation's, the gate's) was most of what `tacit ask` spent when a running
+`tacit serve` answered it (docs/notes/2026-12-07-fast-start.md). The root's --help, no
 command, or a word that is not a command imports them all, as does `from bot.cli import app`.
 """
 

@@ -3,7 +3,7 @@
 Why: the first question after start paid for everything a process reads on first use — the
 embedder's model, each KB's vectors copied into memory and its term postings, the graph's
 in-memory copy, the BM25 index, the word lists of jieba, wordfreq and the tokenizer — while
-/healthz already said ok (issue 34: 8.4 s, the next questions 0.14–0.40 s). So the server
+/healthz already said ok (docs/notes/2026-12-07-fast-start.md). So the server
 reports ready (/healthz `"ready": true`, and a line on stderr) only after each KB it serves
 has answered warm-up questions the way a real one is answered: the gate's coverage (its
 screening without the LLM) and the in-memory answerer.
@@ -75,7 +75,11 @@ async def warm_up(
     started = clock()
     services = runtime.services
     names = list(kbs) if kbs is not None else served_kbs(runtime.settings)
-    await services.embedder.warm_up()
+    try:
+        await services.embedder.warm_up()
+    except Exception as exc:  # a remote embedder down: each question says so, as before
+        logger.warning("could not warm the embedder: %s", exc)
+        readiness.failed["embedder"] = str(exc)
     gate = services.gate(runtime.store)
     answerer = services.answerer(in_memory=True, offline=True)
     for kb in names:

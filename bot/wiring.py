@@ -495,9 +495,9 @@ async def open_services(
 
     graph_memory=False: no in-memory copy of the KBs' graphs, for a command that asks one
     question (`tacit ask`): the copy is read in a background thread on the first
-    neighbourhood read (0.9 s at 12k entities and 35k relations), which that question does not
-    wait for but competes with for the interpreter; its reads go to SQLite, which answers
-    the same (adapters/graph/sqlite_memory.py)."""
+    neighbourhood read, which that question does not wait for but competes with for the
+    interpreter; its reads go to SQLite, which answers the same
+    (adapters/graph/sqlite_memory.py)."""
     async with AsyncExitStack() as stack:
         graph = build_graph(settings, memory=graph_memory)
         stack.push_async_callback(graph.aclose)

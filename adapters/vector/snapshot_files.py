@@ -3,8 +3,8 @@
 fraction of a second instead of reading every row out of the vector store again.
 
 Why: each `tacit ask` and each `tacit serve` start read a KB's rows out of Milvus Lite (a
-Python loop per row: 6,141 chunks took 6 s, 35,246 relations 59 s on a busy 2-core machine)
-and cut every chunk into terms again (2.5 s at 6k chunks), although nothing had changed.
+Python loop per row) and cut every chunk into terms again, although nothing had changed: most
+of their start on a KB of thousands of chunks (docs/notes/2026-12-07-fast-start.md).
 
 Layout: `<root>/<KB digest>/<name>-<version digest>.{npy,json,pickle}`, one generation per
 name and KB: saving a new version removes the older ones. Files are written to a temporary

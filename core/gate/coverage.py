@@ -446,8 +446,8 @@ class CoverageRule:
 
     async def _kept_terms(self, kb: str, snapshot: Snapshot) -> KbTerms | None:
         """The postings built from this copy of the KB by an earlier process, kept beside the
-        copy (core.vector_cache.VectorCache.derived): building them again cost 2.5 s of each
-        one-shot `tacit ask` at 6k chunks."""
+        copy (core.vector_cache.VectorCache.derived): building them again was much of a
+        one-shot `tacit ask` on a large KB (docs/notes/2026-12-07-fast-start.md)."""
         derived = getattr(self.snapshots, "derived", None)
         if derived is None:
             return None
