@@ -5,7 +5,8 @@
     POST /v1/labels         an admin token's "should have answered / stayed silent" on a decision
     POST /v1/events         queue a platform-neutral message durably (202 once stored)
     GET  /v1/results/{id}?channel=…   what a queued message got, once a worker handled it
-    GET  /healthz           ok or not (the state store answers); details for a token holder
+    GET  /healthz           ok (the state store answers) and ready (warmed: 503 until then);
+                            details for a token holder
     GET  /metrics           Prometheus metrics (`[server] metrics_token` to require one)
     /slack/events, /telegram/webhook   the platform adapters' routes, mounted only in the mode
                                         that uses them (Events API; Telegram webhook mode)
@@ -60,6 +61,7 @@ from bot.assistant import COMMAND_PREFIX, TacitAssistant
 from bot.gate_labels import label_decision
 from bot.metrics import Metrics
 from bot.queue import EventIngest
+from bot.readiness import Readiness
 from bot.settings import ApiToken, ServerSettings, Settings
 from core.conversation import (
     Feedback,
@@ -344,6 +346,7 @@ def build_app(
     admission: Admission | None = None,
     metrics_token: str = "",
     events_per_minute: int = 0,
+    readiness: Readiness | None = None,
 ) -> Starlette:
     """The ASGI app. `routes` are the platform adapters' (Slack events, Telegram webhook);
     `lifespan` starts and drains the workers and adapters around serving."""
@@ -595,16 +598,21 @@ def build_app(
 
     async def healthz(request: Request) -> Response:
         caller = book.identify(request)
+        # Ready once the warm-up answered (bot/readiness.py): until then a question is
+        # answered, slowly, and a readiness probe is told 503 so no traffic is sent yet.
+        # (An app without a readiness, as in tests, says nothing of it.)
+        ready = {} if readiness is None else {"ready": readiness.ready}
+        status = 200 if ready.get("ready", True) else 503
         if caller is None or not caller.authenticated:
             # Probes and strangers learn only whether it works: no versions, no queue depth.
             try:
                 await state.ping()
             except StoreError:
-                return JSONResponse({"ok": False}, status_code=503)
-            return JSONResponse({"ok": True})
+                return JSONResponse({"ok": False, **ready}, status_code=503)
+            return JSONResponse({"ok": True, **ready}, status_code=status)
         try:
             version = await state.ping()
-            body: dict[str, Any] = {"ok": True, "redis": version}
+            body: dict[str, Any] = {"ok": True, **ready, "redis": version}
             if queue is not None:
                 depth = await queue.depth()
                 body["queue"] = {
@@ -614,7 +622,7 @@ def build_app(
                 }
         except StoreError as exc:
             return JSONResponse({"ok": False, "error": str(exc)}, status_code=503)
-        return JSONResponse(body)
+        return JSONResponse(body, status_code=status)
 
     async def prometheus(request: Request) -> Response:
         # Its own token, not an API one: a scraper's credentials should not be able to ask.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
@@ -14,6 +15,7 @@ from core.gate.coverage import CoverageOptions, CoverageRule
 from core.gate.gate import Gate, GateOptions
 from core.index.pipeline import Indexer, IndexOptions
 from core.index.reading import DocumentBudget
+from core.models import COLLECTIONS
 from core.ports import (
     LLM,
     DecisionLog,
@@ -24,7 +26,7 @@ from core.ports import (
     VectorStore,
 )
 from core.retrieve.retriever import RetrievalOptions, Retriever
-from core.vector_cache import CacheOptions, VectorCache, documents_version
+from core.vector_cache import CacheOptions, SnapshotFiles, VectorCache, documents_version
 from core.word_vectors import WORD_VECTORS, WordVectors
 
 if TYPE_CHECKING:
@@ -80,7 +82,8 @@ def build_embedder(settings: Settings) -> Embedder:
     return USEEmbedder(batch_size=config.batch_size)
 
 
-def build_graph(settings: Settings) -> GraphStore:
+def build_graph(settings: Settings, *, memory: bool = True) -> GraphStore:
+    """memory: keep an in-memory copy of each KB's graph (SQLite; bot.wiring.open_services)."""
     if settings.graph.kind == "nebula":
         from adapters.graph.nebula_store import NebulaGraphStore
 
@@ -100,7 +103,9 @@ def build_graph(settings: Settings) -> GraphStore:
     from adapters.graph.sqlite_store import SQLiteGraphStore
 
     settings.graph_path.parent.mkdir(parents=True, exist_ok=True)
-    return SQLiteGraphStore(settings.graph_path, memory_entities=settings.graph.memory_entities)
+    return SQLiteGraphStore(
+        settings.graph_path, memory_entities=settings.graph.memory_entities if memory else 0
+    )
 
 
 def build_vectors(settings: Settings) -> VectorStore:
@@ -116,6 +121,17 @@ def build_vectors(settings: Settings) -> VectorStore:
         consistency_level=settings.vector.consistency_level,
         timeout=settings.vector.timeout,
     )
+
+
+def build_snapshot_files(settings: Settings) -> SnapshotFiles:
+    """Where the in-memory copies of the KBs' vectors (and their term postings) outlive the
+    process (adapters/vector/snapshot_files.py): in the home, one folder per vector store and
+    collection prefix, so two stores' KBs of one name never read each other's."""
+    from adapters.vector.snapshot_files import SnapshotFiles as Files
+
+    store = f"{settings.vector_uri}\0{settings.vector.collection_prefix}"
+    folder = hashlib.sha256(store.encode()).hexdigest()[:16]
+    return Files(settings.home / "snapshots" / folder)
 
 
 async def build_state(settings: Settings) -> StateStore:
@@ -335,6 +351,7 @@ class Services:
             self._vector_cache = VectorCache(
                 self.vectors,
                 version=documents_version(self.graph),
+                files=build_snapshot_files(self.settings),
                 options=CacheOptions(
                     max_rows=gate.cache_max_rows,
                     check_seconds=gate.cache_check_seconds,
@@ -347,31 +364,34 @@ class Services:
         if self._vector_cache is not None:
             await self._vector_cache.aclose()
 
-    def retriever(self, *, in_memory: bool = False) -> Retriever:
+    def retriever(self, *, in_memory: bool = False, offline: bool = False) -> Retriever:
         """Dual-level and lexical retrieval with the [retrieval] settings.
 
         in_memory: dense searches from vector_cache() instead of the vector store — for a
         process that answers many questions (the bot, the server, the REPL). A one-shot
         command does not: reading a KB's vectors whole from Milvus Lite costs seconds, more
         than the few searches one question makes.
+        offline: without the LLM even when one is configured (keywords by NLP): for the
+        warm-up questions of bot/readiness.py, which must cost no model call.
         """
         return Retriever(
             embedder=self.embedder,
             vectors=self.vectors,
             graph=self.graph,
-            llm=self.llm,
+            llm=None if offline else self.llm,
             options=RetrievalOptions(**self.settings.retrieval.model_dump()),
             nearest=self.vector_cache() if in_memory else None,
             words=self.word_vectors(),
         )
 
-    def answerer(self, *, in_memory: bool = False) -> MultiStageAnswerer:
-        """The multi-stage answerer with the [answer] settings (in_memory: see retriever)."""
+    def answerer(self, *, in_memory: bool = False, offline: bool = False) -> MultiStageAnswerer:
+        """The multi-stage answerer with the [answer] settings (in_memory, offline: see
+        retriever; offline answers extractively)."""
         answer = self.settings.answer
         return MultiStageAnswerer(
-            retriever=self.retriever(in_memory=in_memory),
+            retriever=self.retriever(in_memory=in_memory, offline=offline),
             embedder=self.embedder,
-            llm=self.llm,
+            llm=None if offline else self.llm,
             options=PipelineOptions(
                 stages=answer.stages,
                 check=answer.check,
@@ -439,6 +459,25 @@ class Services:
             )
         return self._coverage_rule
 
+    async def keep_copies(self, kb: str, *, hold: bool = False) -> None:
+        """Read the KB's vectors into memory, and with them into the files the next process
+        starts from (build_snapshot_files), with the coverage rule's term postings: for an
+        indexing command, once its run changed the KB. Each later `tacit ask` and `tacit
+        serve` then reads the files instead of every row of the vector store.
+
+        hold: keep every copy in memory too (a server about to answer from them); without it,
+        one collection is held at a time."""
+        cache = self.vector_cache()
+        await cache.snapshot("chunks", kb)
+        await self.coverage_rule().kb_terms(kb)
+        for collection in COLLECTIONS:
+            if collection != "chunks":
+                if not hold:
+                    # one collection in memory at a time: an indexing command's peak stays
+                    # the run's, not the run's plus every copy
+                    cache.invalidate(kb)
+                await cache.snapshot(collection, kb)
+
     def word_vectors(self) -> WordVectors:
         """The one cache of single-word vectors: the coverage rule's cross-script look-ups and
         the retriever's row look-ups embed the same words with the same embedder."""
@@ -448,10 +487,18 @@ class Services:
 
 
 @asynccontextmanager
-async def open_services(settings: Settings) -> AsyncIterator[Services]:
-    """The stores, embedder and LLM for one command; every one closed on the way out."""
+async def open_services(
+    settings: Settings, *, graph_memory: bool = True
+) -> AsyncIterator[Services]:
+    """The stores, embedder and LLM for one command; every one closed on the way out.
+
+    graph_memory=False: no in-memory copy of the KBs' graphs, for a command that asks one
+    question (`tacit ask`): the copy is read in a background thread on the first
+    neighbourhood read, which that question does not wait for but competes with for the
+    interpreter; its reads go to SQLite, which answers the same
+    (adapters/graph/sqlite_memory.py)."""
     async with AsyncExitStack() as stack:
-        graph = build_graph(settings)
+        graph = build_graph(settings, memory=graph_memory)
         stack.push_async_callback(graph.aclose)
         vectors = build_vectors(settings)
         stack.push_async_callback(vectors.aclose)

@@ -28,8 +28,8 @@ import hashlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Hashable, Sequence
-from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
@@ -135,6 +135,9 @@ class Snapshot:
     sources: tuple[str, ...] = ()
     # Fitted to these vectors when the copy is read (a new copy fits its own); None: exact.
     prefilter: Prefilter | None = None
+    # Read from, or written to, the cache's SnapshotFiles: what is derived from this copy may
+    # be kept beside it (core.gate.coverage keeps the KB's term postings there).
+    kept: bool = False
 
     @property
     def rows(self) -> int:
@@ -163,6 +166,33 @@ class DocumentsVersion:
     digest: str
     documents: int
     chunks: int
+    # (source, chunk count) of each document, by source: what a copy of the chunks must hold
+    # to be kept in files (see _consistent)
+    counts: tuple[tuple[str, int], ...] = field(default=(), compare=False, repr=False)
+
+
+@dataclass(frozen=True, slots=True)
+class SavedRows:
+    """A copy's rows as SnapshotFiles keeps them: unit vectors, ids, texts, sources."""
+
+    matrix: npt.NDArray[np.float32]
+    ids: tuple[str, ...]
+    texts: tuple[str, ...]
+    sources: tuple[str, ...]
+
+
+class SnapshotFiles(Protocol):
+    """Where copies outlive the process (adapters/vector/snapshot_files.py): by name (a
+    collection, or what is derived from one), KB and version digest; None when none is kept
+    for that version. Synchronous: the cache calls it in a worker thread."""
+
+    def load_rows(self, name: str, kb: str, version: str) -> SavedRows | None: ...
+
+    def save_rows(self, name: str, kb: str, version: str, rows: SavedRows) -> None: ...
+
+    def load_object(self, name: str, kb: str, version: str) -> Any | None: ...
+
+    def save_object(self, name: str, kb: str, version: str, value: Any) -> None: ...
 
 
 def documents_version(graph: DocumentListing) -> VersionProbe:
@@ -172,10 +202,12 @@ def documents_version(graph: DocumentListing) -> VersionProbe:
     async def probe(collection: Collection, kb: str) -> Hashable:
         documents = await graph.get_documents(kb)
         digest = hashlib.sha256()
-        for doc in sorted(documents, key=lambda d: d.source):
+        ordered = sorted(documents, key=lambda d: d.source)
+        for doc in ordered:
             digest.update(f"{doc.source}\0{doc.content_hash}\0{doc.chunk_count}\n".encode())
         chunks = sum(max(doc.chunk_count, 0) for doc in documents)
-        return DocumentsVersion(digest.hexdigest(), len(documents), chunks)
+        counts = tuple((doc.source, doc.chunk_count) for doc in ordered)
+        return DocumentsVersion(digest.hexdigest(), len(documents), chunks, counts)
 
     return probe
 
@@ -190,8 +222,13 @@ class VectorCache:
         version: VersionProbe | None = None,
         options: CacheOptions | None = None,
         clock: Callable[[], float] = time.monotonic,
+        files: SnapshotFiles | None = None,
     ) -> None:
+        """files: where copies outlive the process, so the next one reads them from there
+        instead of the store (only with a documents_version probe: a count cannot tell an
+        edited KB from the one a file holds)."""
         self.vectors = vectors
+        self.files = files
         self.options = options or CacheOptions()
         self._version = version or self._count_version
         self._counts_are_versions = version is None
@@ -323,44 +360,121 @@ class VectorCache:
             version = await self._version(collection, kb)
         limit = self.options.max_rows
         now = self._clock()
-        counted = version if self._counts_are_versions else None
-        rows = counted if isinstance(counted, int) else await self.vectors.count(collection, kb)
-        if rows > limit:
-            snapshot = Snapshot(version, now, None)
+        saved = await self._saved(collection, kb, version)
+        if saved is not None and len(saved.ids) <= limit:
+            snapshot = await self._snapshot(version, now, saved, kept=True)
         else:
-            records = await self.vectors.fetch_vectors(collection, kb, limit=limit + 1)
-            if not records:
-                _check_nothing_expected(collection, kb, version)
-            if len(records) > limit:  # it grew past the cap while being read
-                snapshot = Snapshot(version, now, None)
-            else:
-                dim = len(records[0].vector) if records else 0
-                matrix = np.empty((len(records), dim), dtype=np.float32)
-                for row, record in enumerate(records):
-                    matrix[row] = record.vector
-                unit = _unit_rows(matrix)
-                candidates = self._prefilter_candidates(unit)
-                # The fit (a fraction of a second on a large KB) runs in a worker thread:
-                # searches of other collections go on meanwhile.
-                prefilter = (
-                    await asyncio.to_thread(
-                        Prefilter.fit, unit, self.options.prefilter_dim, candidates
-                    )
-                    if candidates
-                    else None
-                )
-                snapshot = Snapshot(
-                    version,
-                    now,
-                    unit,
-                    tuple(r.id for r in records),
-                    tuple(r.text for r in records),
-                    tuple(r.source for r in records),
-                    prefilter,
-                )
+            snapshot = await self._read(collection, kb, version, now)
         self._snapshots[key] = snapshot
         self._checked[key] = now
         return snapshot
+
+    async def _read(
+        self, collection: Collection, kb: str, version: Hashable, now: float
+    ) -> Snapshot:
+        """The copy read out of the vector store (and kept in files when it may be)."""
+        limit = self.options.max_rows
+        counted = version if self._counts_are_versions else None
+        rows = counted if isinstance(counted, int) else await self.vectors.count(collection, kb)
+        if rows > limit:
+            return Snapshot(version, now, None)
+        records = await self.vectors.fetch_vectors(collection, kb, limit=limit + 1)
+        if not records:
+            _check_nothing_expected(collection, kb, version)
+        if len(records) > limit:  # it grew past the cap while being read
+            return Snapshot(version, now, None)
+        dim = len(records[0].vector) if records else 0
+        matrix = np.empty((len(records), dim), dtype=np.float32)
+        for row, record in enumerate(records):
+            matrix[row] = record.vector
+        rows_read = SavedRows(
+            _unit_rows(matrix),
+            tuple(r.id for r in records),
+            tuple(r.text for r in records),
+            tuple(r.source for r in records),
+        )
+        kept = await self._keep(collection, kb, version, rows_read)
+        return await self._snapshot(version, now, rows_read, kept=kept)
+
+    async def _snapshot(
+        self, version: Hashable, now: float, rows: SavedRows, *, kept: bool
+    ) -> Snapshot:
+        unit = rows.matrix
+        candidates = self._prefilter_candidates(unit)
+        # The fit (~0.2-0.4 s at 36k × 512) runs in a worker thread: searches of other
+        # collections go on meanwhile.
+        prefilter = (
+            await asyncio.to_thread(Prefilter.fit, unit, self.options.prefilter_dim, candidates)
+            if candidates
+            else None
+        )
+        return Snapshot(
+            version, now, unit, rows.ids, rows.texts, rows.sources, prefilter, kept=kept
+        )
+
+    async def _saved(self, collection: Collection, kb: str, version: Hashable) -> SavedRows | None:
+        if self.files is None or not isinstance(version, DocumentsVersion):
+            return None
+        try:
+            return await asyncio.to_thread(self.files.load_rows, collection, kb, version.digest)
+        except Exception as exc:  # unreadable: read the store instead
+            log.warning("vector cache: cannot read the kept %s of KB %r: %s", collection, kb, exc)
+            return None
+
+    async def _keep(
+        self, collection: Collection, kb: str, version: Hashable, rows: SavedRows
+    ) -> bool:
+        """Keep the rows in files when they are what `version` says the store holds; True
+        when kept."""
+        if self.files is None or not isinstance(version, DocumentsVersion):
+            return False
+        if not _consistent(collection, version, rows.sources):
+            return False
+        try:
+            await asyncio.to_thread(self.files.save_rows, collection, kb, version.digest, rows)
+        except Exception as exc:  # the copy serves this process all the same
+            log.warning("vector cache: cannot keep the %s of KB %r: %s", collection, kb, exc)
+            return False
+        return True
+
+    async def derived(self, name: str, kb: str, snapshot: Snapshot) -> Any | None:
+        """What was derived from a kept copy and kept beside it as `name`, or None."""
+        version = snapshot.version
+        if self.files is None or not snapshot.kept or not isinstance(version, DocumentsVersion):
+            return None
+        try:
+            return await asyncio.to_thread(self.files.load_object, name, kb, version.digest)
+        except Exception as exc:
+            log.warning("vector cache: cannot read the kept %s of KB %r: %s", name, kb, exc)
+            return None
+
+    async def keep_derived(self, name: str, kb: str, snapshot: Snapshot, value: Any) -> None:
+        """Keep `value`, derived from a kept copy, beside it (a copy not kept: nothing)."""
+        version = snapshot.version
+        if self.files is None or not snapshot.kept or not isinstance(version, DocumentsVersion):
+            return
+        try:
+            await asyncio.to_thread(self.files.save_object, name, kb, version.digest, value)
+        except Exception as exc:
+            log.warning("vector cache: cannot keep the %s of KB %r: %s", name, kb, exc)
+
+
+def _consistent(collection: Collection, version: DocumentsVersion, sources: Sequence[str]) -> bool:
+    """Whether chunks read at `version` are exactly the chunks its documents list, per source.
+
+    A copy is read after its version (see _load), so a copy of a KB caught mid-change (a
+    removal deletes the graph's document before its vectors) holds rows its version does not:
+    kept in memory, it is read again within max_age_seconds; kept in files, it would outlive
+    the change. So only a copy that matches its version is kept. Entities and relations have no
+    such count: their rows are only ever looked up in the graph store, which drops those of a
+    removed document, so such a row can find nothing there."""
+    if collection != "chunks":
+        return True
+    expected = {source: count for source, count in version.counts if count > 0}
+    found: dict[str, int] = {}
+    for source in sources:
+        found[source] = found.get(source, 0) + 1
+    return found == expected
 
 
 def _check_nothing_expected(collection: Collection, kb: str, version: Hashable) -> None:

@@ -36,7 +36,6 @@ async def ask(
 ) -> None:
     """Answer a question from a knowledge base, with numbered citations."""
     from bot.local_endpoint import connect
-    from bot.wiring import open_services
 
     if not question.strip():
         raise InputError("the question is empty", hint='tacit ask "How do I roll back a deploy?"')
@@ -52,7 +51,10 @@ async def ask(
             decision, events = await server.ask(name, question)
             answer = await show_answer(question, decision, events, as_json=as_json)
     else:
-        async with open_services(config) as services:
+        # imported here: a question the running server answers needs none of it
+        from bot.wiring import open_services
+
+        async with open_services(config, graph_memory=False) as services:
             await require_documents(services, name)
             decision = await gate_decision(services, name, question)
             # a question the gate left to the model (decision.deferred): the model answers it

@@ -94,6 +94,8 @@ async def index(
             before = await services.graph.stats(name)
             with _progress() as progress:
                 report = await indexer.index(name, paths, _Bar(progress), prune=prune)
+            # what `tacit ask` and `tacit serve` read at start, kept for them (bot/wiring.py)
+            await services.keep_copies(name)
     if as_json:
         data = report_json(report, before)
         if server is not None:

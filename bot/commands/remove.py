@@ -38,6 +38,7 @@ async def remove(
         async with open_services(config) as services:
             before = await services.graph.stats(name)
             report = await services.indexer(name).remove(name, sources)
+            await services.keep_copies(name)  # as `tacit index` does
     if report.documents_removed == 0:
         # Nothing matched: most likely a path given instead of the stored source id.
         raise InputError(

@@ -23,6 +23,7 @@ from bot.admission import Admission
 from bot.cli_base import JsonOption, app, command, err, settings
 from bot.local_endpoint import LocalEndpoint
 from bot.queue import Deliver, Worker, default_consumer_name
+from bot.readiness import Readiness, warm_up
 from bot.runtime import Runtime, open_runtime
 from bot.server import HttpResults, build_app, with_http_admins
 from bot.settings import Settings
@@ -88,6 +89,8 @@ class Service:
             admission=self.admission,
         )
         self.left_pending = 0
+        # not ready (/healthz 503) until each served KB answered its warm-up questions
+        self.readiness = Readiness()
         routes = [route for a in self.platforms.values() for route in a.routes()]
         self.console: Any = None
         if config.console.enabled:  # the web console at /console (bot/console/)
@@ -109,6 +112,16 @@ class Service:
             admission=self.admission,
             metrics_token=server.metrics_token.get_secret_value(),
             events_per_minute=server.events_per_minute,
+            readiness=self.readiness,
+        )
+
+    async def warm(self) -> None:
+        """Warm the served KBs (bot/readiness.py), then say so: /healthz and stderr."""
+        readiness = await warm_up(self.runtime, self.readiness)
+        failed = f" ({len(readiness.failed)} left cold: see the log)" if readiness.failed else ""
+        err.print(
+            f"tacit ready: warmed {', '.join(readiness.kbs) or 'nothing'} in "
+            f"{readiness.seconds or 0:.1f}s{failed}"
         )
 
     @contextlib.asynccontextmanager
@@ -118,6 +131,7 @@ class Service:
         refits = start_refits(self.runtime)  # [gate] refit_every (bot/gate_labels.py)
         # sources, the config's and the console's, synced by one replica (bot/sources.py)
         sources = start_source_scheduler(self.runtime)
+        warming = asyncio.create_task(self.warm(), name="tacit-warm-up")
         started: list[ChatAdapter] = []
         try:
             for name, adapter in self.platforms.items():
@@ -126,6 +140,8 @@ class Service:
                 logger.info("%s adapter started", name)
             yield
         finally:
+            warming.cancel()
+            await asyncio.gather(warming, return_exceptions=True)
             await sources.stop()  # a sync cut short resumes at the next one
             # Intake first (no new events), then the answers already accepted.
             for adapter in reversed(started):

@@ -46,15 +46,19 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import functools
+import hashlib
 import logging
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
 from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
 
+from core.gate import kb_terms as kb_terms_module
 from core.gate.evidence import Evidence, term_evidence, valued_line
 from core.gate.kb_terms import (
     TRANSLATION_PASSAGES,
@@ -66,6 +70,9 @@ from core.gate.kb_terms import (
 )
 from core.gate.request import Analysis, analyse, find_request
 from core.gate.rivals import ScriptWords
+from core.language import terms as terms_module
+from core.language import text as text_module
+from core.language import words as words_module
 from core.language.terms import Term, distinct_terms, is_cjk, month_in
 from core.models import Collection, VectorHit
 from core.ports import Embedder, Vectors
@@ -350,6 +357,19 @@ def signal_row(coverage: Coverage) -> list[float]:
 # --- running the rule against a KB ---------------------------------------------------------
 
 
+def _code_digest(*modules: ModuleType) -> str:
+    digest = hashlib.sha256()
+    for module in modules:
+        digest.update(Path(module.__file__ or "").read_bytes())
+    return digest.hexdigest()[:16]
+
+
+# The name the KB's term postings are kept under beside its copy of the chunks: it holds a
+# digest of the code that cuts passages into terms, so postings built by other code (an older
+# Tacit) are never read.
+KB_TERMS = "kb_terms-" + _code_digest(kb_terms_module, terms_module, words_module, text_module)
+
+
 class Snapshots(Protocol):
     """What the rule reads the KB from: the gate's in-memory copy (VectorCache)."""
 
@@ -408,13 +428,33 @@ class CoverageRule:
                 return known[1]
             terms = None
             if snapshot.matrix is not None:
-                terms = await asyncio.to_thread(KbTerms.build, snapshot.texts, snapshot.ids)
+                terms = await self._kept_terms(kb, snapshot)
+                if terms is None:
+                    terms = await asyncio.to_thread(KbTerms.build, snapshot.texts, snapshot.ids)
+                    await self._keep_terms(kb, snapshot, terms)
                 if known is not None and known[1] is not None:
                     await asyncio.to_thread(terms.carry_words, known[1])
             self._terms[kb] = (snapshot, terms)
             if terms is not None and self.warm_words:
                 self._start_warming(kb, terms)
             return terms
+
+    async def _kept_terms(self, kb: str, snapshot: Snapshot) -> KbTerms | None:
+        """The postings built from this copy of the KB by an earlier process, kept beside the
+        copy (core.vector_cache.VectorCache.derived): building them again was much of a
+        one-shot `tacit ask` on a large KB."""
+        derived = getattr(self.snapshots, "derived", None)
+        if derived is None:
+            return None
+        kept = await derived(KB_TERMS, kb, snapshot)
+        if not isinstance(kept, KbTerms) or kept.chunks != snapshot.rows:
+            return None
+        return kept
+
+    async def _keep_terms(self, kb: str, snapshot: Snapshot, terms: KbTerms) -> None:
+        keep = getattr(self.snapshots, "keep_derived", None)
+        if keep is not None:
+            await keep(KB_TERMS, kb, snapshot, terms)
 
     def _start_warming(self, kb: str, terms: KbTerms) -> None:
         earlier = self._warming.pop(kb, None)

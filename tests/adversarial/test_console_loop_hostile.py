@@ -27,8 +27,8 @@ from bot.console.jobs import Jobs
 from bot.conversation_state import ConversationState, Decision
 from bot.gate_labels import GateLabels
 from bot.settings import ConsoleSettings, ConversationSettings, Settings
-from tests.fakes.hash_embedder import HashEmbedder
 from tests.bot.console.test_auth import PROXY, client, store
+from tests.fakes.hash_embedder import HashEmbedder
 
 __all__ = ["store"]  # the fixture, imported for this module's tests
 
