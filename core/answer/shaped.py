@@ -70,13 +70,41 @@ def shape(
     language: str,
 ) -> Shaped | None:
     """The answer from the best line of `ranked` (scored lines of `evidence`, numbered as it is)
-    that can anchor one, with its section read from `pool` (every retrieved chunk); None when
-    no line can."""
-    for sentence in sorted(ranked, key=lambda s: -s.score):
+    that can anchor one, in the section the best lines vote for (_by_votes), with its section
+    read from `pool` (every retrieved chunk); None when no line can."""
+    for sentence in _by_votes(ranked, evidence):
         located = _locate(sentence, evidence[sentence.n - 1], pool)
         if located is not None:
             return _compose(question, located, language)
     return None
+
+
+def _by_votes(
+    ranked: Sequence[EvidenceSentence], evidence: Sequence[ScoredChunk]
+) -> list[EvidenceSentence]:
+    """The lines in the order they are tried as the anchor: the document most of the best
+    evidence falls in first, within it the section most of it falls in, within that the best
+    line first. The single best line often stands in a neighbour of the answering document (a
+    glossary entry beside the role's own page, one line of a sibling runbook), while the
+    answering document holds several of the best lines. A line votes its margin over the
+    weakest line ranked, so one strong line still outweighs several barely ranked ones."""
+    if not ranked:
+        return []
+    floor = min(s.score for s in ranked)
+    documents: dict[str, float] = {}
+    sections: dict[tuple[str, str], float] = {}
+    for s in ranked:
+        record = evidence[s.n - 1].chunk
+        margin = s.score - floor
+        documents[record.source] = documents.get(record.source, 0.0) + margin
+        key = (record.source, record.heading)
+        sections[key] = sections.get(key, 0.0) + margin
+
+    def order(s: EvidenceSentence) -> tuple[float, float, float]:
+        record = evidence[s.n - 1].chunk
+        return (-documents[record.source], -sections[(record.source, record.heading)], -s.score)
+
+    return sorted(ranked, key=order)
 
 
 def _locate(

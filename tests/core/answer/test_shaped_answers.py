@@ -246,3 +246,50 @@ async def test_the_whole_path_from_scored_lines_to_a_shaped_answer() -> None:
     assert shaped is not None
     assert shaped.text.splitlines()[0].startswith("Backups are kept for 35 days")
     assert shaped.text.endswith("[1] faq.md › FAQ › How long are backups kept?")
+
+
+def test_the_section_most_of_the_best_lines_fall_in_is_chosen_over_the_single_best_line() -> None:
+    glossary = chunk(
+        "glossary.md",
+        "Glossary",
+        "Incident Commander: the person who leads an incident.\n\n"
+        "Scribe: the person who writes the timeline.\n",
+    )
+    role = chunk(
+        "roles/incident_commander.md",
+        "Incident Commander > Duties",
+        "The Incident Commander drives the incident to resolution:\n\n"
+        "1. Declare the severity.\n2. Delegate the investigation.\n3. Decide when it is over.\n",
+    )
+    lines = [
+        EvidenceSentence(1, 0, "Incident Commander: the person who leads an incident.", 0.80),
+        EvidenceSentence(2, 2, "The Incident Commander drives the incident to resolution:", 0.78),
+        EvidenceSentence(2, 3, "Delegate the investigation.", 0.74),
+        EvidenceSentence(2, 4, "Decide when it is over.", 0.72),
+        EvidenceSentence(1, 1, "Scribe: the person who writes the timeline.", 0.60),
+    ]
+    shaped = shape(
+        "what does the incident commander do",
+        lines,
+        [glossary, role],
+        [glossary, role],
+        language="en",
+    )
+    assert shaped is not None
+    assert shaped.chunks == (role,)
+    assert "1. Declare the severity.\n2. Delegate the investigation." in shaped.text
+    assert "glossary" not in shaped.text
+    assert shaped.text.endswith("[1] roles/incident_commander.md › Incident Commander › Duties")
+    # A line votes its margin over the weakest ranked: one strong line outweighs several
+    # barely ranked ones.
+    lines = [
+        EvidenceSentence(2, 0, "Backups are kept for 35 days, then deleted.", 0.90),
+        EvidenceSentence(1, 1, "If the lag keeps growing, restart the replica:", 0.52),
+        EvidenceSentence(1, 2, "Then watch it catch up:", 0.51),
+        EvidenceSentence(1, 3, "Wait five minutes.", 0.50),
+    ]
+    shaped = shape(
+        "how long are backups kept", lines, [RUNBOOK, FAQ], [RUNBOOK, FAQ], language="en"
+    )
+    assert shaped is not None
+    assert shaped.chunks == (FAQ,)
