@@ -79,6 +79,37 @@ def shape(
     return None
 
 
+def with_second_part(
+    shaped: Shaped,
+    ranked: Sequence[EvidenceSentence],
+    evidence: Sequence[ScoredChunk],
+    pool: Sequence[ScoredChunk],
+) -> Shaped:
+    """`shaped` with a second source for a part of the question answered elsewhere: `ranked`
+    are the evidence's lines scored for that part alone. Its anchor (chosen as shape() chooses
+    one) is added as one line cited [n+1], with its `file › section`, when it stands in another
+    section than the ones already cited and the answer does not already show it ("by when
+    does the meeting happen, and what tags do the tickets need": the tags are in the template,
+    the deadline in the process page). Within a cited section, the part is answered already:
+    the answer stays one source."""
+    cited = {(c.chunk.source, c.chunk.heading) for c in shaped.chunks}
+    for sentence in _by_votes(ranked, evidence):
+        chunk = evidence[sentence.n - 1]
+        located = _locate(sentence, chunk, pool)
+        if located is None:
+            continue
+        block = located.blocks[located.at]
+        line = located.sentence or _bounded(_render(block, drop=None), block)
+        if (chunk.chunk.source, chunk.chunk.heading) in cited or plain(line) in plain(shaped.text):
+            return shaped
+        k = len(shaped.chunks) + 1
+        body, sources = shaped.text.rsplit("\n\n", 1)
+        _, label = _window(located)
+        text = f"{body}\n\n{without_relative_links(line)} [{k}]\n\n{sources}\n[{k}] {label}"
+        return Shaped(text, (*shaped.chunks, chunk))
+    return shaped
+
+
 def _by_votes(
     ranked: Sequence[EvidenceSentence], evidence: Sequence[ScoredChunk]
 ) -> list[EvidenceSentence]:

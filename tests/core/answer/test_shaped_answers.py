@@ -10,7 +10,7 @@ import re
 
 from core.answer.extractive import EvidenceSentence, best_sentences
 from core.answer.sections import blocks, link_only
-from core.answer.shaped import BODY_CHARS, numbered, shape
+from core.answer.shaped import BODY_CHARS, numbered, shape, with_second_part
 from core.models import ChunkRecord
 from core.retrieve.context import ScoredChunk
 from tests.fakes.hash_embedder import HashEmbedder
@@ -293,3 +293,43 @@ def test_the_section_most_of_the_best_lines_fall_in_is_chosen_over_the_single_be
     )
     assert shaped is not None
     assert shaped.chunks == (FAQ,)
+
+
+PROCESS = chunk(
+    "after/post_mortem_process.md",
+    "Scheduling",
+    "Schedule the postmortem meeting within 3 calendar days of the incident.\n",
+)
+TEMPLATE = chunk(
+    "after/post_mortem_template.md",
+    "Action items",
+    "Each follow-up ticket gets two tags:\n\n- `sev1_YYYYMMDD`\n- `sev1`\n",
+)
+
+
+def test_a_second_part_answered_in_another_section_is_cited_as_a_second_source() -> None:
+    evidence = [TEMPLATE, PROCESS]
+    shaped = shape(
+        "by when is the meeting, and what tags do the tickets need?",
+        ranked((1, "Each follow-up ticket gets two tags:")),
+        evidence,
+        evidence,
+        language="en",
+    )
+    assert shaped is not None
+    both = with_second_part(
+        shaped,
+        ranked((2, "Schedule the postmortem meeting within 3 calendar days of the incident.")),
+        evidence,
+        evidence,
+    )
+    assert both.chunks == (TEMPLATE, PROCESS)
+    assert both.text == (
+        "Each follow-up ticket gets two tags:\n\n- `sev1_YYYYMMDD`\n- `sev1`\n\n"
+        "Schedule the postmortem meeting within 3 calendar days of the incident. [2]\n\n"
+        "[1] after/post_mortem_template.md › Action items\n"
+        "[2] after/post_mortem_process.md › Scheduling"
+    )
+    # A part whose best line stands in the section already cited adds nothing.
+    same = ranked((1, "Each follow-up ticket gets two tags:"))
+    assert with_second_part(shaped, same, evidence, evidence) is shaped
