@@ -72,11 +72,8 @@ def shape(
     """The answer from the best line of `ranked` (scored lines of `evidence`, numbered as it is)
     that can anchor one, in the section the best lines vote for (_by_votes), with its section
     read from `pool` (every retrieved chunk); None when no line can."""
-    for sentence in _by_votes(ranked, evidence):
-        located = _locate(sentence, evidence[sentence.n - 1], pool)
-        if located is not None:
-            return _compose(question, located, language)
-    return None
+    ordered = _by_votes(ranked, evidence, pool)
+    return _compose(question, ordered[0], language) if ordered else None
 
 
 def with_second_part(
@@ -92,50 +89,55 @@ def with_second_part(
     does the meeting happen, and what tags do the tickets need": the tags are in the template,
     the deadline in the process page). Within a cited section, the part is answered already:
     the answer stays one source."""
-    cited = {(c.chunk.source, c.chunk.heading) for c in shaped.chunks}
-    for sentence in _by_votes(ranked, evidence):
-        chunk = evidence[sentence.n - 1]
-        located = _locate(sentence, chunk, pool)
-        if located is None:
-            continue
-        block = located.blocks[located.at]
-        line = located.sentence or _bounded(_render(block, drop=None), block)
-        if (chunk.chunk.source, chunk.chunk.heading) in cited or plain(line) in plain(shaped.text):
-            return shaped
-        k = len(shaped.chunks) + 1
-        body, sources = shaped.text.rsplit("\n\n", 1)
-        _, label = _window(located)
-        text = f"{body}\n\n{without_relative_links(line)} [{k}]\n\n{sources}\n[{k}] {label}"
-        return Shaped(text, (*shaped.chunks, chunk))
-    return shaped
+    cited = {_section_key(c) for c in shaped.chunks}
+    ordered = _by_votes(ranked, evidence, pool)
+    if not ordered:
+        return shaped
+    located = ordered[0]
+    block = located.blocks[located.at]
+    line = located.sentence or _bounded(_render(block, drop=None), block)
+    if _section_key(located.chunk) in cited or plain(line) in plain(shaped.text):
+        return shaped
+    k = len(shaped.chunks) + 1
+    body, sources = shaped.text.rsplit("\n\n", 1)
+    _, label = _window(located)
+    text = f"{body}\n\n{without_relative_links(line)} [{k}]\n\n{sources}\n[{k}] {label}"
+    return Shaped(text, (*shaped.chunks, located.chunk))
 
 
 def _by_votes(
-    ranked: Sequence[EvidenceSentence], evidence: Sequence[ScoredChunk]
-) -> list[EvidenceSentence]:
-    """The lines in the order they are tried as the anchor: the document most of the best
-    evidence falls in first, within it the section most of it falls in, within that the best
-    line first. The single best line often stands in a neighbour of the answering document (a
+    ranked: Sequence[EvidenceSentence],
+    evidence: Sequence[ScoredChunk],
+    pool: Sequence[ScoredChunk],
+) -> list[_Located]:
+    """The lines that can anchor an answer, located in their sections, in the order they are
+    tried: the section most of the best evidence falls in first, within it the best line
+    first. The single best line often stands in a neighbour of the answering section (a
     glossary entry beside the role's own page, one line of a sibling runbook), while the
-    answering document holds several of the best lines. A line votes its margin over the
-    weakest line ranked, so one strong line still outweighs several barely ranked ones."""
+    answering section holds several of the best lines. A line votes its margin over the
+    weakest line ranked, so one strong line still outweighs several barely ranked ones; a line
+    that can anchor nothing (front matter, sample output, a line of links to other pages)
+    votes for nothing. Sections, not documents, are counted: an index page or a long course
+    holds a few middling lines under each of its many headings."""
     if not ranked:
         return []
     floor = min(s.score for s in ranked)
-    documents: dict[str, float] = {}
-    sections: dict[tuple[str, str], float] = {}
+    votes: dict[tuple[str, str], float] = {}
+    found: list[tuple[EvidenceSentence, _Located]] = []
     for s in ranked:
-        record = evidence[s.n - 1].chunk
-        margin = s.score - floor
-        documents[record.source] = documents.get(record.source, 0.0) + margin
-        key = (record.source, record.heading)
-        sections[key] = sections.get(key, 0.0) + margin
+        chunk = evidence[s.n - 1]
+        located = _locate(s, chunk, pool)
+        if located is None:
+            continue
+        key = _section_key(chunk)
+        votes[key] = votes.get(key, 0.0) + s.score - floor
+        found.append((s, located))
+    found.sort(key=lambda pair: (-votes[_section_key(pair[1].chunk)], -pair[0].score))
+    return [located for _, located in found]
 
-    def order(s: EvidenceSentence) -> tuple[float, float, float]:
-        record = evidence[s.n - 1].chunk
-        return (-documents[record.source], -sections[(record.source, record.heading)], -s.score)
 
-    return sorted(ranked, key=order)
+def _section_key(chunk: ScoredChunk) -> tuple[str, str]:
+    return (chunk.chunk.source, chunk.chunk.heading)
 
 
 def _locate(

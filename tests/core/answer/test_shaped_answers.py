@@ -264,8 +264,8 @@ def test_the_section_most_of_the_best_lines_fall_in_is_chosen_over_the_single_be
     lines = [
         EvidenceSentence(1, 0, "Incident Commander: the person who leads an incident.", 0.80),
         EvidenceSentence(2, 2, "The Incident Commander drives the incident to resolution:", 0.78),
-        EvidenceSentence(2, 3, "Delegate the investigation.", 0.74),
-        EvidenceSentence(2, 4, "Decide when it is over.", 0.72),
+        EvidenceSentence(2, 3, "2. Delegate the investigation.", 0.74),
+        EvidenceSentence(2, 4, "3. Decide when it is over.", 0.72),
         EvidenceSentence(1, 1, "Scribe: the person who writes the timeline.", 0.60),
     ]
     shaped = shape(
@@ -333,3 +333,37 @@ def test_a_second_part_answered_in_another_section_is_cited_as_a_second_source()
     # A part whose best line stands in the section already cited adds nothing.
     same = ranked((1, "Each follow-up ticket gets two tags:"))
     assert with_second_part(shaped, same, evidence, evidence) is shaped
+
+
+def test_a_line_of_links_to_other_pages_votes_for_nothing() -> None:
+    index = chunk(
+        "index.md",
+        "Being On-Call",
+        "If you have never been on-call before, these pages describe what it is about.\n\n"
+        "* [Being On-Call](oncall/being_oncall.md) - _A guide to being on-call._\n",
+    )
+    chatops = chunk(
+        "chatops.md",
+        "Paging everyone",
+        "To page every on-call at once, type `!ic page responders` in Slack.\n",
+    )
+    other = chunk("etiquette.md", "Calls", "Speak one at a time on the call.\n")
+    lines = [
+        EvidenceSentence(
+            2, 0, "To page every on-call at once, type `!ic page responders` in Slack.", 0.36
+        ),
+        EvidenceSentence(
+            1,
+            1,
+            "If you have never been on-call before, these pages describe what it is about.",
+            0.356,
+        ),
+        EvidenceSentence(
+            1, 2, "[Being On-Call](oncall/being_oncall.md) - _A guide to being on-call._", 0.29
+        ),
+        EvidenceSentence(3, 3, "Speak one at a time on the call.", 0.12),
+    ]
+    evidence = [index, chatops, other]
+    shaped = shape("how do I page every on-call at once", lines, evidence, evidence, language="en")
+    assert shaped is not None
+    assert shaped.chunks == (chatops,)
