@@ -27,7 +27,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from core.answer.extractive import EvidenceSentence, _cells, _is_rule, _sentences, _with_header
-from core.answer.sections import Block, blocks, link_only, plain, without_relative_links
+from core.answer.sections import Block, as_shown, blocks, link_only, plain
 from core.language.text import detect_language
 from core.language.wording import SECTION_IN_ENGLISH
 from core.retrieve.context import ScoredChunk
@@ -101,7 +101,7 @@ def with_second_part(
     k = len(shaped.chunks) + 1
     body, sources = shaped.text.rsplit("\n\n", 1)
     _, label = _window(located)
-    text = f"{body}\n\n{without_relative_links(line)} [{k}]\n\n{sources}\n[{k}] {label}"
+    text = f"{body}\n\n{as_shown(line)} [{k}]\n\n{sources}\n[{k}] {label}"
     return Shaped(text, (*shaped.chunks, located.chunk))
 
 
@@ -231,7 +231,7 @@ def _compose(question: str, at: _Located, language: str) -> Shaped:
     if language == "zh" and detect_language(section_text) == "en":
         lines.append(SECTION_IN_ENGLISH["zh"].format(section=label))
     if not leads:
-        lines.append(f"{without_relative_links(first)} [1]")
+        lines.append(f"{as_shown(first)} [1]")
     if body:
         lines.append("\n\n".join(body))
     lines.append(f"[1] {label}")
@@ -281,11 +281,11 @@ def _render(block: Block, *, drop: str | None) -> str:
         return _render_table(block, drop)
     if block.kind == "list":
         items = [i for i in block.items if drop is None or drop not in _sentences("\n".join(i))]
-        return without_relative_links("\n".join(line for item in items for line in item))
+        return as_shown("\n".join(line for item in items for line in item))
     sentences = _sentences(block.text)
     if drop is not None and drop in sentences:
-        return without_relative_links(" ".join(s for s in sentences if s != drop))
-    return without_relative_links(" ".join(block.lines))
+        return as_shown(" ".join(s for s in sentences if s != drop))
+    return as_shown(" ".join(block.lines))
 
 
 def _render_table(block: Block, drop: str | None) -> str:

@@ -367,3 +367,33 @@ def test_a_line_of_links_to_other_pages_votes_for_nothing() -> None:
     shaped = shape("how do I page every on-call at once", lines, evidence, evidence, language="en")
     assert shaped is not None
     assert shaped.chunks == (chatops,)
+
+
+def test_inline_html_is_shown_as_the_page_renders_it_but_code_spans_as_written() -> None:
+    slide = chunk(
+        "course.md",
+        "Uh oh",
+        '<input type="checkbox" id="022" /><label for="022">!022</label> _022. Uh oh!_\n\n'
+        "Something broke: page the IC with `!ic page` and wait <5 minutes; use `<br/>` here.\n",
+    )
+    shaped = shape(
+        "what do I do when something breaks",
+        ranked(
+            (
+                1,
+                "Something broke: page the IC with `!ic page` and wait <5 minutes; "
+                "use `<br/>` here.",
+            )
+        ),
+        [slide],
+        [slide],
+        language="en",
+    )
+    assert shaped is not None
+    assert (
+        "<input" not in shaped.text
+        and "<label" not in shaped.text
+        and "</label>" not in shaped.text
+    )
+    assert "!022 _022. Uh oh!_" in shaped.text
+    assert "wait <5 minutes; use `<br/>` here." in shaped.text
