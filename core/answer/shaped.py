@@ -40,6 +40,8 @@ BODY_CHARS = 1200
 MAX_BLOCK_CHARS = 2400
 # A question that asks for output or logs gets the sample output blocks too.
 _ASKS_OUTPUT = re.compile(r"\b(?:output|outputs|log|logs|print|prints|look like)\b|输出|日志|打印")
+# How a line that introduces the block under it ends: a colon, or a comma before a list.
+_INTRODUCES = (":", "：", ",", "，")
 # The heading path as the indexer writes it ("Runbook > Queue lag"), shown with ›.
 _PATH_SEPARATOR = " > "
 
@@ -101,7 +103,14 @@ def with_second_part(
     k = len(shaped.chunks) + 1
     body, sources = shaped.text.rsplit("\n\n", 1)
     _, label = _window(located)
-    text = f"{body}\n\n{as_shown(line)} [{k}]\n\n{sources}\n[{k}] {label}"
+    part = f"{as_shown(line)} [{k}]"
+    after = located.at + 1
+    if line.rstrip().endswith(_INTRODUCES) and after < len(located.blocks):
+        # A lead-in ("the agenda would be something like:") answers with what it introduces.
+        shown = located.blocks[after]
+        if shown.kind in ("list", "code", "table"):
+            part = f"{part}\n\n{_bounded(_render(shown, drop=None), shown)}"
+    text = f"{body}\n\n{part}\n\n{sources}\n[{k}] {label}"
     return Shaped(text, (*shaped.chunks, located.chunk))
 
 

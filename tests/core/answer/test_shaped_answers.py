@@ -397,3 +397,31 @@ def test_inline_html_is_shown_as_the_page_renders_it_but_code_spans_as_written()
     )
     assert "!022 _022. Uh oh!_" in shaped.text
     assert "wait <5 minutes; use `<br/>` here." in shaped.text
+
+
+def test_a_second_part_whose_line_introduces_a_list_brings_the_list() -> None:
+    agenda = chunk(
+        "after/post_mortem_process.md",
+        "Postmortem Meeting",
+        "A general agenda for the meeting would be something like,\n\n"
+        "1. Review the timeline.\n2. Discuss the action items.\n",
+    )
+    evidence = [TEMPLATE, agenda]
+    shaped = shape(
+        "what tags do the tickets need, and what is on the meeting's agenda?",
+        ranked((1, "Each follow-up ticket gets two tags:")),
+        evidence,
+        evidence,
+        language="en",
+    )
+    assert shaped is not None
+    both = with_second_part(
+        shaped,
+        ranked((2, "A general agenda for the meeting would be something like,")),
+        evidence,
+        evidence,
+    )
+    assert (
+        "A general agenda for the meeting would be something like, [2]\n\n"
+        "1. Review the timeline.\n2. Discuss the action items.\n\n[1] "
+    ) in both.text
