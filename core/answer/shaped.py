@@ -5,9 +5,9 @@ a front-matter line, rows of sample output, a line ending in an opened code fenc
 command under it, an FAQ question without its answer, the right source cited beside two wrong
 ones (issue 33). The answer is one section of one document instead:
 
-- the anchor: the best-scored line (core.answer.extractive.best_sentences: similarity, the
-  question's terms, asked values) that is not front matter, sample output or a line of links
-  to other pages;
+- the anchor: of the scored lines (core.answer.extractive.best_sentences: similarity, the
+  question's terms, asked values) that are not front matter, sample output or a line of links
+  to other pages, the best one in the section most of the best lines fall in (_by_votes);
 - its section: the chunks of the anchor's document under the same heading (the retrieved ones,
   in document order), read as blocks (core.answer.sections); within it, an FAQ entry (a
   question or a bold title and the blocks under it, down to the next one) when the section
@@ -17,7 +17,9 @@ ones (issue 33). The answer is one section of one document instead:
   both fences — up to BODY_CHARS, cut only between blocks; never the anchor twice, front matter,
   or sample output unless the question asks for output or logs; then the source as
   `file › section`. A Chinese question over an English section gets a first line in Chinese
-  saying what follows (wording.SECTION_IN_ENGLISH), not a translation.
+  saying what follows (wording.SECTION_IN_ENGLISH), not a translation;
+- a second source only for a second ask of the question whose best line stands in another
+  section (with_second_part): that line, cited [2].
 """
 
 from __future__ import annotations
