@@ -63,7 +63,7 @@ from core.answer.extractive import (
 from core.answer.metered_llm import MeteredLLM
 from core.answer.not_covered import NOT_COVERED_MARKER, StreamHold
 from core.answer.screened_llm import ScreenedLLM, ScreenedOut
-from core.answer.shaped import Shaped, numbered, shape
+from core.answer.shaped import Shaped, numbered, shape, with_second_part
 from core.answer.trace import StageRecord, Trace
 from core.answer.widening import Seen, cited_keys, fit, recut
 from core.errors import EmbedderError, InputError, LLMError, StoreError
@@ -81,7 +81,7 @@ from core.ports import LLM, Embedder
 from core.reason.executor import PlanOutcome, execute_plan, history_lines
 from core.reason.followup import standalone_question
 from core.reason.judge import FeedbackPolicy, JudgeScores, judge, nothing_answered
-from core.reason.needs_plan import plan_reason
+from core.reason.needs_plan import asking_parts, plan_reason
 from core.reason.plan import (
     REFERENCE,
     OutputStep,
@@ -1018,6 +1018,17 @@ class _Run:
         )
         shaped = shape(self.query, sentences, evidence, pool, language=self.language)
         if shaped is not None:
+            # A question of several asks ("by when …, and what tags …?"): each ask's best line
+            # is looked for; one answered in another section is cited as a second source.
+            parts = asking_parts(self.query)
+            for part in parts if len(parts) > 1 else ():
+                part_lines = await best_sentences(
+                    part, evidence, self.embedder, count=_ANCHOR_CANDIDATES
+                )
+                widened = with_second_part(shaped, part_lines, evidence, pool)
+                if widened is not shaped:
+                    shaped = widened
+                    break
             return shaped.text, shaped.chunks
         chosen = sorted(sentences, key=lambda s: -s.score)[: self.options.evidence_sentences]
         text = compose(_answer_order(chosen)) or f"{evidence[0].chunk.text.strip()} [1]"

@@ -29,6 +29,9 @@ _PROMPT = re.compile(r"^\s*(?:\$|>|#|PS>)\s+\S")
 # A Markdown link to another page of the same documentation: in a chat it leads nowhere.
 _RELATIVE_LINK = re.compile(r"\[([^\]\n]+)\]\((?!https?://)[^)\s]*\)")
 _QUESTION_END = ("?", "？")
+# An HTML tag written inline in Markdown, and a code span, in which nothing is a tag.
+_HTML_TAG = re.compile(r"</?[A-Za-z][\w-]*(?:\s[^<>]*)?/?>")
+_CODE_SPAN = re.compile(r"(`+[^`]*`+)")
 # A thematic break ("---", "***"): in slides written as Markdown, the border between two.
 _RULE = re.compile(r"^(?:-{3,}|\*{3,}|_{3,})$")
 # An FAQ entry's question written as one: "Q: …", "问：…".
@@ -79,8 +82,15 @@ def plain(text: str) -> str:
     return text.replace("**", "").strip().strip("_").strip()
 
 
-def without_relative_links(text: str) -> str:
-    return _RELATIVE_LINK.sub(r"\1", text)
+def as_shown(text: str) -> str:
+    """Text as the page shows it, for a chat: a link to another page of the documentation as
+    its words (in a chat it leads nowhere), and inline HTML without its tags (a page renders
+    `<input type="checkbox" />` as a box, a chat would show the tag), except inside code
+    spans, which are shown as written."""
+    pieces = _CODE_SPAN.split(text)
+    for i in range(0, len(pieces), 2):  # the pieces between code spans
+        pieces[i] = _HTML_TAG.sub("", _RELATIVE_LINK.sub(r"\1", pieces[i]))
+    return "".join(pieces)
 
 
 def link_only(text: str) -> bool:

@@ -5,9 +5,9 @@ a front-matter line, rows of sample output, a line ending in an opened code fenc
 command under it, an FAQ question without its answer, the right source cited beside two wrong
 ones (issue 33). The answer is one section of one document instead:
 
-- the anchor: the best-scored line (core.answer.extractive.best_sentences: similarity, the
-  question's terms, asked values) that is not front matter, sample output or a line of links
-  to other pages;
+- the anchor: of the scored lines (core.answer.extractive.best_sentences: similarity, the
+  question's terms, asked values) that are not front matter, sample output or a line of links
+  to other pages, the best one in the section most of the best lines fall in (_by_votes);
 - its section: the chunks of the anchor's document under the same heading (the retrieved ones,
   in document order), read as blocks (core.answer.sections); within it, an FAQ entry (a
   question or a bold title and the blocks under it, down to the next one) when the section
@@ -17,7 +17,9 @@ ones (issue 33). The answer is one section of one document instead:
   both fences — up to BODY_CHARS, cut only between blocks; never the anchor twice, front matter,
   or sample output unless the question asks for output or logs; then the source as
   `file › section`. A Chinese question over an English section gets a first line in Chinese
-  saying what follows (wording.SECTION_IN_ENGLISH), not a translation.
+  saying what follows (wording.SECTION_IN_ENGLISH), not a translation;
+- a second source only for a second ask of the question whose best line stands in another
+  section (with_second_part): that line, cited [2].
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from core.answer.extractive import EvidenceSentence, _cells, _is_rule, _sentences, _with_header
-from core.answer.sections import Block, blocks, link_only, plain, without_relative_links
+from core.answer.sections import Block, as_shown, blocks, link_only, plain
 from core.language.text import detect_language
 from core.language.wording import SECTION_IN_ENGLISH
 from core.retrieve.context import ScoredChunk
@@ -40,6 +42,8 @@ BODY_CHARS = 1200
 MAX_BLOCK_CHARS = 2400
 # A question that asks for output or logs gets the sample output blocks too.
 _ASKS_OUTPUT = re.compile(r"\b(?:output|outputs|log|logs|print|prints|look like)\b|输出|日志|打印")
+# How a line that introduces the block under it ends: a colon, or a comma before a list.
+_INTRODUCES = (":", "：", ",", "，")
 # The heading path as the indexer writes it ("Runbook > Queue lag"), shown with ›.
 _PATH_SEPARATOR = " > "
 
@@ -70,13 +74,81 @@ def shape(
     language: str,
 ) -> Shaped | None:
     """The answer from the best line of `ranked` (scored lines of `evidence`, numbered as it is)
-    that can anchor one, with its section read from `pool` (every retrieved chunk); None when
-    no line can."""
-    for sentence in sorted(ranked, key=lambda s: -s.score):
-        located = _locate(sentence, evidence[sentence.n - 1], pool)
-        if located is not None:
-            return _compose(question, located, language)
-    return None
+    that can anchor one, in the section the best lines vote for (_by_votes), with its section
+    read from `pool` (every retrieved chunk); None when no line can."""
+    ordered = _by_votes(ranked, evidence, pool)
+    return _compose(question, ordered[0], language) if ordered else None
+
+
+def with_second_part(
+    shaped: Shaped,
+    ranked: Sequence[EvidenceSentence],
+    evidence: Sequence[ScoredChunk],
+    pool: Sequence[ScoredChunk],
+) -> Shaped:
+    """`shaped` with a second source for a part of the question answered elsewhere: `ranked`
+    are the evidence's lines scored for that part alone. Its anchor (chosen as shape() chooses
+    one) is added as one line cited [n+1], with its `file › section`, when it stands in another
+    section than the ones already cited and the answer does not already show it ("by when
+    does the meeting happen, and what tags do the tickets need": the tags are in the template,
+    the deadline in the process page). Within a cited section, the part is answered already:
+    the answer stays one source."""
+    cited = {_section_key(c) for c in shaped.chunks}
+    ordered = _by_votes(ranked, evidence, pool)
+    if not ordered:
+        return shaped
+    located = ordered[0]
+    block = located.blocks[located.at]
+    line = located.sentence or _bounded(_render(block, drop=None), block)
+    if _section_key(located.chunk) in cited or plain(line) in plain(shaped.text):
+        return shaped
+    k = len(shaped.chunks) + 1
+    body, sources = shaped.text.rsplit("\n\n", 1)
+    _, label = _window(located)
+    part = f"{as_shown(line)} [{k}]"
+    after = located.at + 1
+    if line.rstrip().endswith(_INTRODUCES) and after < len(located.blocks):
+        # A lead-in ("the agenda would be something like:") answers with what it introduces.
+        shown = located.blocks[after]
+        if shown.kind in ("list", "code", "table"):
+            part = f"{part}\n\n{_bounded(_render(shown, drop=None), shown)}"
+    text = f"{body}\n\n{part}\n\n{sources}\n[{k}] {label}"
+    return Shaped(text, (*shaped.chunks, located.chunk))
+
+
+def _by_votes(
+    ranked: Sequence[EvidenceSentence],
+    evidence: Sequence[ScoredChunk],
+    pool: Sequence[ScoredChunk],
+) -> list[_Located]:
+    """The lines that can anchor an answer, located in their sections, in the order they are
+    tried: the section most of the best evidence falls in first, within it the best line
+    first. The single best line often stands in a neighbour of the answering section (a
+    glossary entry beside the role's own page, one line of a sibling runbook), while the
+    answering section holds several of the best lines. A line votes its margin over the
+    weakest line ranked, so one strong line still outweighs several barely ranked ones; a line
+    that can anchor nothing (front matter, sample output, a line of links to other pages)
+    votes for nothing. Sections, not documents, are counted: an index page or a long course
+    holds a few middling lines under each of its many headings."""
+    if not ranked:
+        return []
+    floor = min(s.score for s in ranked)
+    votes: dict[tuple[str, str], float] = {}
+    found: list[tuple[EvidenceSentence, _Located]] = []
+    for s in ranked:
+        chunk = evidence[s.n - 1]
+        located = _locate(s, chunk, pool)
+        if located is None:
+            continue
+        key = _section_key(chunk)
+        votes[key] = votes.get(key, 0.0) + s.score - floor
+        found.append((s, located))
+    found.sort(key=lambda pair: (-votes[_section_key(pair[1].chunk)], -pair[0].score))
+    return [located for _, located in found]
+
+
+def _section_key(chunk: ScoredChunk) -> tuple[str, str]:
+    return (chunk.chunk.source, chunk.chunk.heading)
 
 
 def _locate(
@@ -170,7 +242,7 @@ def _compose(question: str, at: _Located, language: str) -> Shaped:
     if language == "zh" and detect_language(section_text) == "en":
         lines.append(SECTION_IN_ENGLISH["zh"].format(section=label))
     if not leads:
-        lines.append(f"{without_relative_links(first)} [1]")
+        lines.append(f"{as_shown(first)} [1]")
     if body:
         lines.append("\n\n".join(body))
     lines.append(f"[1] {label}")
@@ -220,11 +292,11 @@ def _render(block: Block, *, drop: str | None) -> str:
         return _render_table(block, drop)
     if block.kind == "list":
         items = [i for i in block.items if drop is None or drop not in _sentences("\n".join(i))]
-        return without_relative_links("\n".join(line for item in items for line in item))
+        return as_shown("\n".join(line for item in items for line in item))
     sentences = _sentences(block.text)
     if drop is not None and drop in sentences:
-        return without_relative_links(" ".join(s for s in sentences if s != drop))
-    return without_relative_links(" ".join(block.lines))
+        return as_shown(" ".join(s for s in sentences if s != drop))
+    return as_shown(" ".join(block.lines))
 
 
 def _render_table(block: Block, drop: str | None) -> str:

@@ -16,6 +16,10 @@ from adapters.chat.markup import (
     to_telegram_html,
 )
 from core.answer.events import Citation
+from core.answer.extractive import EvidenceSentence
+from core.answer.shaped import shape, with_second_part
+from core.models import ChunkRecord
+from core.retrieve.context import ScoredChunk
 
 
 def test_slack_mrkdwn_escapes_and_converts() -> None:
@@ -130,3 +134,49 @@ def test_a_fenced_code_block_is_code_and_nothing_inside_it_is_converted() -> Non
 
 def test_a_half_streamed_code_block_stays_literal() -> None:
     assert to_telegram_html("Run:\n```shell\npatronictl") == "Run:\n```shell\npatronictl"
+
+
+def test_a_shaped_answer_keeps_its_command_block_list_and_two_sources_in_both_chats() -> None:
+    runbook = ScoredChunk(
+        ChunkRecord(
+            "r#0",
+            "runbooks/replica_lag.md",
+            0,
+            "If the lag keeps growing, restart the replica:\n\n"
+            "```shell\npatronictl restart main pg-2 --force\n```\n\n"
+            "Then watch it catch up:\n\n- Open the lag dashboard.\n- Wait <5 minutes.\n",
+            "Replica lag > Mitigation",
+        ),
+        0.5,
+    )
+    limits = ScoredChunk(
+        ChunkRecord("l#0", "limits.md", 0, "Lag alerts fire above 30 seconds.\n", "Alerts"), 0.4
+    )
+    lines = [EvidenceSentence(1, 0, "If the lag keeps growing, restart the replica:", 0.9)]
+    shaped = shape(
+        "how do I fix lag, and when does it alert?",
+        lines,
+        [runbook, limits],
+        [runbook, limits],
+        language="en",
+    )
+    assert shaped is not None
+    second = [EvidenceSentence(2, 1, "Lag alerts fire above 30 seconds.", 0.8)]
+    text = with_second_part(shaped, second, [runbook, limits], [runbook, limits]).text
+
+    slack = to_slack_mrkdwn(text)
+    assert "```\npatronictl restart main pg-2 --force\n```" in slack  # whole, no "shell" line
+    assert "• Open the lag dashboard.\n• Wait &lt;5 minutes." in slack
+    assert slack.endswith(
+        "Lag alerts fire above 30 seconds. [2]\n\n"
+        "[1] runbooks/replica_lag.md › Replica lag › Mitigation\n[2] limits.md › Alerts"
+    )
+    telegram = to_telegram_html(text)
+    assert (
+        '<pre><code class="language-shell">patronictl restart main pg-2 --force</code></pre>'
+        in telegram
+    )
+    assert "• Open the lag dashboard.\n• Wait &lt;5 minutes." in telegram
+    assert telegram.endswith(
+        "[1] runbooks/replica_lag.md › Replica lag › Mitigation\n[2] limits.md › Alerts"
+    )

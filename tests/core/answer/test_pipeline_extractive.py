@@ -106,6 +106,21 @@ async def test_extractive_answer_cites_the_right_source(indexed, embedder) -> No
     )
 
 
+async def test_a_second_ask_answered_in_another_document_is_cited_as_a_second_source(
+    indexed, embedder
+) -> None:
+    _, answer = await collect(
+        answerer(indexed, embedder).ask(
+            "ops", "How do I roll back a bad deploy, and which port does the gateway listen on?"
+        )
+    )
+    assert not answer.refused
+    assert "deployctl rollback" in answer.text and "8443" in answer.text
+    cited = {c.source: c.n for c in answer.citations if f"[{c.n}]" in answer.text}
+    assert set(cited) == {"docs/rollback.md", "docs/ports.md"}
+    assert sorted(cited.values()) == [1, 2]
+
+
 async def test_chinese_question_gets_the_chinese_document(indexed, embedder) -> None:
     _, answer = await collect(
         answerer(indexed, embedder).ask("ops", "周五几点以后不能发布到生产环境？")

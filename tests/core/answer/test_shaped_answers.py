@@ -10,7 +10,7 @@ import re
 
 from core.answer.extractive import EvidenceSentence, best_sentences
 from core.answer.sections import blocks, link_only
-from core.answer.shaped import BODY_CHARS, numbered, shape
+from core.answer.shaped import BODY_CHARS, numbered, shape, with_second_part
 from core.models import ChunkRecord
 from core.retrieve.context import ScoredChunk
 from tests.fakes.hash_embedder import HashEmbedder
@@ -246,3 +246,182 @@ async def test_the_whole_path_from_scored_lines_to_a_shaped_answer() -> None:
     assert shaped is not None
     assert shaped.text.splitlines()[0].startswith("Backups are kept for 35 days")
     assert shaped.text.endswith("[1] faq.md › FAQ › How long are backups kept?")
+
+
+def test_the_section_most_of_the_best_lines_fall_in_is_chosen_over_the_single_best_line() -> None:
+    glossary = chunk(
+        "glossary.md",
+        "Glossary",
+        "Incident Commander: the person who leads an incident.\n\n"
+        "Scribe: the person who writes the timeline.\n",
+    )
+    role = chunk(
+        "roles/incident_commander.md",
+        "Incident Commander > Duties",
+        "The Incident Commander drives the incident to resolution:\n\n"
+        "1. Declare the severity.\n2. Delegate the investigation.\n3. Decide when it is over.\n",
+    )
+    lines = [
+        EvidenceSentence(1, 0, "Incident Commander: the person who leads an incident.", 0.80),
+        EvidenceSentence(2, 2, "The Incident Commander drives the incident to resolution:", 0.78),
+        EvidenceSentence(2, 3, "2. Delegate the investigation.", 0.74),
+        EvidenceSentence(2, 4, "3. Decide when it is over.", 0.72),
+        EvidenceSentence(1, 1, "Scribe: the person who writes the timeline.", 0.60),
+    ]
+    shaped = shape(
+        "what does the incident commander do",
+        lines,
+        [glossary, role],
+        [glossary, role],
+        language="en",
+    )
+    assert shaped is not None
+    assert shaped.chunks == (role,)
+    assert "1. Declare the severity.\n2. Delegate the investigation." in shaped.text
+    assert "glossary" not in shaped.text
+    assert shaped.text.endswith("[1] roles/incident_commander.md › Incident Commander › Duties")
+    # A line votes its margin over the weakest ranked: one strong line outweighs several
+    # barely ranked ones.
+    lines = [
+        EvidenceSentence(2, 0, "Backups are kept for 35 days, then deleted.", 0.90),
+        EvidenceSentence(1, 1, "If the lag keeps growing, restart the replica:", 0.52),
+        EvidenceSentence(1, 2, "Then watch it catch up:", 0.51),
+        EvidenceSentence(1, 3, "Wait five minutes.", 0.50),
+    ]
+    shaped = shape(
+        "how long are backups kept", lines, [RUNBOOK, FAQ], [RUNBOOK, FAQ], language="en"
+    )
+    assert shaped is not None
+    assert shaped.chunks == (FAQ,)
+
+
+PROCESS = chunk(
+    "after/post_mortem_process.md",
+    "Scheduling",
+    "Schedule the postmortem meeting within 3 calendar days of the incident.\n",
+)
+TEMPLATE = chunk(
+    "after/post_mortem_template.md",
+    "Action items",
+    "Each follow-up ticket gets two tags:\n\n- `sev1_YYYYMMDD`\n- `sev1`\n",
+)
+
+
+def test_a_second_part_answered_in_another_section_is_cited_as_a_second_source() -> None:
+    evidence = [TEMPLATE, PROCESS]
+    shaped = shape(
+        "by when is the meeting, and what tags do the tickets need?",
+        ranked((1, "Each follow-up ticket gets two tags:")),
+        evidence,
+        evidence,
+        language="en",
+    )
+    assert shaped is not None
+    both = with_second_part(
+        shaped,
+        ranked((2, "Schedule the postmortem meeting within 3 calendar days of the incident.")),
+        evidence,
+        evidence,
+    )
+    assert both.chunks == (TEMPLATE, PROCESS)
+    assert both.text == (
+        "Each follow-up ticket gets two tags:\n\n- `sev1_YYYYMMDD`\n- `sev1`\n\n"
+        "Schedule the postmortem meeting within 3 calendar days of the incident. [2]\n\n"
+        "[1] after/post_mortem_template.md › Action items\n"
+        "[2] after/post_mortem_process.md › Scheduling"
+    )
+    # A part whose best line stands in the section already cited adds nothing.
+    same = ranked((1, "Each follow-up ticket gets two tags:"))
+    assert with_second_part(shaped, same, evidence, evidence) is shaped
+
+
+def test_a_line_of_links_to_other_pages_votes_for_nothing() -> None:
+    index = chunk(
+        "index.md",
+        "Being On-Call",
+        "If you have never been on-call before, these pages describe what it is about.\n\n"
+        "* [Being On-Call](oncall/being_oncall.md) - _A guide to being on-call._\n",
+    )
+    chatops = chunk(
+        "chatops.md",
+        "Paging everyone",
+        "To page every on-call at once, type `!ic page responders` in Slack.\n",
+    )
+    other = chunk("etiquette.md", "Calls", "Speak one at a time on the call.\n")
+    lines = [
+        EvidenceSentence(
+            2, 0, "To page every on-call at once, type `!ic page responders` in Slack.", 0.36
+        ),
+        EvidenceSentence(
+            1,
+            1,
+            "If you have never been on-call before, these pages describe what it is about.",
+            0.356,
+        ),
+        EvidenceSentence(
+            1, 2, "[Being On-Call](oncall/being_oncall.md) - _A guide to being on-call._", 0.29
+        ),
+        EvidenceSentence(3, 3, "Speak one at a time on the call.", 0.12),
+    ]
+    evidence = [index, chatops, other]
+    shaped = shape("how do I page every on-call at once", lines, evidence, evidence, language="en")
+    assert shaped is not None
+    assert shaped.chunks == (chatops,)
+
+
+def test_inline_html_is_shown_as_the_page_renders_it_but_code_spans_as_written() -> None:
+    slide = chunk(
+        "course.md",
+        "Uh oh",
+        '<input type="checkbox" id="022" /><label for="022">!022</label> _022. Uh oh!_\n\n'
+        "Something broke: page the IC with `!ic page` and wait <5 minutes; use `<br/>` here.\n",
+    )
+    shaped = shape(
+        "what do I do when something breaks",
+        ranked(
+            (
+                1,
+                "Something broke: page the IC with `!ic page` and wait <5 minutes; "
+                "use `<br/>` here.",
+            )
+        ),
+        [slide],
+        [slide],
+        language="en",
+    )
+    assert shaped is not None
+    assert (
+        "<input" not in shaped.text
+        and "<label" not in shaped.text
+        and "</label>" not in shaped.text
+    )
+    assert "!022 _022. Uh oh!_" in shaped.text
+    assert "wait <5 minutes; use `<br/>` here." in shaped.text
+
+
+def test_a_second_part_whose_line_introduces_a_list_brings_the_list() -> None:
+    agenda = chunk(
+        "after/post_mortem_process.md",
+        "Postmortem Meeting",
+        "A general agenda for the meeting would be something like,\n\n"
+        "1. Review the timeline.\n2. Discuss the action items.\n",
+    )
+    evidence = [TEMPLATE, agenda]
+    shaped = shape(
+        "what tags do the tickets need, and what is on the meeting's agenda?",
+        ranked((1, "Each follow-up ticket gets two tags:")),
+        evidence,
+        evidence,
+        language="en",
+    )
+    assert shaped is not None
+    both = with_second_part(
+        shaped,
+        ranked((2, "A general agenda for the meeting would be something like,")),
+        evidence,
+        evidence,
+    )
+    assert (
+        "A general agenda for the meeting would be something like, [2]\n\n"
+        "1. Review the timeline.\n2. Discuss the action items.\n\n[1] "
+    ) in both.text
