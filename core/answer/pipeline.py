@@ -101,6 +101,7 @@ from core.retrieve.context_text import (
     render_context,
     valid_marks,
 )
+from core.retrieve.focus import focused
 from core.retrieve.keywords import nlp_keywords
 from core.retrieve.retriever import Retriever
 from core.vector_cache import DocumentListing
@@ -134,6 +135,9 @@ class PipelineOptions:
     # Model calls an answer makes beside the gate's LLM screening before it waits for the
     # verdict (core.answer.screened_llm): 1 costs no call in sequence, 0 costs one.
     calls_beside_screening: int = 1
+    # Tokens of passages a single lookup's first answer reads (core.retrieve.focus): the
+    # matched document first; a wider round reads past it.
+    answer_chunk_budget: int = 3000
 
 
 @dataclass(slots=True)
@@ -593,6 +597,8 @@ class _Run:
             if self._planned:
                 found = found.merged(self._found.context)
             context = self._fit(found.merged(context or RetrievedContext()))
+        elif context is not None:
+            context = focused(context, self.options.answer_chunk_budget)
         if context is None or not context.chunks:
             yield self._refusal("retrieval found no evidence")
             return

@@ -174,3 +174,28 @@ async def test_a_judge_whose_missing_part_finds_nothing_new_stops_at_once(stores
     assert not answer.refused and answer.text.startswith("Port 8443 [1]")
     assert answer.trace is not None
     assert "nothing new" in answer.trace["rounds"][0]["why"]
+
+
+async def answer_prompt(stores, embedder, budget: int) -> tuple[str, Answer]:
+    llm = (
+        FakeLLM()
+        .script("keywords", KEYWORDS)
+        .script("answer", "The gateway listens on port 8443 [1].")
+        .script("judge", {"faithfulness": 1, "completeness": 1})
+    )
+    answerer = make(stores, embedder, llm, answer_chunk_budget=budget)
+    _, answer, _ = await run(llm, answerer.ask("ops", PORT_QUESTION))
+    return next(c for c in llm.calls if c.template == "answer").last_user, answer
+
+
+async def test_a_single_lookups_answer_reads_the_matched_document_not_every_passage(
+    stores, embedder
+) -> None:
+    # issue 33, item 3: the answer prompt held every passage of a 12k-token budget; it reads
+    # the matched document first and others only as they fit its smaller budget
+    # (core.retrieve.focus). A budget of one token leaves the best-ranked passage alone.
+    wide, _ = await answer_prompt(stores, embedder, 100_000)
+    narrow, answer = await answer_prompt(stores, embedder, 1)
+    assert "rollback.md" in wide  # the retrieval found a sibling passage
+    assert "ports.md" in narrow and "rollback.md" not in narrow and "部署.md" not in narrow
+    assert not answer.refused
