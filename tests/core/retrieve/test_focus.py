@@ -28,7 +28,13 @@ def test_the_matched_documents_sections_come_first_in_its_own_order() -> None:
         scored("other.md", 0),
     )
     got = focused(RetrievedContext(chunks=ranked), chunk_budget=10_000)
-    assert ids(got) == ["runbook.md#1", "runbook.md#3", "runbook.md#4", "sibling.md#1", "other.md#0"]
+    assert ids(got) == [
+        "runbook.md#1",
+        "runbook.md#3",
+        "runbook.md#4",
+        "sibling.md#1",
+        "other.md#0",
+    ]
 
 
 def test_neighbouring_sections_are_kept_before_farther_ones_and_other_documents() -> None:
