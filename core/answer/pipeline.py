@@ -596,13 +596,17 @@ class _Run:
         context = await self._first_context()
         steps = self._found
         if self._found is not None:
-            # the found sub-answers' sources, then the passages they read (then, when every
-            # step found its part, the rest the steps retrieved), first: so they can be cited,
-            # and are shown with their numbers (_sub_answers)
-            found = self._found.supported.merged(self._found.read)
+            # the found sub-answers' sources first: so they can be cited, and are shown with
+            # their numbers (_sub_answers); then the passages the steps read (and, when every
+            # step found its part, the rest they retrieved) and the dual-level retrieval
+            found = self._found.supported
+            rest = self._found.read.merged(context or RetrievedContext())
             if self._planned:
-                found = found.merged(self._found.context)
-            context = self._fit(found.merged(context or RetrievedContext()))
+                rest = self._found.read.merged(self._found.context).merged(rest)
+            # the rest (what the steps and the dual-level retrieval found besides) as a single
+            # lookup's: the matched document first, within the answer's budget
+            rest = focused(rest, self.options.answer_chunk_budget)
+            context = self._fit(found.merged(rest))
         elif context is not None:
             context = focused(context, self.options.answer_chunk_budget)
         if context is None or not context.chunks:

@@ -229,3 +229,33 @@ async def test_a_question_in_another_language_than_its_passages_asks_for_their_k
     assert answer.trace is not None
     assert answer.trace["retrieved"]["keywords"]["low"][0] == "Lumen gateway"
     assert not answer.refused
+
+
+async def test_a_planned_answer_reads_its_steps_sources_and_the_matched_document_only(
+    stores, embedder
+) -> None:
+    # The planned path merged every passage of the steps' and the dual-level retrievals (47k
+    # characters on a Patroni question in the relay run); the sub-answers' sources stay, the
+    # rest is cut to the answer's budget like a single lookup's.
+    def llm() -> FakeLLM:
+        return (
+            FakeLLM()
+            .script("logic_form", PLAN_TWO_LOOKUPS)
+            .script(
+                "sub_answer",
+                {"found": True, "answer": "8443", "sources": [1]},
+                {"found": True, "answer": "9090", "sources": [1]},
+            )
+            .script("answer", "Port 8443 [1], metrics on 9090 [1].")
+            .script("judge", {"faithfulness": 1, "completeness": 1})
+        )
+
+    prompts = []
+    for budget in (100_000, 1):
+        fake = llm()
+        answerer = make(stores, embedder, fake, answer_chunk_budget=budget)
+        await run(fake, answerer.ask("ops", PLAN_QUESTION))
+        prompts.append(next(c for c in fake.calls if c.template == "answer").last_user)
+    wide, narrow = prompts
+    assert "rollback.md" in wide
+    assert "ports.md" in narrow and "rollback.md" not in narrow
