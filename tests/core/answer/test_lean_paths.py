@@ -1,8 +1,8 @@
 # ruff: noqa: F811 (the shared fixtures are imported, then requested by name)
 """The lean model path (issue 33, items 2 and 4): per path, the model calls, their order, and
 which of them come before the first text shown. At most 3 calls in sequence before the first
-token on every path; a single lookup in its passages' language answers in 2 calls (answer, judge); an
-uncovered question is refused in at most 2 when the model writes the marker."""
+token on every path; a single lookup in its passages' language answers in 2 calls (answer,
+judge); an uncovered question is refused in at most 2 when the model writes the marker."""
 
 from __future__ import annotations
 
@@ -14,7 +14,6 @@ import pytest
 from core.answer.events import Answer, AnswerEvent, Delta, Final, Retract
 from tests.core.answer import test_pipeline
 from tests.core.answer.test_pipeline import (
-    KEYWORDS,
     PLAN_QUESTION,
     PLAN_TWO_LOOKUPS,
     PORT_QUESTION,
