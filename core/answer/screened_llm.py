@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Awaitable
-from contextlib import aclosing
 from dataclasses import dataclass, field
 
 from core.errors import LLMError
@@ -74,14 +73,17 @@ class ScreenedLLM:
         waiting = self._free()
         if not waiting:
             await self._agreed()
-        async with aclosing(
-            self.inner.stream(prompt, temperature=temperature, max_tokens=max_tokens)
-        ) as deltas:
+        deltas = self.inner.stream(prompt, temperature=temperature, max_tokens=max_tokens)
+        try:
             async for delta in deltas:
                 if waiting:
                     await self._agreed()
                     waiting = False
                 yield delta
+        finally:  # a refused verdict ends the model's stream too
+            close = getattr(deltas, "aclose", None)
+            if close is not None:
+                await close()
         if waiting:  # an empty reply: still not the caller's before the verdict
             await self._agreed()
 
