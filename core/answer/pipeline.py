@@ -70,6 +70,7 @@ from core.errors import EmbedderError, InputError, LLMError, StoreError
 from core.language.text import Language, detect_language
 from core.language.wording import (
     CUT_SHORT,
+    LANGUAGE_NAME,
     MAX_QUESTION_CHARS,
     NOT_COVERED,
     STAGE_STATUS,
@@ -101,7 +102,8 @@ from core.retrieve.context_text import (
     render_context,
     valid_marks,
 )
-from core.retrieve.keywords import nlp_keywords
+from core.retrieve.focus import focused
+from core.retrieve.keywords import extract_keywords, nlp_keywords
 from core.retrieve.retriever import Retriever
 from core.vector_cache import DocumentListing
 
@@ -134,6 +136,14 @@ class PipelineOptions:
     # Model calls an answer makes beside the gate's LLM screening before it waits for the
     # verdict (core.answer.screened_llm): 1 costs no call in sequence, 0 costs one.
     calls_beside_screening: int = 1
+    # Tokens of passages a single lookup's first answer reads (core.retrieve.focus): the
+    # matched document first; a wider round reads past it.
+    answer_chunk_budget: int = 3000
+    # When a single lookup asks the model for its retrieval keywords: "always", or only when
+    # the passages its own words find are in another language than the question
+    # ("across_languages": a question in the KB's language retrieves on NLP keywords, one call
+    # fewer; see _Run._retrieve).
+    keywords_call: Literal["always", "across_languages"] = "across_languages"
 
 
 @dataclass(slots=True)
@@ -586,13 +596,19 @@ class _Run:
         context = await self._first_context()
         steps = self._found
         if self._found is not None:
-            # the found sub-answers' sources, then the passages they read (then, when every
-            # step found its part, the rest the steps retrieved), first: so they can be cited,
-            # and are shown with their numbers (_sub_answers)
-            found = self._found.supported.merged(self._found.read)
+            # the found sub-answers' sources first: so they can be cited, and are shown with
+            # their numbers (_sub_answers); then the passages the steps read (and, when every
+            # step found its part, the rest they retrieved) and the dual-level retrieval
+            found = self._found.supported
+            rest = self._found.read.merged(context or RetrievedContext())
             if self._planned:
-                found = found.merged(self._found.context)
-            context = self._fit(found.merged(context or RetrievedContext()))
+                rest = self._found.read.merged(self._found.context).merged(rest)
+            # the rest (what the steps and the dual-level retrieval found besides) as a single
+            # lookup's: the matched document first, within the answer's budget
+            rest = focused(rest, self.options.answer_chunk_budget)
+            context = self._fit(found.merged(rest))
+        elif context is not None:
+            context = focused(context, self.options.answer_chunk_budget)
         if context is None or not context.chunks:
             yield self._refusal("retrieval found no evidence")
             return
@@ -797,11 +813,58 @@ class _Run:
         )
 
     async def _retrieve(self, *, widen: int) -> RetrievedContext | None:
+        if (
+            widen == 0
+            and self.keywords is None
+            and self.options.keywords_call == "across_languages"
+            and self.retriever.llm is not None
+        ):
+            return await self._retrieve_own_words()
         found = await self._retrieve_for(widen=widen, lacking="")
         return None if found is None else found[0]
 
+    async def _retrieve_own_words(self) -> RetrievedContext | None:
+        """The first retrieval on the question's own words (NLP keywords, no model call); a
+        keywords call only when the passages those words find are written in another language
+        than the question, asking for keywords in the passages' language too (a Chinese
+        question over English runbooks finds them by English words: issue 33, item 3).
+
+        Why no call otherwise: the keywords call was one of four model calls on every answered
+        message, and the question's own terms are what the documents of its language say."""
+        limit = self.retriever.options.max_keywords
+        own = nlp_keywords(self.query, limit=limit)
+        found = await self._retrieve_for(widen=0, lacking="", keywords=own)
+        if found is None:
+            return None
+        context = found[0]
+        written_in = _passages_language(context)
+        if written_in is None or written_in == self.language:
+            self.keywords = own
+            return context
+        assert self.llm is not None
+        with self.trace.stage("keywords") as record:
+            record.detail["passages_language"] = written_in
+            keywords = await extract_keywords(
+                self.llm,
+                self.query,
+                limit=limit,
+                kb_language=LANGUAGE_NAME[self.language][written_in],
+            )
+        # the question's own keywords too: what the first retrieval found stays findable
+        both = Keywords(
+            high=tuple(dict.fromkeys((*keywords.high, *own.high)))[: 2 * limit],
+            low=tuple(dict.fromkeys((*keywords.low, *own.low)))[: 2 * limit],
+            source=keywords.source,
+        )
+        again = await self._retrieve_for(widen=0, lacking="", keywords=both)
+        if again is None:
+            self.keywords = own
+            return context
+        self.keywords = both
+        return again[0]
+
     async def _retrieve_for(
-        self, *, widen: int, lacking: str
+        self, *, widen: int, lacking: str, keywords: Keywords | None = None
     ) -> tuple[RetrievedContext, RetrievedContext | None] | None:
         """The question's retrieval (widened by `widen`) and, with `lacking` (a wider round
         for the part the judge named as lacking), the retrieval for that part; None when the
@@ -822,7 +885,10 @@ class _Run:
             )
         with self.trace.stage(name) as record:
             # A feedback round reuses the first round's keywords: widening costs no LLM call.
-            question = retriever.retrieve(self.kb, self.query, keywords=self.keywords, widen=widen)
+            keywords = keywords or self.keywords
+            if keywords is not None:
+                record.detail["keywords"] = keywords.source
+            question = retriever.retrieve(self.kb, self.query, keywords=keywords, widen=widen)
             if not lacking:
                 context = await self._within(question, record)
                 steered = None
@@ -1089,6 +1155,14 @@ class _Run:
     def _finished_trace(self) -> dict[str, object]:
         self.trace.finish(self.llm.report() if self.llm is not None else {"calls": 0})
         return self.trace.as_dict()
+
+
+def _passages_language(context: RetrievedContext, top: int = 3) -> Language | None:
+    """The language most of the best-ranked passages are written in (None: no passage)."""
+    found = [detect_language(item.chunk.text) for item in context.chunks[:top]]
+    if not found:
+        return None
+    return max(dict.fromkeys(found), key=found.count)
 
 
 def _sub_answers(found: PlanOutcome | None, context: RetrievedContext) -> list[dict[str, Any]]:

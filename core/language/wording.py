@@ -53,6 +53,12 @@ CUT_SHORT = {
 SECTION_IN_ENGLISH = {
     "zh": "以下是英文文档 {section} 中的相关内容：",
 }
+# A language's name as a prompt in each language writes it (the keywords prompt names the
+# KB's language when a question is in another).
+LANGUAGE_NAME: dict[str, dict[str, str]] = {
+    "en": {"en": "English", "zh": "Chinese"},
+    "zh": {"en": "英文", "zh": "中文"},
+}
 Stage = Literal["checking", "planning", "answering", "widening", "fallback"]
 # What the chat shows while a stage runs ("Thinking…" with the stage's name).
 STAGE_STATUS: dict[Stage, dict[str, str]] = {

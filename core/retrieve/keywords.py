@@ -248,9 +248,12 @@ def nlp_keywords(question: str, *, limit: int = MAX_KEYWORDS) -> Keywords:
 
 
 async def extract_keywords(
-    llm: LLM | None, question: str, *, limit: int = MAX_KEYWORDS
+    llm: LLM | None, question: str, *, limit: int = MAX_KEYWORDS, kb_language: str = ""
 ) -> Keywords:
-    """The LLM's keywords; the NLP ones without an LLM, on an LLM error, or on an empty reply."""
+    """The LLM's keywords; the NLP ones without an LLM, on an LLM error, or on an empty reply.
+    `kb_language`: the language the KB's passages are written in, when it is not the
+    question's: the model is asked for each keyword in it too (the question's words alone
+    miss a runbook written in another language)."""
     if llm is None or not question.strip():
         return nlp_keywords(question, limit=limit)
     prompt = render(
@@ -258,6 +261,7 @@ async def extract_keywords(
         detect_language(question),
         question=question,
         max_keywords=limit,
+        kb_language=kb_language,
     )
     try:
         reply = await llm.chat_json(prompt, KeywordsReply)

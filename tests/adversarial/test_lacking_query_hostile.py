@@ -101,7 +101,8 @@ async def test_a_hostile_missing_part_is_searched_bounded(
         retriever=retriever,
         embedder=embedder,
         llm=llm,
-        options=PipelineOptions(stages="dual_level"),
+        # the question's keywords scripted: a keywords call on every question
+        options=PipelineOptions(stages="dual_level", keywords_call="always"),
     )
     events = [event async for event in answerer.ask("ops", QUESTION)]
     answer = next(e.answer for e in events if isinstance(e, Final))

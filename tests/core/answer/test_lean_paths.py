@@ -1,8 +1,8 @@
 # ruff: noqa: F811 (the shared fixtures are imported, then requested by name)
 """The lean model path (issue 33, items 2 and 4): per path, the model calls, their order, and
 which of them come before the first text shown. At most 3 calls in sequence before the first
-token on every path; a single lookup answers in 3 calls (keywords, answer, judge); an
-uncovered question is refused in at most 2 when the model writes the marker."""
+token on every path; a single lookup in its passages' language answers in 2 calls (answer,
+judge); an uncovered question is refused in at most 2 when the model writes the marker."""
 
 from __future__ import annotations
 
@@ -12,14 +12,12 @@ from collections.abc import AsyncIterator
 import pytest
 
 from core.answer.events import Answer, AnswerEvent, Delta, Final, Retract
+from tests.core.answer import test_pipeline
 from tests.core.answer.test_pipeline import (
-    KEYWORDS,
     PLAN_QUESTION,
     PLAN_TWO_LOOKUPS,
     PORT_QUESTION,
     embedder,  # noqa: F401 (fixture)
-    make,
-    make_narrow,
     stores,  # noqa: F401 (fixture)
 )
 from tests.fakes.fake_llm import FakeLLM
@@ -43,18 +41,31 @@ async def run(
     return seen, final.answer, before if before is not None else list(llm.templates_called)
 
 
+def make(stores, embedder, llm, **options):  # type: ignore[no-untyped-def]
+    """The pipeline tests' answerer with the lean default: no keywords call for a question
+    in its passages' language."""
+    return test_pipeline.make(
+        stores, embedder, llm, **{"keywords_call": "across_languages", **options}
+    )
+
+
+def make_narrow(stores, embedder, llm, **options):  # type: ignore[no-untyped-def]
+    return test_pipeline.make_narrow(
+        stores, embedder, llm, **{"keywords_call": "across_languages", **options}
+    )
+
+
 async def test_a_single_lookup_makes_two_calls_before_its_first_token_three_in_all(
     stores, embedder
 ) -> None:
     llm = (
         FakeLLM()
-        .script("keywords", KEYWORDS)
         .script("answer", "The gateway listens on port 8443 [1].")
         .script("judge", {"faithfulness": 1, "completeness": 1})
     )
     _, answer, before = await run(llm, make(stores, embedder, llm).ask("ops", PORT_QUESTION))
-    assert before == ["keywords", "answer"]
-    assert llm.templates_called == ["keywords", "answer", "judge"]  # the judge after the text
+    assert before == ["answer"]
+    assert llm.templates_called == ["answer", "judge"]  # the judge after the text
     assert not answer.refused
 
 
@@ -81,9 +92,9 @@ async def test_a_two_part_question_makes_three_calls_in_sequence_before_its_firs
 
 
 async def test_an_uncovered_question_is_refused_in_two_calls(stores, embedder) -> None:
-    llm = FakeLLM().script("keywords", KEYWORDS).script("answer", "NOT_COVERED")
+    llm = FakeLLM().script("answer", "NOT_COVERED")
     events, answer, _ = await run(llm, make(stores, embedder, llm).ask("ops", UNCOVERED))
-    assert llm.templates_called == ["keywords", "answer"]
+    assert llm.templates_called == ["answer"]
     assert answer.refused and not any(isinstance(e, Delta) for e in events)
 
 
@@ -93,28 +104,27 @@ async def test_a_side_answer_the_judge_finds_answers_nothing_is_a_refusal(stores
     # answer with caveats (the streamed text is withdrawn).
     llm = (
         FakeLLM()
-        .script("keywords", KEYWORDS)
         .script("answer", "The gateway listens on port 8443 [1]; its ciphers are not covered.")
         .script("judge", {"faithfulness": 1, "completeness": 0, "missing": "the cipher suites"})
     )
     events, answer, before = await run(llm, make(stores, embedder, llm).ask("ops", UNCOVERED))
-    assert before == ["keywords", "answer"]
-    assert llm.templates_called == ["keywords", "answer", "judge"]
+    assert before == ["answer"]
+    assert llm.templates_called == ["answer", "judge"]
     assert answer.refused and answer.mode == "refused"
     assert isinstance(events[-2], Retract)
     assert answer.trace is not None and "nothing new" in answer.trace["rounds"][0]["why"]
 
 
 async def test_chatter_the_screening_overturns_costs_one_call(stores, embedder) -> None:
-    # The first call (keywords) runs beside the gate's screening; the answer call waits for
-    # the verdict, which refuses: it is never made.
-    llm = FakeLLM().script("keywords", KEYWORDS)
+    # The first call (the answer: no keywords call for a question in its passages' language)
+    # runs beside the gate's screening; the verdict refuses, and nothing of it is shown.
+    llm = FakeLLM().script("answer", "The gateway listens on port 8443 [1].")
     verdict: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
     asyncio.get_running_loop().call_later(0.05, verdict.set_result, False)
     events, answer, _ = await run(
         llm, make(stores, embedder, llm).ask("ops", PORT_QUESTION, screening=verdict)
     )
-    assert llm.templates_called == ["keywords"]
+    assert llm.templates_called == ["answer"]
     assert answer.refused and not any(isinstance(e, Delta) for e in events)
     assert "screening" in answer.reason
 
@@ -122,7 +132,6 @@ async def test_chatter_the_screening_overturns_costs_one_call(stores, embedder) 
 async def test_screened_through_the_answer_goes_on_with_no_call_more(stores, embedder) -> None:
     llm = (
         FakeLLM()
-        .script("keywords", KEYWORDS)
         .script("answer", "Port 8443 [1].")
         .script("judge", {"faithfulness": 1, "completeness": 1})
     )
@@ -131,7 +140,7 @@ async def test_screened_through_the_answer_goes_on_with_no_call_more(stores, emb
     _, answer, before = await run(
         llm, make(stores, embedder, llm).ask("ops", PORT_QUESTION, screening=verdict)
     )
-    assert before == ["keywords", "answer"] and not answer.refused
+    assert before == ["answer"] and not answer.refused
 
 
 async def test_a_judge_that_widens_answers_again_when_the_missing_part_is_found(
@@ -139,7 +148,6 @@ async def test_a_judge_that_widens_answers_again_when_the_missing_part_is_found(
 ) -> None:
     llm = (
         FakeLLM()
-        .script("keywords", KEYWORDS)
         .script("answer", "Port 8443 [1].", "Port 8443 [1]; a rollback takes four minutes [2].")
         .script(
             "judge",
@@ -149,8 +157,8 @@ async def test_a_judge_that_widens_answers_again_when_the_missing_part_is_found(
     )
     question = "Which port does the Lumen gateway listen on when a rollback runs?"
     _, answer, before = await run(llm, make_narrow(stores, embedder, llm).ask("ops", question))
-    assert before == ["keywords", "answer"]
-    assert llm.templates_called == ["keywords", "answer", "judge", "answer", "judge"]
+    assert before == ["answer"]
+    assert llm.templates_called == ["answer", "judge", "answer", "judge"]
     assert answer.text.endswith("four minutes [2].")
     assert answer.trace is not None
     assert [r["next"] for r in answer.trace["rounds"]] == ["widen", "accept"]
@@ -161,7 +169,6 @@ async def test_a_judge_whose_missing_part_finds_nothing_new_stops_at_once(stores
     # passages the first round held: the answer stands, with no second answer call.
     llm = (
         FakeLLM()
-        .script("keywords", KEYWORDS)
         .script("answer", "Port 8443 [1]; the sources do not give the metrics port.")
         .script("judge", {"faithfulness": 1, "completeness": 0.5, "missing": "the metrics port"})
     )
@@ -169,8 +176,85 @@ async def test_a_judge_whose_missing_part_finds_nothing_new_stops_at_once(stores
     _, answer, before = await run(
         llm, make(stores, embedder, llm, stages="dual_level").ask("ops", question)
     )
-    assert before == ["keywords", "answer"]
-    assert llm.templates_called == ["keywords", "answer", "judge"]
+    assert before == ["answer"]
+    assert llm.templates_called == ["answer", "judge"]
     assert not answer.refused and answer.text.startswith("Port 8443 [1]")
     assert answer.trace is not None
     assert "nothing new" in answer.trace["rounds"][0]["why"]
+
+
+async def answer_prompt(stores, embedder, budget: int) -> tuple[str, Answer]:
+    llm = (
+        FakeLLM()
+        .script("answer", "The gateway listens on port 8443 [1].")
+        .script("judge", {"faithfulness": 1, "completeness": 1})
+    )
+    answerer = make(stores, embedder, llm, answer_chunk_budget=budget)
+    _, answer, _ = await run(llm, answerer.ask("ops", PORT_QUESTION))
+    return next(c for c in llm.calls if c.template == "answer").last_user, answer
+
+
+async def test_a_single_lookups_answer_reads_the_matched_document_not_every_passage(
+    stores, embedder
+) -> None:
+    # issue 33, item 3: the answer prompt held every passage of a 12k-token budget; it reads
+    # the matched document first and others only as they fit its smaller budget
+    # (core.retrieve.focus). A budget of one token leaves the best-ranked passage alone.
+    wide, _ = await answer_prompt(stores, embedder, 100_000)
+    narrow, answer = await answer_prompt(stores, embedder, 1)
+    assert "rollback.md" in wide  # the retrieval found a sibling passage
+    assert "ports.md" in narrow and "rollback.md" not in narrow and "部署.md" not in narrow
+    assert not answer.refused
+
+
+async def test_a_question_in_another_language_than_its_passages_asks_for_their_keywords(
+    stores, embedder
+) -> None:
+    # issue 33, item 3: a Chinese question over English passages searched with Chinese words
+    # only. Its own words find English passages: one keywords call, asked for English keywords
+    # too, and the retrieval runs again on both.
+    llm = (
+        FakeLLM()
+        .script("keywords", {"high_level": ["network ports"], "low_level": ["Lumen gateway"]})
+        .script("answer", "Lumen 网关监听 8443 端口 [1]。")
+        .script("judge", {"faithfulness": 1, "completeness": 1})
+    )
+    _, answer, before = await run(
+        llm, make(stores, embedder, llm).ask("ops", "Lumen gateway 监听哪个端口？")
+    )
+    assert before == ["keywords", "answer"]
+    keywords_prompt = llm.calls[0].prompt.messages[0].content
+    assert "知识库是用英文写的" in keywords_prompt
+    assert answer.trace is not None
+    assert answer.trace["retrieved"]["keywords"]["low"][0] == "Lumen gateway"
+    assert not answer.refused
+
+
+async def test_a_planned_answer_reads_its_steps_sources_and_the_matched_document_only(
+    stores, embedder
+) -> None:
+    # The planned path merged every passage of the steps' and the dual-level retrievals (47k
+    # characters on a Patroni question in the relay run); the sub-answers' sources stay, the
+    # rest is cut to the answer's budget like a single lookup's.
+    def llm() -> FakeLLM:
+        return (
+            FakeLLM()
+            .script("logic_form", PLAN_TWO_LOOKUPS)
+            .script(
+                "sub_answer",
+                {"found": True, "answer": "8443", "sources": [1]},
+                {"found": True, "answer": "9090", "sources": [1]},
+            )
+            .script("answer", "Port 8443 [1], metrics on 9090 [1].")
+            .script("judge", {"faithfulness": 1, "completeness": 1})
+        )
+
+    prompts = []
+    for budget in (100_000, 1):
+        fake = llm()
+        answerer = make(stores, embedder, fake, answer_chunk_budget=budget)
+        await run(fake, answerer.ask("ops", PLAN_QUESTION))
+        prompts.append(next(c for c in fake.calls if c.template == "answer").last_user)
+    wide, narrow = prompts
+    assert "rollback.md" in wide
+    assert "ports.md" in narrow and "rollback.md" not in narrow

@@ -91,6 +91,9 @@ async def stores(
 def make(stores: Any, embedder: USEEmbedder, llm: Any = None, **options: Any) -> MultiStageAnswerer:
     graph, vectors = stores
     retriever = Retriever(embedder=embedder, vectors=vectors, graph=graph, llm=llm)
+    # These tests script the model's retrieval keywords: a keywords call on every question
+    # (the lean default, keywords_call="across_languages", is tests/core/answer/test_lean_paths)
+    options = {"keywords_call": "always", **options}
     return MultiStageAnswerer(
         retriever=retriever, embedder=embedder, llm=llm, options=PipelineOptions(**options)
     )
@@ -488,6 +491,7 @@ def make_narrow(stores: Any, embedder: USEEmbedder, llm: Any, **options: Any) ->
         llm=llm,
         options=RetrievalOptions(chunk_top_k=1),
     )
+    options = {"keywords_call": "always", **options}
     return MultiStageAnswerer(
         retriever=retriever, embedder=embedder, llm=llm, options=PipelineOptions(**options)
     )

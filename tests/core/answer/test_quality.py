@@ -81,6 +81,8 @@ def make(
     retriever = Retriever(
         embedder=embedder, vectors=vectors, graph=graph, llm=llm, options=retrieval
     )
+    # these tests script the retrieval keywords: a keywords call on every question
+    options = {"keywords_call": "always", **options}
     return MultiStageAnswerer(
         retriever=retriever, embedder=embedder, llm=llm, options=PipelineOptions(**options)
     )
@@ -293,7 +295,7 @@ async def test_a_widened_round_that_adds_nothing_new_is_not_answered_again(
         retriever=SameEveryTime(embedder=embedder, vectors=vectors, graph=graph, llm=llm),
         embedder=embedder,
         llm=llm,
-        options=PipelineOptions(stages="dual_level"),
+        options=PipelineOptions(stages="dual_level", keywords_call="always"),
     )
     _, answer = await collect(answerer.ask("ops", PORT_QUESTION))
     assert llm.templates_called == ["keywords", "answer", "judge"]  # the same prompt is not resent
