@@ -65,6 +65,7 @@ from core.gate.kb_terms import (
     KbTerms,
     Translations,
     compounds,
+    respelled,
     untranslated,
     within,
 )
@@ -182,7 +183,11 @@ def judge(
     a = analyse(text) if analysis is None else analysis
     if kb is not None:
         a = dataclasses.replace(
-            a, terms=compounds(a.terms, kb), whole_terms=compounds(a.whole_terms, kb)
+            a,
+            terms=respelled(compounds(a.terms, kb), kb),
+            whole_terms=respelled(compounds(a.whole_terms, kb), kb),
+            light=respelled(a.light, kb),
+            whole_light=respelled(a.whole_light, kb),
         )
     request = a.request
     evidence = term_evidence(
@@ -209,7 +214,11 @@ def judge(
     # takes its topic from the sentence before it. Either way the message is what counts. (A
     # request of general words the KB lacks — "…: who is the president of the United
     # States?" — is judged on its own: the names in front of it do not make it a KB question.)
-    leans_on_context = not request.whole and weight < o.min_weight and term_cov >= o.min_terms
+    # "KafkaConsumerLagHigh is firing, is that bad?": a request that points back at a statement
+    # in front of it (Analysis.refers) is about that statement, whatever its own words find.
+    leans_on_context = (
+        not request.whole and weight < o.min_weight and (term_cov >= o.min_terms or a.refers)
+    )
     looked_up = [*a.terms, *a.light]
     if empty or leans_on_context:
         looked_up = [*a.whole_terms, *a.whole_light]

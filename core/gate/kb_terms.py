@@ -11,7 +11,6 @@ other script a word must be looked for in by translation.
 
 from __future__ import annotations
 
-import difflib
 import itertools
 import re
 from collections.abc import Sequence
@@ -19,6 +18,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
+from rapidfuzz import process
+from rapidfuzz.distance import OSA
 
 from core.language.terms import (
     CJK_QUESTION,
@@ -44,6 +45,14 @@ HEADED_TERMS = 2
 # Passages a word is looked for in across scripts: the best few by the request's terms found
 # lexically, and as many nearest by embedding (CoverageRule.check_with_nearest).
 TRANSLATION_PASSAGES = 3
+# A typo is one edit (a letter wrong, missing, added, or two swapped: OSA distance) in a word of
+# at least this many letters: shorter words are one edit from too many others ("wat": what,
+# was, way).
+TYPO_LETTERS = 4
+# A word read as a misspelling of a KB word is this much rarer in general language (Zipf) than
+# the word it is read as: a typo is a word nobody writes ("kafak" 0.0 for "kafka" 3.0, "agian"
+# 1.8 for "again" 5.7), a real word of its own is not ("pods" 3.5 beside "pod" 3.6).
+TYPO_RARER = 1.0
 
 
 @dataclass
@@ -63,18 +72,24 @@ class KbTerms:
     # the keys of each passage's first line (its heading path) → the passages: headed() asks
     # a message of everyday words, and scanning every heading for each message grows with the KB
     heads: dict[str, frozenset[int]] = field(default_factory=dict, repr=False)
+    # the KB's Latin words as written (folded), by first letter: what a typo is read as (respell)
+    spellings: dict[str, list[str]] = field(default_factory=dict, repr=False)
+    _respelt: dict[str, str | None] = field(default_factory=dict, repr=False)
 
     @classmethod
     def build(cls, texts: Sequence[str], ids: Sequence[str] = ()) -> KbTerms:
         found: dict[str, list[int]] = {}
         heads: dict[str, set[int]] = {}
         languages: list[Language] = []
+        written: set[str] = set()
         for index, text in enumerate(texts):
             languages.append(detect_language(text))
             for key in _heading_keys(text):
                 heads.setdefault(key, set()).add(index)
             folded = fold(text)
-            keys = {term_key(w) for w in LATIN_WORD.findall(folded)}
+            latin = LATIN_WORD.findall(folded)
+            written.update(w for w in latin if len(w) >= TYPO_LETTERS - 1 and w.isalpha())
+            keys = {term_key(w) for w in latin}
             # identifiers also count by their parts: "lumen-dispatcher" answers "dispatcher"
             for word in list(keys):
                 if any(c in word for c in "_.-"):
@@ -88,6 +103,9 @@ class KbTerms:
         for key in postings:
             if len(key) >= 5 and key.isascii():
                 by_prefix.setdefault(key[:2], []).append(key)
+        spellings: dict[str, list[str]] = {}
+        for word in sorted(written):
+            spellings.setdefault(word[0], []).append(word)
         rows = {chunk_id: index for index, chunk_id in enumerate(ids)}
         return cls(
             postings,
@@ -97,7 +115,26 @@ class KbTerms:
             tuple(languages),
             rows,
             heads={key: frozenset(at) for key, at in heads.items()},
+            spellings=spellings,
         )
+
+    def respell(self, word: str) -> str | None:
+        """The KB's word a message's word misspells: one edit away (TYPO_LETTERS, rapidfuzz's
+        OSA distance, so "kafak" is "kafka" and "laggin" "lagging") and much more common in
+        general language than it (TYPO_RARER). Matched against the KB's own words only, its
+        first letter as written (typos rarely hit the first): a word the KB does not write is
+        not corrected into one it does by general language."""
+        if word in self._respelt:
+            return self._respelt[word]
+        found = None
+        if len(word) >= TYPO_LETTERS and word.isascii() and word.isalpha():
+            candidates = self.spellings.get(word[0], [])
+            best = process.extractOne(word, candidates, scorer=OSA.distance, score_cutoff=1)
+            rarer = best is not None and zipf(best[0], "en") - zipf(word, "en") >= TYPO_RARER
+            if best is not None and best[0] != word and rarer:
+                found = best[0]
+        self._respelt[word] = found
+        return found
 
     def headed(self, terms: Sequence[Term]) -> bool:
         """Whether one passage's first line (its heading path: "Loom FAQ > Why is …?") holds
@@ -242,8 +279,10 @@ class KbTerms:
                 found = part if found is None else np.intersect1d(found, part)
             return found if found is not None and found.size else None
         if name and len(key) >= 5 and key.isascii():
-            near = difflib.get_close_matches(key, self.by_prefix.get(key[:2], []), n=1, cutoff=0.85)
-            if near:
+            # one typo (OSA: a transposition is one, "Natarjan", "kafak"), by rapidfuzz
+            candidates = self.by_prefix.get(key[:2], [])
+            near = process.extractOne(key, candidates, scorer=OSA.distance, score_cutoff=1)
+            if near is not None:
                 return self.postings[near[0]]
         return None
 
@@ -319,6 +358,29 @@ def compounds(terms: Sequence[Term], kb: KbTerms) -> tuple[Term, ...]:
                 continue
         joined.append(term)
     return tuple(joined)
+
+
+def respelled(terms: Sequence[Term], kb: KbTerms) -> tuple[Term, ...]:
+    """The terms with each misspelt word the KB does not hold read as the KB word it misspells
+    (KbTerms.respell), weighed as that word: "kafak consumer laggin" asks about kafka and
+    lagging, which the KB writes, not about two words found nowhere that weighed like names. A
+    misspelt everyday word ("agian") is the frame it stands for, and is dropped. A word no
+    dictionary knows is read as a name, and its own look-up (one typo in a name, KbTerms.lookup)
+    misses the KB's words it stems ("laggin": the KB's key is "lag"), so names are respelt too."""
+    fixed: list[Term] = []
+    for term in terms:
+        # A word the KB writes stays, and one it finds by another form ("owns": "Owner"); a
+        # name found one typo away is respelt all the same, to weigh as the word it misspells.
+        unwritten = not is_cjk(term) and term.key not in kb.postings
+        respell = unwritten and (term.name or kb.lookup(term) is None)
+        word = kb.respell(term.surface) if respell else None
+        if word is None:
+            fixed.append(term)
+            continue
+        weight = specificity(zipf(word, "en"))
+        if zipf(word, "en") < FUNCTION_ZIPF and weight > 0.0:
+            fixed.append(Term(term_key(word), word, weight, False))
+    return tuple(fixed)
 
 
 Translations = dict[str, npt.NDArray[np.int32]]

@@ -23,12 +23,14 @@ from core.language.terms import (
     ASK_WEIGHT,
     AUXILIARIES,
     CJK_QUESTION,
+    CJK_REFERRING,
     FUNCTION_ZIPF,
     GENERAL_SCOPE,
     IMPERATIVES,
     LATIN_WORD,
     MENTION,
     OPENERS,
+    REFERRING,
     WH_WORDS,
     Term,
     chinese_words_of,
@@ -202,6 +204,41 @@ class Analysis:
     # the kinds of value the request's question words ask for (core.language.asked_values: a time, a
     # day, a duration, a person), whose words are then not among the terms
     values: tuple[str, ...] = ()
+    # the request points back at a statement in front of it (refers_back)
+    refers: bool = False
+
+
+def refers_back(text: str, request: Request, terms: Sequence[Term], before: Sequence[Term]) -> bool:
+    """Whether the request takes its subject from the sentences in front of it: "X is firing,
+    is that bad?", "… but all the pods look fine. what do I change?", "…告警一直在响，这个怎么办".
+    Two things make it so, and KB words stuffed in front of an unrelated request ("Lumen Lumen:
+    what is the capital of France?") have neither:
+
+    - the request points back: a referring word ("it", "that", 这个) or no content word at all
+      (its object left out: "what do I change?"); a self-contained request names what it asks
+      about ("the capital of France", "17 times 23");
+    - what is in front of it is a statement, not a list of terms: it holds words besides its
+      content terms (a verb, an article: "is firing", "are stuck on"), where stuffing is the
+      KB's names and nothing else ("Lumen Lumen Lumen:", "Mirela Vasquez, gateway:").
+
+    `terms`: the request's content terms; `before`: the content terms of the whole message."""
+    if request.whole or not request.cue:
+        return False
+    folded = MENTION.sub(" ", fold(text)).strip()
+    at = folded.rfind(request.text)
+    if at <= 0:
+        return False
+    front = folded[:at]
+    latin = LATIN_WORD.findall(request.text)
+    points = any(word in REFERRING for word in latin) or any(
+        CJK_REFERRING.match(word) for word in chinese_words_of(request.text)
+    )
+    if not points and terms:
+        return False
+    # the front's words that are none of the message's terms: a statement's verbs and articles
+    named = {t.surface for t in before} | {t.key for t in before}
+    front_words = [*LATIN_WORD.findall(front), *chinese_words_of(front)]
+    return any(word not in named for word in front_words)
 
 
 def _without_opening_imperative(request: str, terms: list[Term]) -> list[Term]:
@@ -281,4 +318,5 @@ def analyse(text: str) -> Analysis:
         titled=titled_words(text),
         general=GENERAL_SCOPE.search(fold(text)) is not None,
         values=values,
+        refers=refers_back(text, request, terms, whole),
     )

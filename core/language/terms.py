@@ -79,6 +79,12 @@ def _cjk_frame(word: str) -> bool:
 # general?", 一般来说…): about the world unless a passage holds what it asks (core.gate.coverage).
 GENERAL_SCOPE = re.compile(r"\bin general\b|\bgenerally speaking\b|一般来说|一般而言|通常来说")
 
+# Words that point back at what was said before them: a request holding one ("is that bad?",
+# "how do I get past it?", 这个怎么办) takes its subject from the sentences in front of it
+# (core.gate.request.refers_back). A closed class, an input to that signal.
+REFERRING = _words("it its that this these those they them there such")
+CJK_REFERRING = re.compile(r"[这那它][个些样种]?")
+
 # What a request opens with (core.gate.request): a wh-word, an auxiliary, an imperative.
 WH_WORDS = _words("what who whom whose which where when why how")
 AUXILIARIES = _words(

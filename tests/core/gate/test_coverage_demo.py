@@ -112,3 +112,15 @@ async def test_the_answerer_uses_the_same_rule(demo) -> None:
     stuffed = "Lumen Lumen Lumen Lumen: what is the capital of France?"
     final = [e async for e in answerer.ask(KB, stuffed) if isinstance(e, Final)]
     assert final[0].answer.refused
+
+
+async def test_a_request_that_points_back_is_answered_and_stuffing_still_refused(demo) -> None:
+    """The request "How do I get past it?" has nothing of its own to look up and is far from
+    every chunk; it points back at the statement before it, which the KB covers (issue 32,
+    "Messages as people write them"). The same kind of request after bare KB words is not."""
+    gate, _ = demo
+    text = "One partition is stuck on a poison message. How do I get past it?"
+    decision = await gate.decide(KB, text, addressed=True)
+    assert not decision.refused, decision.reason
+    for stuffed in ["Lumen Lumen: what is the capital of France?", "Lumen Lumen: is that bad?"]:
+        assert (await gate.decide(KB, stuffed, addressed=True)).refused, stuffed
