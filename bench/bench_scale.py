@@ -43,7 +43,6 @@ import random
 import re
 import shutil
 import socket
-import statistics
 import subprocess
 import sys
 import threading
@@ -285,10 +284,9 @@ def timed_command(
     peak = sampler.stop()
     if proc.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed ({proc.returncode}):\n{err[-3000:]}")
-    max_rss_kb = int(re.search(r"Maximum resident set size \(kbytes\): (\d+)", err).group(1))
-    cpu = sum(
-        float(m) for m in re.findall(r"(?:User|System) time \(seconds\): ([\d.]+)", err)
-    )
+    found = re.search(r"Maximum resident set size \(kbytes\): (\d+)", err)
+    max_rss_kb = int(found.group(1)) if found else 0
+    cpu = sum(float(m) for m in re.findall(r"(?:User|System) time \(seconds\): ([\d.]+)", err))
     last = out.strip().splitlines()[-1] if out.strip() else "{}"
     result: dict[str, Any] = {
         "wall_s": round(wall, 1),
