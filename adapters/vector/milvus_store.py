@@ -471,18 +471,16 @@ class MilvusVectorStore:
         if (limit is not None and limit <= 0) or await self._dim(name) is None:
             return []
         client = await self._prepare_read(name)
-        rows = await self._call(
-            f"read the vectors of {name}", self._read_pages, client, name, kb, limit
+        return await self._call(
+            f"read the vectors of {name}",
+            self._read_pages,
+            client,
+            name,
+            kb,
+            limit,
+            (*_OUTPUT_FIELDS, "vector"),
+            _vector_record,
         )
-        return [
-            VectorRecord(
-                id=str(row["id"]),
-                vector=np.asarray(row["vector"], dtype=np.float32),
-                text=str(row["text"]),
-                source=str(row["source"]),
-            )
-            for row in rows
-        ]
 
     async def aclose(self) -> None:
         if self._closed:
@@ -646,10 +644,16 @@ class MilvusVectorStore:
         if await self._dim(name) is None:
             return []
         client = await self._prepare_read(name)
-        rows = await self._call(
-            f"read the texts of {name}", self._read_pages, client, name, kb, None, _OUTPUT_FIELDS
+        return await self._call(
+            f"read the texts of {name}",
+            self._read_pages,
+            client,
+            name,
+            kb,
+            None,
+            _OUTPUT_FIELDS,
+            _text_row,
         )
-        return [(str(r["id"]), str(r["source"]), str(r["text"])) for r in rows]
 
     @staticmethod
     def _read_pages(
@@ -657,11 +661,14 @@ class MilvusVectorStore:
         name: str,
         kb: str,
         limit: int | None,
-        fields: Sequence[str] = (*_OUTPUT_FIELDS, "vector"),
-    ) -> list[dict[str, Any]]:
-        """Sync: a KB's rows with their vectors, page by page. A query iterator pages by
-        primary key, so neither the 16,384-row cap of one query nor offset paging (which
-        rescans every skipped row) limits how many are read."""
+        fields: Sequence[str],
+        convert: Callable[[dict[str, Any]], T],
+    ) -> list[T]:
+        """Sync: a KB's rows, page by page, each converted as its page arrives. A query
+        iterator pages by primary key, so neither the 16,384-row cap of one query nor offset
+        paging (which rescans every skipped row) limits how many are read. pymilvus hands a
+        vector over as a list of Python floats (~16 KB for 512-d, 8x its float32 array): kept
+        until the last page, a KB's entity and relation vectors took gigabytes at 10k chunks."""
         iterator = client.query_iterator(
             name,
             batch_size=FETCH_PAGE_ROWS,
@@ -669,10 +676,10 @@ class MilvusVectorStore:
             filter=f"kb == {quote(kb)}",
             output_fields=list(fields),
         )
-        rows: list[dict[str, Any]] = []
+        rows: list[T] = []
         try:
             while page := iterator.next():
-                rows.extend(page)
+                rows.extend(convert(row) for row in page)
         finally:
             iterator.close()
         return rows
@@ -825,3 +832,16 @@ def _batches(rows: list[dict[str, Any]], dim: int) -> list[list[dict[str, Any]]]
     if current:
         batches.append(current)
     return batches
+
+
+def _vector_record(row: dict[str, Any]) -> VectorRecord:
+    return VectorRecord(
+        id=str(row["id"]),
+        vector=np.asarray(row["vector"], dtype=np.float32),
+        text=str(row["text"]),
+        source=str(row["source"]),
+    )
+
+
+def _text_row(row: dict[str, Any]) -> tuple[str, str, str]:
+    return str(row["id"]), str(row["source"]), str(row["text"])

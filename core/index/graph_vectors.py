@@ -27,6 +27,11 @@ from prompts import render
 # vector of more is slower to make and no better to find. A capped text also stops changing
 # once an entity has a few descriptions, so later mentions need no new vector (see _upsert).
 MAX_VECTOR_TEXT_CHARS = 300
+# Mentions (description and chunk) read per entity and relation to make its text: the first
+# ones, as many as the capped text could hold several times over. Every batch of a run touches
+# the KB's hubs ("aws", "parameter"), so reading all of a hub's mentions each time made a run's
+# reads grow with the square of its size, for text the cap then dropped.
+VECTOR_MENTIONS = 64
 
 
 def relation_vector_id(source_key: str, target_key: str) -> str:
@@ -101,10 +106,8 @@ class GraphVectorSync:
 
     async def sync(self, kb: str, pending: PendingVectors) -> VectorSyncResult:
         result = VectorSyncResult()
-        entity_keys = sorted(pending.entities)
-        entities = await self.graph.get_entities(kb, entity_keys) if entity_keys else []
+        entities, relations = await self._read(kb, pending)
         present = {e.key for e in entities}
-        relations = await self._relations(kb, pending.relations)
         present_pairs = {(r.source, r.target) for r in relations}
 
         # Whatever is not in the graph any more loses its vector, whichever list named it.
@@ -134,12 +137,20 @@ class GraphVectorSync:
         result.relations = len(relations)
         return result
 
-    async def _relations(self, kb: str, pairs: set[tuple[str, str]]) -> list[Relation]:
-        if not pairs:
-            return []
-        endpoints = sorted({key for pair in pairs for key in pair})
-        subgraph = await self.graph.neighbourhood(kb, endpoints, hops=0, limit=len(endpoints))
-        return [r for r in subgraph.relations if (r.source, r.target) in pairs]
+    async def _read(self, kb: str, pending: PendingVectors) -> tuple[list[Entity], list[Relation]]:
+        """The pending entities and relations the graph holds, each with its first
+        VECTOR_MENTIONS mentions: one read of the entities and the relations' endpoints."""
+        keys = sorted(pending.entities | {key for pair in pending.relations for key in pair})
+        if not keys:
+            return [], []
+        subgraph = await self.graph.neighbourhood(
+            kb, keys, hops=0, limit=len(keys), mentions=VECTOR_MENTIONS
+        )
+        entities = sorted(
+            (e for e in subgraph.entities if e.key in pending.entities), key=lambda e: e.key
+        )
+        relations = [r for r in subgraph.relations if (r.source, r.target) in pending.relations]
+        return entities, relations
 
     async def _upsert(
         self, kb: str, collection: Collection, rows: Sequence[tuple[str, str]]
