@@ -53,6 +53,9 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+from bench import results as results_md  # noqa: E402
+
 TEXT_SUFFIXES = ("md", "markdown", "rst", "txt")
 KB = "default"
 CHATTER = [
@@ -588,10 +591,12 @@ def main() -> None:
     parser.add_argument("--keep-homes", action="store_true")
     parser.add_argument("--gate-probe", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--gate-messages", type=Path, help=argparse.SUPPRESS)
+    results_md.add_arguments(parser)
     args = parser.parse_args()
     if args.gate_probe:
         gate_probe(args.gate_probe, args.gate_messages, args.warmup)
         return
+    run_md = results_md.Run.start(__file__, enabled=not args.no_results)
     args.steps = set(args.steps.split(","))
     args.work = args.work.resolve()
     args.work.mkdir(parents=True, exist_ok=True)
@@ -631,6 +636,55 @@ def main() -> None:
     summary["finished"] = datetime.now(UTC).isoformat(timespec="seconds")
     (args.work / f"scale-{args.vector}.json").write_text(json.dumps(summary, indent=2))
     print(json.dumps(summary))
+    run_md.write(headlines(summary))
+
+
+# (step, key, metric, unit): the numbers issue 34's scale targets name, per size.
+HEADLINES = (
+    ("index", "wall_s", "index wall time", "s"),
+    ("index", "peak_tree_rss_mb", "index peak memory", "MB"),
+    ("reindex", "wall_s", "re-index of the unchanged tree", "s"),
+    ("serve", "rss_at_rest_mb", "tacit serve RSS at rest", "MB"),
+    ("serve", "ask_p95_ms", "warm ask p95, no model", "ms"),
+    ("gate", "gate_p50_ms", "gate p50", "ms"),
+)
+
+
+def headlines(summary: dict[str, Any]) -> list[results_md.Row]:
+    """Per size, this tree's numbers beside the baseline revision's of the same run (none
+    without --baseline)."""
+    rows: list[results_md.Row] = []
+    vector = summary["vector"]
+    for run in summary["runs"]:
+        if not str(run["rev"]).startswith("head-"):
+            continue
+        base = next(
+            (
+                r
+                for r in summary["runs"]
+                if r["size"] == run["size"] and str(r["rev"]).startswith("base-")
+            ),
+            None,
+        )
+        chunks = run.get("chunks_counted", run["size"])
+        for step, key, metric, unit in HEADLINES:
+            value = (run.get(step) or {}).get(key)
+            if value is None:
+                continue
+            rows.append(
+                results_md.Row(
+                    f"{chunks:,} chunks, {vector} vectors: {metric}",
+                    value,
+                    baseline=None if base is None else (base.get(step) or {}).get(key),
+                    unit=unit,
+                    notes=(
+                        f"{run['files']} files; baseline: {base['rev']}"
+                        if base is not None
+                        else f"{run['files']} files; no baseline run"
+                    ),
+                )
+            )
+    return rows
 
 
 if __name__ == "__main__":
