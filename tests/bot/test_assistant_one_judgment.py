@@ -30,9 +30,9 @@ KB = "ops"
 ADMIN = "UADMIN"
 pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.slow]
 _ids = itertools.count(1)
-# Said as people say it: the subject in the first sentence, the ask in the last ("is that
-# bad?"). The coverage rule judges the asking clause alone and refuses it.
-REFERS_BACK = "The rollback has been running for a while now. Is that bad?"
+# Two asks in one message, the last one about the first ("is slow normal?"): the coverage rule
+# judges that last clause, finds no term of the KB in it and refuses the message.
+TWO_ASKS = "how long should a rollback take, is slow normal?"
 COVERED = "How do I roll back a bad deploy?"
 
 
@@ -86,13 +86,13 @@ async def say(assistant: TacitAssistant, msg: Message) -> ReplyEvent:
 
 async def test_an_admins_answer_label_gets_the_same_question_answered(world) -> None:
     assistant, _ = world
-    asked = message(REFERS_BACK)
+    asked = message(TWO_ASKS)
     assert isinstance(await say(assistant, asked), Refusal)  # the rule refuses it
     noted = await say(assistant, message(f"/tacit label answer {asked.message_id}", user=ADMIN))
     assert isinstance(noted, FinalReply) and "should have answered" in noted.text
 
     again = await say(
-        assistant, message("  the ROLLBACK has been running  for a while now. Is that bad? ")
+        assistant, message("  How long should a ROLLBACK take,  is slow normal? ")
     )
     # asked again (however spaced and cased): answered from the runbook, not declined by the
     # answerer's own coverage check after the label let it through
@@ -116,9 +116,9 @@ async def test_an_admins_silent_label_keeps_a_covered_question_unanswered(world)
 async def test_the_answerer_does_not_judge_coverage_the_gate_has_judged(world) -> None:
     """A fit (or label) that passed a message the rule refuses: the answerer answers it."""
     _, answerer = world
-    finals = [e async for e in answerer.ask(KB, REFERS_BACK) if isinstance(e, Final)]
+    finals = [e async for e in answerer.ask(KB, TWO_ASKS) if isinstance(e, Final)]
     assert finals[0].answer.refused  # on its own, the answerer applies the rule
-    judged = [e async for e in answerer.ask(KB, REFERS_BACK, covered=True) if isinstance(e, Final)]
+    judged = [e async for e in answerer.ask(KB, TWO_ASKS, covered=True) if isinstance(e, Final)]
     answer = judged[0].answer
     assert not answer.refused and "four minutes" in answer.text
     coverage = next(s for s in answer.trace["stages"] if s["name"] == "coverage")

@@ -241,8 +241,8 @@ def test_ask_with_an_llm_endpoint_streams_a_generated_answer(
     with FakeOpenAIServer() as server:
 
         def by_prompt(body: dict[str, Any]) -> Reply:
-            # The plan and the dual-level keywords are asked at the same time, so
-            # replies go by prompt, not by arrival order.
+            # Replies go by prompt, not by arrival order. (No keywords call: the question and
+            # its passages are in one language, so retrieval reads the question's own words.)
             system = str(body["messages"][0]["content"])
             if system.startswith("You plan how"):  # the logic form, and its one repair
                 return Reply("I cannot plan this.")
@@ -264,7 +264,7 @@ def test_ask_with_an_llm_endpoint_streams_a_generated_answer(
         assert "[1] docs/cache.md — Cache > TTL" in out
         assert '"name": "logic_form"' in out and '"outcome": "failed"' in out  # the trace
         requests = [r.body for r in server.chat_requests]
-        assert sorted(r.get("stream") or False for r in requests) == [False] * 4 + [True]
+        assert sorted(r.get("stream") or False for r in requests) == [False] * 3 + [True]
         (streamed,) = [r for r in requests if r.get("stream")]
         assert "The session cache keeps entries for 300 seconds" in str(streamed["messages"])
 
@@ -272,7 +272,7 @@ def test_ask_with_an_llm_endpoint_streams_a_generated_answer(
         # were unusable are never cached, so it is asked (and repaired) once more.
         code, out, _ = cli("ask", question, "--kb", "ops", "--json", "--trace")
         assert code == 0 and "300 seconds [1]" in last_json(out)["answer"]
-        assert len(server.chat_requests) == 7
+        assert len(server.chat_requests) == 6
         trace = last_json(out)["trace"]
         assert [s["name"] for s in trace["stages"]] == [
             "coverage",
