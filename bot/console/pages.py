@@ -13,7 +13,7 @@ from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Re
 
 from adapters.http_body import BodyRejected
 from bot.console import answer_view, overview
-from bot.console.audit import audit
+from bot.console.audit import FAILED_ACTION, audit
 from bot.console.auth import Session
 from bot.console.context import Console, logger
 from bot.console.labels_page import unlabelable
@@ -72,7 +72,7 @@ async def login(console: Console, request: Request) -> Response:
     if not isinstance(token, str) or not console.auth.token_matches(token):
         await console.auth.login_failed(request)
         logger.warning("console: a failed login from %s", console.auth.client_key(request))
-        await audit(console.store, console.auth.client_key(request), "login failed", "token")
+        await audit(console.store, console.auth.client_key(request), FAILED_ACTION, "token")
         return console.render(
             request,
             None,
