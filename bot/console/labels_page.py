@@ -16,7 +16,7 @@ from starlette.responses import Response
 from bot.console.audit import audit
 from bot.console.auth import Session
 from bot.console.context import Console
-from bot.console.knowledge import _kb
+from bot.console.knowledge import _action_kb, _kb
 from bot.gate_labels import LabelledExample
 from core.errors import InputError
 
@@ -27,6 +27,9 @@ REASKED = 200
 # The stages after which the gate had judged the message (or the answerer, which the gate let
 # through): a label there says whether that judgment was right.
 LABELLED_STAGES = ("gate", "answer", "rate")
+NOT_A_KB = (
+    "That is not a knowledge base name: 1-48 characters of a-z, 0-9 and _, starting with a letter."
+)
 
 
 def unlabelable(decision: dict[str, Any]) -> str:
@@ -62,8 +65,15 @@ async def labels_page(console: Console, request: Request, session: Session) -> R
 
 async def undo(console: Console, request: Request, session: Session) -> Response:
     form = await console.form(request)
-    kb = _kb(console, request, form.get("kb"))
+    # a name that is no KB name is refused, not read as the default KB: the undo would land
+    # on another KB's label than the one named
+    kb = _action_kb(console, form.get("kb"))
     trace_id, strength = form.get("trace_id"), form.get("strength")
+    if kb is None:
+        return console.render(
+            request, session, "label_undone.html.j2", status=400, row=None,
+            error=NOT_A_KB,
+        )  # fmt: skip
     if not isinstance(trace_id, str) or strength not in ("admin", "feedback"):
         return console.render(
             request, session, "label_undone.html.j2", status=400, row=None,
@@ -89,7 +99,11 @@ async def reask(console: Console, request: Request, session: Session) -> Respons
     """Each labelled message (newest first, one per text) through the gate as it decides now,
     beside its label: agreed or not."""
     form = await console.form(request)
-    kb = _kb(console, request, form.get("kb"))
+    kb = _action_kb(console, form.get("kb"))
+    if kb is None:
+        return console.render(
+            request, session, "reask.html.j2", status=400, kb="", rows=[], error=NOT_A_KB
+        )
     if console.gate is None:
         return console.render(
             request, session, "reask.html.j2", status=409, kb=kb, rows=[], error="no gate here"
