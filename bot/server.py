@@ -44,11 +44,11 @@ import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
-from typing import Any, Literal, TypeVar, cast
+from typing import Annotated, Any, Literal, TypeVar, cast
 from urllib.parse import urlsplit
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, Field, ValidationError
 from sse_starlette import EventSourceResponse
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -81,6 +81,20 @@ logger = logging.getLogger(__name__)
 Body = TypeVar("Body", bound=BaseModel)  # a /v1 request's validated body
 
 ANONYMOUS_USER = "api"
+
+
+def _printable(value: str | None) -> str | None:
+    """An id a caller names (channel, workspace, thread, message, user) has no control
+    character: ids become state-store keys, and the decision log passes a decision's keys to
+    Redis newline-separated, so a newline in a channel split its key in two (a decision indexed
+    under a key the caller chose, missing from its own channel's). Checked where ids enter, as
+    parse_channel_id checks the console's."""
+    if value is not None and not value.isprintable():
+        raise ValueError("an id has no control characters (a newline, a tab, an escape)")
+    return value
+
+
+Id = Annotated[str, AfterValidator(_printable)]
 _ON_BEHALF = Field(
     None,
     min_length=1,
@@ -222,15 +236,15 @@ def result_id(workspace: str, channel: str, message_id: str) -> str:
 
 class AskRequest(BaseModel):
     question: str = Field(min_length=1, max_length=4000)
-    channel: str = Field("api", min_length=1, max_length=200)
-    thread: str | None = Field(None, max_length=200, description="continue this conversation")
-    user: str | None = _ON_BEHALF
+    channel: Id = Field("api", min_length=1, max_length=200)
+    thread: Id | None = Field(None, max_length=200, description="continue this conversation")
+    user: Id | None = _ON_BEHALF
 
 
 class FeedbackRequest(BaseModel):
     trace_id: str = Field(min_length=1, max_length=100)
     helpful: bool
-    user: str | None = _ON_BEHALF
+    user: Id | None = _ON_BEHALF
     comment: str = Field("", max_length=2000)
     platform: Literal["http", "cli"] = Field("http", description="where the answer went")
 
@@ -249,13 +263,13 @@ class EventRequest(BaseModel):
     """A platform-neutral message (core.conversation.Message) from an integration."""
 
     platform: Literal["http", "cli"] = "http"
-    workspace: str = Field("", max_length=200)
-    channel: str = Field(min_length=1, max_length=200)
-    thread: str | None = Field(None, max_length=200)
-    user: str | None = _ON_BEHALF
+    workspace: Id = Field("", max_length=200)
+    channel: Id = Field(min_length=1, max_length=200)
+    thread: Id | None = Field(None, max_length=200)
+    user: Id | None = _ON_BEHALF
     text: str = Field(max_length=40_000)
-    message_id: str = Field(min_length=1, max_length=200)
-    delivery_id: str = Field("", max_length=200)
+    message_id: Id = Field(min_length=1, max_length=200)
+    delivery_id: Id = Field("", max_length=200)
     addressed: bool = False
     direct: bool = False
     user_name: str = Field("", max_length=200)

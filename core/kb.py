@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import re
 
-_KB_NAME = re.compile(r"^[a-z][a-z0-9_]{0,47}$")
+# \Z, not $: $ also matches before a trailing newline, and "ops\n" passed as a KB name (a KB
+# folder, a state-store key and a decision-log index with a newline in it)
+_KB_NAME = re.compile(r"[a-z][a-z0-9_]{0,47}\Z")
 
 
 def validate_kb_name(name: str) -> str:

@@ -181,6 +181,16 @@ class SavedRows:
     sources: tuple[str, ...]
 
 
+@dataclass(frozen=True, slots=True)
+class SavedParts:
+    """What is derived from a copy, as SnapshotFiles keeps it: JSON values and named numeric
+    arrays, data only. Not a pickle: a file that reading can run (a pickle is code) would make
+    anyone who can write into the home's snapshot folder run code as every later `tacit`."""
+
+    values: dict[str, Any]
+    arrays: dict[str, npt.NDArray[Any]]
+
+
 class SnapshotFiles(Protocol):
     """Where copies outlive the process (adapters/vector/snapshot_files.py): by name (a
     collection, or what is derived from one), KB and version digest; None when none is kept
@@ -190,9 +200,9 @@ class SnapshotFiles(Protocol):
 
     def save_rows(self, name: str, kb: str, version: str, rows: SavedRows) -> None: ...
 
-    def load_object(self, name: str, kb: str, version: str) -> Any | None: ...
+    def load_object(self, name: str, kb: str, version: str) -> SavedParts | None: ...
 
-    def save_object(self, name: str, kb: str, version: str, value: Any) -> None: ...
+    def save_object(self, name: str, kb: str, version: str, value: SavedParts) -> None: ...
 
 
 def documents_version(graph: DocumentListing) -> VersionProbe:
@@ -437,7 +447,7 @@ class VectorCache:
             return False
         return True
 
-    async def derived(self, name: str, kb: str, snapshot: Snapshot) -> Any | None:
+    async def derived(self, name: str, kb: str, snapshot: Snapshot) -> SavedParts | None:
         """What was derived from a kept copy and kept beside it as `name`, or None."""
         version = snapshot.version
         if self.files is None or not snapshot.kept or not isinstance(version, DocumentsVersion):
@@ -448,7 +458,7 @@ class VectorCache:
             log.warning("vector cache: cannot read the kept %s of KB %r: %s", name, kb, exc)
             return None
 
-    async def keep_derived(self, name: str, kb: str, snapshot: Snapshot, value: Any) -> None:
+    async def keep_derived(self, name: str, kb: str, snapshot: Snapshot, value: SavedParts) -> None:
         """Keep `value`, derived from a kept copy, beside it (a copy not kept: nothing)."""
         version = snapshot.version
         if self.files is None or not snapshot.kept or not isinstance(version, DocumentsVersion):

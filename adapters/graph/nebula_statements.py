@@ -24,8 +24,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 VID_LENGTH = 33  # a kind letter + 32 hex digits (128 bits: collisions are not a concern)
-_VID = re.compile(r"^[a-z][0-9a-f]{32}$")
-_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
+# \Z, not $: $ also matches before a final newline, which would pass "space\n"
+_VID = re.compile(r"[a-z][0-9a-f]{32}\Z")
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}\Z")
 
 # Vertex kinds (the first letter of a vid).
 DOC, CHUNK, ENTITY = "d", "c", "e"

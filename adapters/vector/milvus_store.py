@@ -95,7 +95,7 @@ FETCH_PAGE_ROWS = 1000
 # end doubles the run's peak memory. 4,096 rows bound a flush to ~80 MB.
 LITE_FLUSH_ROWS = 4096
 
-_PREFIX = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,200}$")
+_PREFIX = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,200}\Z")  # \Z: $ passes a final newline
 
 _OUTPUT_FIELDS = ["id", "text", "source"]
 _REQUIRED_FIELDS = {"pk", "kb", "id", "source", "text", "vector"}

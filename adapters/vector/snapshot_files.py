@@ -6,36 +6,41 @@ Why: each `tacit ask` and each `tacit serve` start read a KB's rows out of Milvu
 Python loop per row) and cut every chunk into terms again, although nothing had changed: most
 of their start on a KB of thousands of chunks.
 
-Layout: `<root>/<KB digest>/<name>-<version digest>.{npy,json,pickle}`, one generation per
+Layout: `<root>/<KB digest>/<name>-<version digest>.{npy,json,npz}`, one generation per
 name and KB: saving a new version removes the older ones. Files are written to a temporary
 name and renamed, so a reader sees a whole file or none. The version digest is the one the
 cache checks (core.vector_cache.documents_version, a digest of the KB's documents and their
 content hashes): a file of another version is never read, so a KB changed by indexing or
 removal is read from the store again, never from the files of before.
 
-The pickles hold Tacit's own objects, written by Tacit into the owner's data home, as
-trusted as the home's other stores.
+Every file is data that reading cannot run: JSON, and numeric arrays read with
+`allow_pickle=False` (what is derived comes as core.vector_cache.SavedParts). No pickle: a
+pickle is code, so anyone who could write one file into the snapshot folder would run code as
+every later `tacit`; a hostile or broken file here reads as none, and the store is read again.
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
+import io
 import json
 import os
-import pickle
 import tempfile
+import zipfile
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from core.vector_cache import SavedRows
+from core.vector_cache import SavedParts, SavedRows
 
 # Written into every file's name: a change of what a file holds changes this, and the files
 # of before are then never read.
-FORMAT = 1
+FORMAT = 2
+# The member of an object's .npz that holds its JSON values (the others are its arrays).
+VALUES = "__values__"
 
 
 class SnapshotFiles:
@@ -71,17 +76,26 @@ class SnapshotFiles:
 
     # -- derived objects ----------------------------------------------------------------------
 
-    def load_object(self, name: str, kb: str, version: str) -> Any | None:
+    def load_object(self, name: str, kb: str, version: str) -> SavedParts | None:
         try:
-            with open(self._path(name, kb, version).with_suffix(".pickle"), "rb") as file:
-                return pickle.load(file)
-        except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError):
+            path = self._path(name, kb, version).with_suffix(".npz")
+            with np.load(path, allow_pickle=False) as members:
+                arrays = {key: members[key] for key in members.files}
+            values = json.loads(arrays.pop(VALUES).tobytes().decode("utf-8"))
+        except (OSError, ValueError, KeyError, UnicodeDecodeError, zipfile.BadZipFile):
+            return None  # missing, cut short, or not what save_object writes
+        if not isinstance(values, dict):
             return None
+        return SavedParts(values, arrays)
 
-    def save_object(self, name: str, kb: str, version: str, value: Any) -> None:
-        path = self._path(name, kb, version).with_suffix(".pickle")
+    def save_object(self, name: str, kb: str, version: str, value: SavedParts) -> None:
+        path = self._path(name, kb, version).with_suffix(".npz")
         path.parent.mkdir(parents=True, exist_ok=True)
-        self._write(path, pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
+        values = json.dumps(value.values, ensure_ascii=False).encode()
+        buffer = io.BytesIO()
+        members: dict[str, Any] = {**value.arrays, VALUES: np.frombuffer(values, dtype=np.uint8)}
+        np.savez(buffer, allow_pickle=False, **members)
+        self._write(path, buffer.getvalue())
         self._forget_others(name, kb, version)
 
     # -- internals ----------------------------------------------------------------------------
@@ -111,8 +125,6 @@ class SnapshotFiles:
 
 
 def _npy(matrix: npt.NDArray[np.float32]) -> bytes:
-    import io
-
     buffer = io.BytesIO()
     np.save(buffer, np.ascontiguousarray(matrix, dtype=np.float32), allow_pickle=False)
     return buffer.getvalue()

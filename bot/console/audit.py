@@ -17,9 +17,14 @@ from core.ports import StateStore
 _log = logging.getLogger("tacit.console")
 
 AUDIT_KEY = "console:audit"
-# The newest actions kept: an admin's history over months of normal use, a bounded list
-# (a flood of failed logins pushes out the oldest, never grows the store).
+# The newest actions kept: an admin's history over months of normal use, a bounded list.
 AUDIT_KEPT = 10_000
+# Failed logins, which anyone who reaches the login form writes (the throttle counts per
+# address, and addresses are cheap: an IPv6 prefix, many hosts), in a list of their own: a
+# flood of them pushes out older failed logins, never the admins' actions.
+FAILED_KEY = "console:audit:failed"
+FAILED_ACTION = "login failed"
+FAILED_KEPT = 2_000
 DETAIL_CHARS = 500
 
 
@@ -40,20 +45,23 @@ async def audit(store: StateStore, actor: str, action: str, detail: str = "") ->
         "action": action[:100],
         "detail": detail[:DETAIL_CHARS],
     }
+    key, kept = (FAILED_KEY, FAILED_KEPT) if action == FAILED_ACTION else (AUDIT_KEY, AUDIT_KEPT)
     try:
-        await store.push(AUDIT_KEY, json.dumps(entry, ensure_ascii=False), max_len=AUDIT_KEPT)
+        await store.push(key, json.dumps(entry, ensure_ascii=False), max_len=kept)
     except StoreError as exc:
         _log.warning("console audit: could not record %s by %s: %s", action, actor, exc)
 
 
 async def recent(store: StateStore, count: int) -> list[AuditEntry]:
-    """The newest `count` actions, newest first."""
+    """The newest `count` actions, failed logins among them, newest first."""
     rows = []
-    for raw in reversed(await store.recent(AUDIT_KEY, count)):
-        data = json.loads(raw)
-        rows.append(
-            AuditEntry(
-                float(data["at"]), str(data["actor"]), str(data["action"]), str(data["detail"])
+    for key in (AUDIT_KEY, FAILED_KEY):
+        for raw in reversed(await store.recent(key, count)):
+            data = json.loads(raw)
+            rows.append(
+                AuditEntry(
+                    float(data["at"]), str(data["actor"]), str(data["action"]), str(data["detail"])
+                )
             )
-        )
-    return rows
+    rows.sort(key=lambda row: -row.at)
+    return rows[:count]

@@ -3,7 +3,9 @@
 
 CSV cells that a spreadsheet would read as a formula (starting with = + - @, or a tab or
 carriage return before one) are neutralised with a leading apostrophe: message text is written
-by anyone in a channel (OWASP, "CSV injection").
+by anyone in a channel (OWASP, "CSV injection"). What a spreadsheet may skip before the sign
+(spaces, line breaks, quotes) is skipped before the check too, and the fullwidth signs count:
+some spreadsheets trim a cell, or read ＝ as =, before they parse it.
 """
 
 from __future__ import annotations
@@ -25,7 +27,8 @@ from bot.console.pages import _filter as decision_filter
 from core.decision_log import DecisionFilter
 
 EXPORT_PAGE = 500  # decisions read from the log per round trip
-FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r", "＝", "＋", "－", "＠")
+SKIPPED_BEFORE = " \t\r\n\u00a0\u3000\"'"  # what a spreadsheet may skip before a formula
 COLUMNS = (
     "time_utc", "trace_id", "platform", "workspace", "channel", "thread", "user", "addressed",
     "kb", "mode", "outcome", "stage", "intent", "reason", "latency_ms", "votes_up",
@@ -35,7 +38,10 @@ COLUMNS = (
 
 def inert(cell: str) -> str:
     """A cell no spreadsheet runs as a formula."""
-    return "'" + cell if cell.startswith(FORMULA_START) else cell
+    hostile = cell.startswith(FORMULA_START) or cell.lstrip(SKIPPED_BEFORE).startswith(
+        FORMULA_START
+    )
+    return "'" + cell if hostile else cell
 
 
 def csv_row(d: dict[str, Any]) -> list[str]:

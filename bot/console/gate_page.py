@@ -24,7 +24,8 @@ from bot.console.auth import Session
 from bot.console.charts import pr_curve
 from bot.console.context import Console
 from bot.console.jobs import Job
-from bot.console.knowledge import _kb
+from bot.console.knowledge import _action_kb, _kb
+from bot.console.labels_page import NOT_A_KB
 from core.gate.model import FIT_VERSION
 
 WORST_SHOWN = 15
@@ -172,7 +173,9 @@ async def _refit(console: Console, kb: str, job: Job, *, confirmed: bool, by: st
 
 async def refit(console: Console, request: Request, session: Session) -> Response:
     form = await console.form(request)
-    kb = _kb(console, request, form.get("kb"))
+    kb = _action_kb(console, form.get("kb"))
+    if kb is None:  # refused, not read as the default KB: that would refit another KB's gate
+        return console.render(request, session, "job.html.j2", status=400, job=None, error=NOT_A_KB)
     # "Store it anyway": the admin saw the labels the new fit contradicts and overrules them.
     confirmed = form.get("confirm") == "overrule"
     if console.gate is None:

@@ -8,7 +8,7 @@ about a message whose text is still kept, in the KB the decision names.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -16,9 +16,12 @@ from starlette.responses import Response
 from bot.console.audit import audit
 from bot.console.auth import Session
 from bot.console.context import Console
-from bot.console.knowledge import _kb
+from bot.console.knowledge import _action_kb, _kb
 from bot.gate_labels import LabelledExample
 from core.errors import InputError
+
+if TYPE_CHECKING:
+    from core.gate.gate import Gate
 
 # The newest labels shown on the page and re-asked at once: a re-ask costs one gate decision
 # (an embedding and a KB search) per message.
@@ -27,6 +30,13 @@ REASKED = 200
 # The stages after which the gate had judged the message (or the answerer, which the gate let
 # through): a label there says whether that judgment was right.
 LABELLED_STAGES = ("gate", "answer", "rate")
+# The re-asks running, per console and KB: one at a time. Each runs up to REASKED gate
+# decisions inline, and nothing else bounded how many ran at once (a double click, a script):
+# a storm of them competes with the users' questions for the CPU.
+_reasking: set[tuple[int, str]] = set()
+NOT_A_KB = (
+    "That is not a knowledge base name: 1-48 characters of a-z, 0-9 and _, starting with a letter."
+)
 
 
 def unlabelable(decision: dict[str, Any]) -> str:
@@ -62,8 +72,15 @@ async def labels_page(console: Console, request: Request, session: Session) -> R
 
 async def undo(console: Console, request: Request, session: Session) -> Response:
     form = await console.form(request)
-    kb = _kb(console, request, form.get("kb"))
+    # a name that is no KB name is refused, not read as the default KB: the undo would land
+    # on another KB's label than the one named
+    kb = _action_kb(console, form.get("kb"))
     trace_id, strength = form.get("trace_id"), form.get("strength")
+    if kb is None:
+        return console.render(
+            request, session, "label_undone.html.j2", status=400, row=None,
+            error=NOT_A_KB,
+        )  # fmt: skip
     if not isinstance(trace_id, str) or strength not in ("admin", "feedback"):
         return console.render(
             request, session, "label_undone.html.j2", status=400, row=None,
@@ -89,18 +106,38 @@ async def reask(console: Console, request: Request, session: Session) -> Respons
     """Each labelled message (newest first, one per text) through the gate as it decides now,
     beside its label: agreed or not."""
     form = await console.form(request)
-    kb = _kb(console, request, form.get("kb"))
+    kb = _action_kb(console, form.get("kb"))
+    if kb is None:
+        return console.render(
+            request, session, "reask.html.j2", status=400, kb="", rows=[], error=NOT_A_KB
+        )
     if console.gate is None:
         return console.render(
             request, session, "reask.html.j2", status=409, kb=kb, rows=[], error="no gate here"
         )
+    running = (id(console), kb)
+    if running in _reasking:
+        return console.render(
+            request, session, "reask.html.j2", status=429, kb=kb, rows=[],
+            error="A re-ask of this knowledge base is running: wait for its result.",
+            headers={"Retry-After": "5"},
+        )  # fmt: skip
+    _reasking.add(running)
+    try:
+        rows = await _reask_rows(console, console.gate, kb)
+    finally:
+        _reasking.discard(running)
+    return console.render(request, session, "reask.html.j2", kb=kb, rows=rows, error="")
+
+
+async def _reask_rows(console: Console, gate: Gate, kb: str) -> list[dict[str, Any]]:
     by_text: dict[str, list[LabelledExample]] = {}
     for example in await console.labels.current(kb):
         if example.text.strip():
             by_text.setdefault(example.text.strip(), []).append(example)
     rows = []
     for text, labels in list(by_text.items())[:REASKED]:
-        verdict = await console.gate.decide(kb, text, addressed=True)
+        verdict = await gate.decide(kb, text, addressed=True)
         # The label that decides: an admin's beats a vote's (GateLabels.examples).
         deciding = next((e for e in labels if e.strength == "admin"), labels[0])
         passes = not verdict.refused
@@ -117,4 +154,4 @@ async def reask(console: Console, request: Request, session: Session) -> Respons
                 "agrees": passes == (deciding.label == "answer"),
             }
         )
-    return console.render(request, session, "reask.html.j2", kb=kb, rows=rows, error="")
+    return rows

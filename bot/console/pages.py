@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import calendar
+import math
 import time
 from html import escape
 from typing import Any
@@ -13,7 +14,7 @@ from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Re
 
 from adapters.http_body import BodyRejected
 from bot.console import answer_view, overview
-from bot.console.audit import audit
+from bot.console.audit import FAILED_ACTION, audit
 from bot.console.auth import Session
 from bot.console.context import Console, logger
 from bot.console.labels_page import unlabelable
@@ -72,7 +73,7 @@ async def login(console: Console, request: Request) -> Response:
     if not isinstance(token, str) or not console.auth.token_matches(token):
         await console.auth.login_failed(request)
         logger.warning("console: a failed login from %s", console.auth.client_key(request))
-        await audit(console.store, console.auth.client_key(request), "login failed", "token")
+        await audit(console.store, console.auth.client_key(request), FAILED_ACTION, "token")
         return console.render(
             request,
             None,
@@ -151,13 +152,20 @@ def _filter(request: Request) -> tuple[DecisionFilter, dict[str, str]]:
     )
 
 
+def _cursor(raw: str) -> str:
+    """The page cursor (a score) as the log reads one: a finite number, written as Python
+    writes it. Python's float() also takes what Redis does not ("nan", "1e400", "5_0"), and
+    those made the page a 500; anything else starts at the newest."""
+    try:
+        value = float(raw[:50])
+    except ValueError:
+        return ""
+    return repr(value) if raw and math.isfinite(value) else ""
+
+
 async def decisions_page(console: Console, request: Request, session: Session) -> Response:
     where, chosen = _filter(request)
-    before = request.query_params.get("before", "")
-    try:
-        float(before or 0)
-    except ValueError:
-        before = ""
+    before = _cursor(request.query_params.get("before", ""))
     page = await console.state.log.page(where, before=before, limit=PAGE_SIZE)
     # a date that does not read is not a filter: say so rather than list every decision
     unreadable = [k for k in ("since", "until") if chosen[k].strip() and _epoch(chosen[k]) is None]

@@ -456,14 +456,19 @@ class CoverageRule:
         if derived is None:
             return None
         kept = await derived(KB_TERMS, kb, snapshot)
-        if not isinstance(kept, KbTerms) or kept.chunks != snapshot.rows:
+        if kept is None:
             return None
-        return kept
+        try:
+            terms = KbTerms.from_parts(kept)
+        except ValueError as exc:
+            log.warning("coverage: the kept term postings of KB %r are unreadable: %s", kb, exc)
+            return None
+        return terms if terms.chunks == snapshot.rows else None
 
     async def _keep_terms(self, kb: str, snapshot: Snapshot, terms: KbTerms) -> None:
         keep = getattr(self.snapshots, "keep_derived", None)
         if keep is not None:
-            await keep(KB_TERMS, kb, snapshot, terms)
+            await keep(KB_TERMS, kb, snapshot, await asyncio.to_thread(terms.to_parts))
 
     def _start_warming(self, kb: str, terms: KbTerms) -> None:
         earlier = self._warming.pop(kb, None)

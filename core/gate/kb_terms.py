@@ -35,6 +35,7 @@ from core.language.terms import (
 )
 from core.language.text import CJK_RUN, Language, cjk_pairs, detect_language
 from core.language.words import fold, zipf
+from core.vector_cache import SavedParts
 
 # A name in more than half of the passages of a KB of at least this many is the KB's subject
 # (KbTerms.lookup): in a KB of a few passages, most of them sharing a name says nothing.
@@ -135,6 +136,70 @@ class KbTerms:
                 found = best[0]
         self._respelt[word] = found
         return found
+
+    def to_parts(self) -> SavedParts:
+        """As data (core.vector_cache.SavedParts), for the files a later process reads
+        (from_parts): the postings as one array cut at offsets, the rest as JSON. The caches
+        (_words, _lines) are left out: they fill again as they are asked."""
+        keys = list(self.postings)
+        lengths = [len(self.postings[k]) for k in keys]
+        offsets = np.zeros(len(keys) + 1, dtype=np.int64)
+        np.cumsum(lengths, out=offsets[1:])
+        flat = (
+            np.concatenate([self.postings[k] for k in keys]).astype(np.int32)
+            if keys
+            else np.zeros(0, dtype=np.int32)
+        )
+        values = {
+            "keys": keys,
+            "chunks": self.chunks,
+            "by_prefix": self.by_prefix,
+            "texts": list(self.texts),
+            "languages": list(self.languages),
+            "rows": self.rows,
+            "heads": {key: sorted(at) for key, at in self.heads.items()},
+            "spellings": self.spellings,
+        }
+        return SavedParts(values, {"postings": flat, "offsets": offsets})
+
+    @classmethod
+    def from_parts(cls, parts: SavedParts) -> KbTerms:
+        """What to_parts wrote. ValueError when the parts are not that (a file broken or
+        written by someone else): the caller builds the postings again."""
+        try:
+            v = parts.values
+            keys, flat, offsets = v["keys"], parts.arrays["postings"], parts.arrays["offsets"]
+            if flat.dtype != np.int32 or offsets.ndim != 1 or len(offsets) != len(keys) + 1:
+                raise ValueError("postings and their offsets disagree")
+            if len(offsets) and (offsets[0] != 0 or offsets[-1] != len(flat)):
+                raise ValueError("postings and their offsets disagree")
+            if np.any(np.diff(offsets) < 0):
+                raise ValueError("postings and their offsets disagree")
+            chunks = int(v["chunks"])
+            texts = tuple(str(t) for t in v["texts"])
+            languages = tuple(v["languages"])
+            if len(texts) != chunks or len(languages) != chunks:
+                raise ValueError("a passage count that its texts do not have")
+            if any(lang not in ("en", "zh") for lang in languages):
+                raise ValueError("an unknown language")
+            if len(flat) and (int(flat.min()) < 0 or int(flat.max()) >= chunks):
+                raise ValueError("a posting names no passage")
+            postings = dict(zip(map(str, keys), np.split(flat, offsets[1:-1]), strict=True))
+            return cls(
+                postings,
+                chunks,
+                {str(k): [str(w) for w in words] for k, words in v["by_prefix"].items()},
+                texts,
+                languages,
+                {str(k): int(i) for k, i in v["rows"].items()},
+                heads={str(k): frozenset(int(i) for i in at) for k, at in v["heads"].items()},
+                # a file written before typos were read has none: rebuilt, not read as empty
+                spellings={
+                    str(first): [str(w) for w in words] for first, words in v["spellings"].items()
+                },
+            )
+        except (KeyError, TypeError, AttributeError) as exc:
+            raise ValueError(f"not the parts of a KbTerms: {exc}") from exc
 
     def headed(self, terms: Sequence[Term]) -> bool:
         """Whether one passage's first line (its heading path: "Loom FAQ > Why is …?") holds
