@@ -17,6 +17,7 @@ import numpy as np
 from starlette.requests import Request
 from starlette.responses import Response
 
+from bot.console import home_kbs
 from bot.console.auth import Session
 from bot.console.context import Console
 from bot.console.knowledge import _kb
@@ -137,7 +138,7 @@ async def gaps_page(console: Console, request: Request, session: Session) -> Res
         session,
         "gaps.html.j2",
         kb=kb,
-        kbs=console.kbs(facets["kbs"]),
+        kbs=await home_kbs.picker_kbs(console, facets["kbs"]),
         gaps=gaps,
         asked=asked,
         read=read,

@@ -19,6 +19,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from bot import gate_labels
+from bot.console import home_kbs
 from bot.console.audit import audit
 from bot.console.auth import Session
 from bot.console.charts import pr_curve
@@ -99,7 +100,7 @@ async def gate_page(console: Console, request: Request, session: Session) -> Res
         session,
         "gate.html.j2",
         kb=kb,
-        kbs=console.kbs(facets["kbs"]),
+        kbs=await home_kbs.picker_kbs(console, facets["kbs"]),
         fit=fit,
         fit_version=FIT_VERSION,
         report=report,

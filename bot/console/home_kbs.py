@@ -110,6 +110,15 @@ async def _bound_at_run_time(console: Console) -> tuple[set[str], dict[str, list
     return set(overridden), found
 
 
+async def picker_kbs(console: Console, logged: list[str]) -> list[str]:
+    """Every page's KB picker and list: the home's KBs (those the Knowledge page lists, one
+    created there included), then those only the configuration or the decision log names. One
+    list for every page, so a KB created on the Knowledge page can be picked on the Gate,
+    Labels, "To document" and Decisions pages too."""
+    names = [row.kb for row in await home_kbs(console)]
+    return names + [name for name in console.kbs(logged) if name not in names]
+
+
 async def kb_names(console: Console, current: str = "") -> list[str]:
     """The names for a KB picker: the home's KBs, and the one shown even when it is none of
     them (a page opened on a KB nothing holds yet must not show another's name)."""

@@ -13,6 +13,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
+from bot.console import home_kbs
 from bot.console.audit import audit
 from bot.console.auth import Session
 from bot.console.context import Console
@@ -54,7 +55,7 @@ async def labels_page(console: Console, request: Request, session: Session) -> R
         session,
         "labels.html.j2",
         kb=kb,
-        kbs=console.kbs(facets["kbs"]),
+        kbs=await home_kbs.picker_kbs(console, facets["kbs"]),
         admin=[r for r in rows if r.strength == "admin"],
         weak=[r for r in rows if r.strength == "feedback"],
     )

@@ -12,7 +12,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 
 from adapters.http_body import BodyRejected
-from bot.console import answer_view, overview
+from bot.console import answer_view, home_kbs, overview
 from bot.console.audit import audit
 from bot.console.auth import Session
 from bot.console.context import Console, logger
@@ -102,7 +102,7 @@ async def logout(console: Console, request: Request, session: Session) -> Respon
 
 async def overview_page(console: Console, request: Request, session: Session) -> Response:
     facets = await console.state.log.facets()
-    kbs = console.kbs(facets["kbs"])
+    kbs = await home_kbs.picker_kbs(console, facets["kbs"])
     traffic = await overview.traffic(console)
     rows = await overview.kb_rows(console, kbs)
     return console.render(

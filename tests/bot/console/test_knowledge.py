@@ -247,6 +247,25 @@ async def test_kbs_come_from_the_home_and_are_created_here(site: Site) -> None:
         assert '<option value="nothing_here" selected>' in page.text
 
 
+async def test_a_kb_created_here_is_in_every_pages_picker(site: Site) -> None:
+    # The Gate, Labels and "To document" pickers and the overview listed the configuration's
+    # and the log's KBs only: a KB created (or indexed) on the Knowledge page was missing there.
+    async with client(site.app, "10.0.0.7") as http:
+        token = await logged_in(http)
+        created = await http.post(
+            "/console/knowledge/create", data={"name": "runbooks"}, headers=action(token)
+        )
+        assert created.status_code == 201
+        for path in ("/console/gate", "/console/labels", "/console/gaps"):
+            page = await http.get(path)
+            assert page.status_code == 200, path
+            assert '<option value="runbooks"' in page.text, path
+            picked = await http.get(f"{path}?kb=runbooks")
+            assert '<option value="runbooks" selected>' in picked.text, path
+        overview = await http.get("/console/")
+        assert "?kb=runbooks" in overview.text
+
+
 _ids = itertools.count(1)
 
 
