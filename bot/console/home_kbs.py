@@ -16,7 +16,7 @@ import time
 from dataclasses import replace
 from typing import Any
 
-from bot.console.context import Console
+from bot.console.context import Console, logger
 from bot.conversation_state import parse_channel_id
 from bot.knowledge_bases import KbRow, kb_rows
 from core.kb import validate_kb_name
@@ -115,7 +115,11 @@ async def picker_kbs(console: Console, logged: list[str]) -> list[str]:
     created there included), then those only the configuration or the decision log names. One
     list for every page, so a KB created on the Knowledge page can be picked on the Gate,
     Labels, "To document" and Decisions pages too."""
-    names = [row.kb for row in await home_kbs(console)]
+    try:
+        names = [row.kb for row in await home_kbs(console)]
+    except Exception:  # a graph store down must not take the Gate or Labels page with it
+        logger.warning("console: the home's KBs could not be listed", exc_info=True)
+        names = []
     return names + [name for name in console.kbs(logged) if name not in names]
 
 
