@@ -29,6 +29,7 @@ from bot.console.knowledge import _kb
 from core.gate.model import FIT_VERSION
 
 WORST_SHOWN = 15
+REFIT_KEY = "gate:refit:"  # the key of a KB's refit runs (Jobs.running)
 MIN_PER_CLASS = 3
 
 
@@ -190,12 +191,27 @@ async def refit(console: Console, request: Request, session: Session) -> Respons
             error=f"a refit needs at least {MIN_PER_CLASS} labels of each kind "
             f"(have {answer} answer, {silent} silent)",
         )
+    # One refit of a KB at a time: a double click or a second tab would fit twice and list
+    # two runs (the Knowledge page's runs are guarded the same way).
+    key = f"{REFIT_KEY}{kb}"
+    running = console.jobs.running(key)
+    if running is not None:
+        return console.render(
+            request,
+            session,
+            "job.html.j2",
+            status=409,
+            job=None,
+            error=f"The {running.what} is already queued or running: see its progress.",
+        )
     what = f"gate refit of {kb}" + (" (overruling admin labels)" if confirmed else "")
-    await audit(console.store, session.user, "refit", what)
+    # No await from the check to the start: a second request cannot slip in between.
     job = console.jobs.start(
         kb,
         what,
         lambda j: _refit(console, kb, j, confirmed=confirmed, by=session.user),
         kind="refit",
+        key=key,
     )
+    await audit(console.store, session.user, "refit", what)
     return console.render(request, session, "job.html.j2", job=job, error="")

@@ -56,8 +56,12 @@ class Job:
 
     @property
     def percent(self) -> int:
+        # A run that ended is complete, whatever step it stopped at: a refit that keeps the
+        # stored fit ends before its last step and its bar stayed a third full.
+        if not self.running:
+            return 100
         if not self.total:
-            return 0 if self.running else 100
+            return 0
         return int(100 * self.done / self.total)
 
     def as_dict(self) -> dict[str, Any]:

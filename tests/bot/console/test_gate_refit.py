@@ -1,0 +1,50 @@
+"""The Gate page's refit: one run of a KB's refit at a time (a double click or a second tab
+is told the first is running, not given a second fit), and a run that ended shows a full bar
+whatever step it stopped at."""
+
+from __future__ import annotations
+
+import asyncio
+from types import SimpleNamespace
+
+import httpx
+
+from bot.console.context import Console
+from bot.console.jobs import Job, Jobs
+from tests.adversarial.test_console_index_roots import BASE
+from tests.bot.console.conftest import csrf
+
+
+async def test_a_second_refit_while_one_runs_is_refused(
+    console: Console, admin: httpx.AsyncClient
+) -> None:
+    token = csrf((await admin.get("/console/gate")).text)
+    console.jobs = Jobs()
+    console.gate = SimpleNamespace()  # type: ignore[assignment]  # a gate: the refit may start
+    for n in range(3):
+        for label in ("answer", "silent"):
+            await console.labels.mark(
+                kb="default", trace_id=f"{label}-{n}", text=f"{label} {n}",
+                label=label, strength="admin", by="ana",
+            )  # fmt: skip
+    headers = {"Origin": BASE, "X-CSRF-Token": token}
+    # Another run of the KB holds its lock: the first refit stays queued while the second asks.
+    lock = console.jobs._locks.setdefault("default", asyncio.Lock())
+    async with lock:
+        first = await admin.post("/console/gate/refit", data={"kb": "default"}, headers=headers)
+        second = await admin.post("/console/gate/refit", data={"kb": "default"}, headers=headers)
+        assert first.status_code == 200 and 'class="job running"' in first.text
+        assert second.status_code == 409
+        assert "already queued or running" in second.text
+        assert len(console.jobs.recent("default", "refit")) == 1
+    await console.jobs.aclose()
+
+
+def test_a_run_that_ended_early_shows_a_full_bar() -> None:
+    job = Job("0123456789ab", "default", "gate refit of default", "refit")
+    job.start(3)
+    job.advance("refit", "fitted")
+    assert job.percent == 33
+    job.result = "kept the stored fit: the new one contradicts 1 admin label(s)"
+    job.finished = 1.0
+    assert job.percent == 100
