@@ -123,6 +123,18 @@ async def picker_kbs(console: Console, logged: list[str]) -> list[str]:
     return names + [name for name in console.kbs(logged) if name not in names]
 
 
+async def last_indexed(console: Console) -> dict[str, float]:
+    """Each KB's latest document time, as the Knowledge page shows it ({} when the graph
+    store cannot say): the overview's "last indexed" for a KB the CLI or a sync indexed, which
+    no console run recorded."""
+    try:
+        rows = await home_kbs(console)
+    except Exception:  # a graph store down must not take the overview with it
+        logger.warning("console: the home's KBs could not be listed", exc_info=True)
+        return {}
+    return {row.kb: row.last_indexed for row in rows if row.last_indexed is not None}
+
+
 async def kb_names(console: Console, current: str = "") -> list[str]:
     """The names for a KB picker: the home's KBs, and the one shown even when it is none of
     them (a page opened on a KB nothing holds yet must not show another's name)."""

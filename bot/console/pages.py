@@ -105,6 +105,13 @@ async def overview_page(console: Console, request: Request, session: Session) ->
     kbs = await home_kbs.picker_kbs(console, facets["kbs"])
     traffic = await overview.traffic(console)
     rows = await overview.kb_rows(console, kbs)
+    # The Knowledge page's time (the newest document, however it was indexed) when it is
+    # later than the console's last run: the two pages showed "—" and a time for one KB.
+    latest = await home_kbs.last_indexed(console)
+    rows = [
+        {**row, "indexed_at": max(row.get("indexed_at") or 0, latest.get(row["kb"], 0)) or None}
+        for row in rows
+    ]
     return console.render(
         request,
         session,

@@ -26,6 +26,7 @@ from bot.console import console_mount
 from bot.console.auth import ConsoleAuth
 from bot.console.context import Console
 from bot.console.jobs import Jobs
+from bot.console.overview import indexed_key
 from bot.conversation_state import ConversationState
 from bot.gate_labels import GateLabels
 from bot.settings import ChannelSettings, ConsoleSettings, ConversationSettings, Settings
@@ -264,6 +265,23 @@ async def test_a_kb_created_here_is_in_every_pages_picker(site: Site) -> None:
             assert '<option value="runbooks" selected>' in picked.text, path
         overview = await http.get("/console/")
         assert "?kb=runbooks" in overview.text
+
+
+async def test_the_overview_and_the_knowledge_page_agree_on_last_indexed(site: Site) -> None:
+    # The overview showed only the console's own runs ("—" for a KB the CLI indexed) beside
+    # the Knowledge page's time of the newest document.
+    async with client(site.app, "10.0.0.7") as http:
+        token = await logged_in(http)
+        await wait_done(http, job_id((await upload(http, token, "note.md", NOTE)).text))
+        # as if indexed by `tacit index`: no console run recorded
+        await site.store.delete(indexed_key("default"))
+        kbs = await http.get("/console/knowledge/kbs?kb=default")
+        row = next(r for r in kbs.text.split("<tr") if 'data-kb="default"' in r)
+        shown = re.search(r'data-label="last indexed">([^<]+)<', row)
+        assert shown is not None and shown.group(1).startswith("20")
+        overview = await http.get("/console/")
+        table = overview.text.split('id="kb-table"', 1)[1].split("</table>", 1)[0]
+        assert shown.group(1) in table
 
 
 _ids = itertools.count(1)
