@@ -367,6 +367,9 @@ async def test_the_console_and_tacit_mode_share_one_binding(site: Site) -> None:
         )
         row = await channel_row(http, "slack:T1:C9")
         assert selected(row, "kb") == "runbooks"
+        # its "as configured" choice names the KB it would go back to, not the one it has
+        # (it read "runbooks (default)", and choosing it gave the channel "default")
+        assert '<option value="" >default (as configured)</option>' in row
         kbs = await http.get("/console/knowledge/kbs")
         runbooks = next(r for r in kbs.text.split("<tr") if 'data-kb="runbooks"' in r)
         assert "http::ops" in runbooks and "slack:T1:C9" in runbooks
