@@ -73,3 +73,16 @@ def test_a_labels_undo_is_on_the_screen(sized: Any, served: Served, artifacts: P
     undo.click()  # and the label is gone again: the refit tests count the labels
     page.wait_for_selector(f"#label-admin-{trace_id}", state="detached")
     assert page.errors == []
+
+
+def test_the_audit_log_reads_at_each_width(sized: Any, served: Served, artifacts: Path) -> None:
+    page = sized
+    page.goto(served.page_url("audit"))
+    what = page.locator("#audit tr.audit-row td.text").first
+    box = what.bounding_box()
+    width = page.viewport_size["width"]
+    assert box is not None and box["x"] + box["width"] <= width, (box, width)
+    # the action's detail is read across the screen, not in a column of a few letters
+    assert box["width"] >= 0.3 * width, (box, width)
+    page.screenshot(path=str(artifacts / f"review-audit-{sized.size}.png"), full_page=True)
+    assert page.errors == []
