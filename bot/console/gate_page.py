@@ -133,6 +133,7 @@ async def _refit(console: Console, kb: str, job: Job, *, confirmed: bool, by: st
         overrule_admin=confirmed,
     )
     job.advance("refit", "stored" if result.stored else "kept")
+    job.kept_old = not result.stored
     await audit(console.store, by, "refit result", f"{kb}: {result.reason}")
     if result.contradicted and not result.stored:
         held = {"at": time.time(), "contradicted": [asdict(c) for c in result.contradicted]}

@@ -38,6 +38,9 @@ class Job:
     result: str = ""
     error: str = ""
     key: str = ""  # what the run does (Jobs.running): the same work is not queued twice
+    # A refit that ended without storing its fit (it did worse, or contradicts an admin's
+    # label): shown as a warning, not in the green of a success.
+    kept_old: bool = False
 
     # IndexProgress (core.index.pipeline), called by the indexer as it goes
     def start(self, total: int) -> None:

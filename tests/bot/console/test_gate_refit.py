@@ -48,3 +48,14 @@ def test_a_run_that_ended_early_shows_a_full_bar() -> None:
     job.result = "kept the stored fit: the new one contradicts 1 admin label(s)"
     job.finished = 1.0
     assert job.percent == 100
+
+
+def test_a_refit_that_kept_the_stored_fit_is_a_warning(console: Console) -> None:
+    job = Job("0123456789ab", "default", "gate refit of default", "refit")
+    job.result = "kept the stored fit: the new one contradicts 1 admin label(s)"
+    job.kept_old, job.finished = True, 1.0
+    shown = console.env.get_template("job.html.j2").render(job=job)
+    assert 'class="warn job-result"' in shown  # it was drawn in the green of a success
+    job.kept_old = False
+    shown = console.env.get_template("job.html.j2").render(job=job)
+    assert 'class="ok job-result"' in shown
