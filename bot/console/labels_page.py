@@ -118,4 +118,16 @@ async def reask(console: Console, request: Request, session: Session) -> Respons
                 "agrees": passes == (deciding.label == "answer"),
             }
         )
-    return console.render(request, session, "reask.html.j2", kb=kb, rows=rows, error="")
+    # The Gate and Labels pages count labels; one text labelled in two channels is two labels
+    # and one message here, so the page says how the counts differ.
+    labels_n = sum(len(labels) for labels in by_text.values())
+    return console.render(
+        request,
+        session,
+        "reask.html.j2",
+        kb=kb,
+        rows=rows,
+        labels=labels_n,
+        messages=len(by_text),
+        error="",
+    )

@@ -59,3 +59,30 @@ def test_a_refit_that_kept_the_stored_fit_is_a_warning(console: Console) -> None
     job.kept_old = False
     shown = console.env.get_template("job.html.j2").render(job=job)
     assert 'class="ok job-result"' in shown
+
+
+async def test_the_reask_says_how_its_count_differs_from_the_labels(
+    console: Console, admin: httpx.AsyncClient
+) -> None:
+    # One text labelled in two channels: two labels on the Gate and Labels pages, one message
+    # re-asked ("7 labelled message(s)" beside "14 labels", unexplained).
+    token = csrf((await admin.get("/console/labels")).text)
+
+    async def decide(kb: str, text: str, addressed: bool = True) -> SimpleNamespace:
+        return SimpleNamespace(refused=True, stage="refusal", reason="not covered", scores={})
+
+    console.gate = SimpleNamespace(decide=decide)  # type: ignore[assignment]
+    for trace in ("ops-1", "eng-1"):
+        await console.labels.mark(
+            kb="default", trace_id=trace, text="anyone want pizza?", label="silent",
+            strength="admin", by="ana",
+        )  # fmt: skip
+    reply = await admin.post(
+        "/console/gate/reask",
+        data={"kb": "default"},
+        headers={"Origin": BASE, "X-CSRF-Token": token},
+    )
+    assert reply.status_code == 200
+    summary = reply.text.split('id="reask-summary">', 1)[1].split("</p>", 1)[0]
+    assert summary.startswith("1 labelled message(s) of default (from 2 label(s)")
+    assert "asked once" in summary
