@@ -86,3 +86,29 @@ def test_the_audit_log_reads_at_each_width(sized: Any, served: Served, artifacts
     assert box["width"] >= 0.3 * width, (box, width)
     page.screenshot(path=str(artifacts / f"review-audit-{sized.size}.png"), full_page=True)
     assert page.errors == []
+
+
+def test_the_reask_rows_read_at_each_width(sized: Any, served: Served, artifacts: Path) -> None:
+    page = sized
+    page.goto(served.page_url("decisions"))
+    href = page.get_attribute("#decision-rows tr.answered a.open-decision >> nth=0", "href")
+    trace_id = str(href).rsplit("/", 1)[-1]
+    labelled = page.context.request.post(
+        served.page_url(f"decisions/{trace_id}/label"),
+        form={"label": "answer"},
+        headers={"Origin": served.url, "X-CSRF-Token": _csrf(page)},
+    )
+    assert labelled.status == 200, labelled.text()
+    page.goto(served.page_url("gate"))
+    page.click("#reask")
+    row = page.locator("#reask-rows tr.reask-row").first
+    row.wait_for()
+    width = page.viewport_size["width"]
+    for cell in row.locator("td").all():  # the verdict, the label and the score all on screen
+        box = cell.bounding_box()
+        assert box is not None and box["x"] + box["width"] <= width, (cell.inner_text(), box)
+    page.screenshot(path=str(artifacts / f"review-reask-{sized.size}.png"), full_page=True)
+    page.goto(served.page_url("labels"))
+    page.locator(f"#label-admin-{trace_id} button.undo").click()  # the refit tests count labels
+    page.wait_for_selector(f"#label-admin-{trace_id}", state="detached")
+    assert page.errors == []
