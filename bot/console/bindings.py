@@ -59,12 +59,17 @@ async def channel_rows(console: Console, kb: str) -> list[dict[str, Any]]:
                 seen[outcome] = seen.get(outcome, 0) + n
                 last_day[channel] = day
     rows: list[dict[str, Any]] = []
+    settings = console.settings
     for channel, config in zip(parsed, configs, strict=True):
         seen = counts.get(channel, {})
+        configured = settings.conversation.channels.get(channel)
         rows.append(
             {
                 "channel": channel,
                 "kb": config.kb,
+                # what the channel answers from with no binding here: its setting, else the
+                # default KB (the "as configured" choice; not the KB it is bound to now)
+                "configured_kb": configured.kb if configured and configured.kb else settings.kb,
                 "bound": config.bound,
                 "mode": config.mode if config.enabled else "off",
                 "traffic": {outcome: seen.get(outcome, 0) for outcome in TRAFFIC_OUTCOMES},

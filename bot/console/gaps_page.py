@@ -3,7 +3,8 @@ the decision log, grouped by topic with counts and examples (core/gaps.py).
 
 Not covered: refused by the gate's coverage judgment (reason "refusal: …", not chatter, not a
 label, not an empty KB), or let through and then refused by the answerer (its model or its
-judge found the sources did not answer it). Answers the judge found lacking but kept are not
+judge found the sources did not answer it); never a message an admin labelled "should have
+stayed silent". Answers the judge found lacking but kept are not
 in the decision log (only in their traces), so they are not counted.
 """
 
@@ -17,6 +18,7 @@ import numpy as np
 from starlette.requests import Request
 from starlette.responses import Response
 
+from bot.console import home_kbs
 from bot.console.auth import Session
 from bot.console.context import Console
 from bot.console.knowledge import _kb
@@ -88,8 +90,21 @@ async def uncovered(console: Console, kb: str) -> tuple[list[Asked], int]:
                     break
                 before = page.next_cursor
             read += seen
+    # A message an admin labelled "should have stayed silent" is no question the KB should
+    # answer: listed as a gap it would ask the team to document chatter.
+    silent = await _labelled_silent(console, kb)
+    found = [a for a in found if a.text not in silent]
     found.sort(key=lambda a: -a.at)
     return found[:GROUPED], read
+
+
+async def _labelled_silent(console: Console, kb: str) -> set[str]:
+    """The message texts whose latest admin label in this KB is "should have stayed silent"."""
+    latest: dict[str, tuple[float, str]] = {}
+    for row in await console.labels.current(kb):
+        if row.strength == "admin" and row.at >= latest.get(row.text, (0.0, ""))[0]:
+            latest[row.text] = (row.at, row.label)
+    return {text for text, (_, label) in latest.items() if label == "silent"}
 
 
 # How long a view waits for the grouping before it shows "grouping…" and polls: a new batch
@@ -137,7 +152,7 @@ async def gaps_page(console: Console, request: Request, session: Session) -> Res
         session,
         "gaps.html.j2",
         kb=kb,
-        kbs=console.kbs(facets["kbs"]),
+        kbs=await home_kbs.picker_kbs(console, facets["kbs"]),
         gaps=gaps,
         asked=asked,
         read=read,

@@ -19,6 +19,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from bot import gate_labels
+from bot.console import home_kbs
 from bot.console.audit import audit
 from bot.console.auth import Session
 from bot.console.charts import pr_curve
@@ -29,6 +30,7 @@ from bot.console.labels_page import NOT_A_KB
 from core.gate.model import FIT_VERSION
 
 WORST_SHOWN = 15
+REFIT_KEY = "gate:refit:"  # the key of a KB's refit runs (Jobs.running)
 MIN_PER_CLASS = 3
 
 
@@ -100,7 +102,7 @@ async def gate_page(console: Console, request: Request, session: Session) -> Res
         session,
         "gate.html.j2",
         kb=kb,
-        kbs=console.kbs(facets["kbs"]),
+        kbs=await home_kbs.picker_kbs(console, facets["kbs"]),
         fit=fit,
         fit_version=FIT_VERSION,
         report=report,
@@ -132,6 +134,7 @@ async def _refit(console: Console, kb: str, job: Job, *, confirmed: bool, by: st
         overrule_admin=confirmed,
     )
     job.advance("refit", "stored" if result.stored else "kept")
+    job.kept_old = not result.stored
     await audit(console.store, by, "refit result", f"{kb}: {result.reason}")
     if result.contradicted and not result.stored:
         held = {"at": time.time(), "contradicted": [asdict(c) for c in result.contradicted]}
@@ -192,12 +195,27 @@ async def refit(console: Console, request: Request, session: Session) -> Respons
             error=f"a refit needs at least {MIN_PER_CLASS} labels of each kind "
             f"(have {answer} answer, {silent} silent)",
         )
+    # One refit of a KB at a time: a double click or a second tab would fit twice and list
+    # two runs (the Knowledge page's runs are guarded the same way).
+    key = f"{REFIT_KEY}{kb}"
+    running = console.jobs.running(key)
+    if running is not None:
+        return console.render(
+            request,
+            session,
+            "job.html.j2",
+            status=409,
+            job=None,
+            error=f"The {running.what} is already queued or running: see its progress.",
+        )
     what = f"gate refit of {kb}" + (" (overruling admin labels)" if confirmed else "")
-    await audit(console.store, session.user, "refit", what)
+    # No await from the check to the start: a second request cannot slip in between.
     job = console.jobs.start(
         kb,
         what,
         lambda j: _refit(console, kb, j, confirmed=confirmed, by=session.user),
         kind="refit",
+        key=key,
     )
+    await audit(console.store, session.user, "refit", what)
     return console.render(request, session, "job.html.j2", job=job, error="")

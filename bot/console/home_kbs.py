@@ -16,7 +16,7 @@ import time
 from dataclasses import replace
 from typing import Any
 
-from bot.console.context import Console
+from bot.console.context import Console, logger
 from bot.conversation_state import parse_channel_id
 from bot.knowledge_bases import KbRow, kb_rows
 from core.kb import validate_kb_name
@@ -108,6 +108,31 @@ async def _bound_at_run_time(console: Console) -> tuple[set[str], dict[str, list
         if config.bound:
             found.setdefault(config.kb, []).append(channel)
     return set(overridden), found
+
+
+async def picker_kbs(console: Console, logged: list[str]) -> list[str]:
+    """Every page's KB picker and list: the home's KBs (those the Knowledge page lists, one
+    created there included), then those only the configuration or the decision log names. One
+    list for every page, so a KB created on the Knowledge page can be picked on the Gate,
+    Labels, "To document" and Decisions pages too."""
+    try:
+        names = [row.kb for row in await home_kbs(console)]
+    except Exception:  # a graph store down must not take the Gate or Labels page with it
+        logger.warning("console: the home's KBs could not be listed", exc_info=True)
+        names = []
+    return names + [name for name in console.kbs(logged) if name not in names]
+
+
+async def last_indexed(console: Console) -> dict[str, float]:
+    """Each KB's latest document time, as the Knowledge page shows it ({} when the graph
+    store cannot say): the overview's "last indexed" for a KB the CLI or a sync indexed, which
+    no console run recorded."""
+    try:
+        rows = await home_kbs(console)
+    except Exception:  # a graph store down must not take the overview with it
+        logger.warning("console: the home's KBs could not be listed", exc_info=True)
+        return {}
+    return {row.kb: row.last_indexed for row in rows if row.last_indexed is not None}
 
 
 async def kb_names(console: Console, current: str = "") -> list[str]:

@@ -38,6 +38,9 @@ class Job:
     result: str = ""
     error: str = ""
     key: str = ""  # what the run does (Jobs.running): the same work is not queued twice
+    # A refit that ended without storing its fit (it did worse, or contradicts an admin's
+    # label): shown as a warning, not in the green of a success.
+    kept_old: bool = False
 
     # IndexProgress (core.index.pipeline), called by the indexer as it goes
     def start(self, total: int) -> None:
@@ -56,8 +59,12 @@ class Job:
 
     @property
     def percent(self) -> int:
+        # A run that ended is complete, whatever step it stopped at: a refit that keeps the
+        # stored fit ends before its last step and its bar stayed a third full.
+        if not self.running:
+            return 100
         if not self.total:
-            return 0 if self.running else 100
+            return 0
         return int(100 * self.done / self.total)
 
     def as_dict(self) -> dict[str, Any]:

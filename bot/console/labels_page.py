@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from starlette.requests import Request
 from starlette.responses import Response
 
+from bot.console import home_kbs
 from bot.console.audit import audit
 from bot.console.auth import Session
 from bot.console.context import Console
@@ -64,7 +65,7 @@ async def labels_page(console: Console, request: Request, session: Session) -> R
         session,
         "labels.html.j2",
         kb=kb,
-        kbs=console.kbs(facets["kbs"]),
+        kbs=await home_kbs.picker_kbs(console, facets["kbs"]),
         admin=[r for r in rows if r.strength == "admin"],
         weak=[r for r in rows if r.strength == "feedback"],
     )
@@ -124,13 +125,25 @@ async def reask(console: Console, request: Request, session: Session) -> Respons
         )  # fmt: skip
     _reasking.add(running)
     try:
-        rows = await _reask_rows(console, console.gate, kb)
+        rows, labels_n, messages = await _reask_rows(console, console.gate, kb)
     finally:
         _reasking.discard(running)
-    return console.render(request, session, "reask.html.j2", kb=kb, rows=rows, error="")
+    return console.render(
+        request,
+        session,
+        "reask.html.j2",
+        kb=kb,
+        rows=rows,
+        labels=labels_n,
+        messages=messages,
+        error="",
+    )
 
 
-async def _reask_rows(console: Console, gate: Gate, kb: str) -> list[dict[str, Any]]:
+async def _reask_rows(
+    console: Console, gate: Gate, kb: str
+) -> tuple[list[dict[str, Any]], int, int]:
+    """The re-asked rows, the labels they stand for and the messages asked."""
     by_text: dict[str, list[LabelledExample]] = {}
     for example in await console.labels.current(kb):
         if example.text.strip():
@@ -154,4 +167,6 @@ async def _reask_rows(console: Console, gate: Gate, kb: str) -> list[dict[str, A
                 "agrees": passes == (deciding.label == "answer"),
             }
         )
-    return rows
+    # The Gate and Labels pages count labels; one text labelled in two channels is two labels
+    # and one message here, so the page says how the counts differ.
+    return rows, sum(len(labels) for labels in by_text.values()), len(by_text)

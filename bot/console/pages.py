@@ -13,7 +13,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 
 from adapters.http_body import BodyRejected
-from bot.console import answer_view, overview
+from bot.console import answer_view, home_kbs, overview
 from bot.console.audit import FAILED_ACTION, audit
 from bot.console.auth import Session
 from bot.console.context import Console, logger
@@ -103,9 +103,16 @@ async def logout(console: Console, request: Request, session: Session) -> Respon
 
 async def overview_page(console: Console, request: Request, session: Session) -> Response:
     facets = await console.state.log.facets()
-    kbs = console.kbs(facets["kbs"])
+    kbs = await home_kbs.picker_kbs(console, facets["kbs"])
     traffic = await overview.traffic(console)
     rows = await overview.kb_rows(console, kbs)
+    # The Knowledge page's time (the newest document, however it was indexed) when it is
+    # later than the console's last run: the two pages showed "—" and a time for one KB.
+    latest = await home_kbs.last_indexed(console)
+    rows = [
+        {**row, "indexed_at": max(row.get("indexed_at") or 0, latest.get(row["kb"], 0)) or None}
+        for row in rows
+    ]
     return console.render(
         request,
         session,

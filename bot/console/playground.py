@@ -19,23 +19,36 @@ from starlette.responses import JSONResponse, Response
 from bot.console.answer_view import chunk_href, render_markdown
 from bot.console.auth import Session
 from bot.console.context import Console, logger
+from bot.conversation_state import parse_channel_id
 from core.answer.events import Delta, Final, Retract, Status
 
 MAX_QUESTION = 4000
 
 
-def _channels(console: Console) -> list[dict[str, str]]:
+async def _channels(console: Console) -> list[dict[str, str]]:
+    """The channels to ask as: the configured ones and those bound at run time (the Knowledge
+    page, /tacit mode), each labelled with the KB and mode it has now, overrides included (it
+    listed the configuration's alone: a channel bound in the console was missing, and a
+    re-bound one showed its old KB)."""
     conversation = console.settings.conversation
     rows = [{"id": "", "label": f"(default) — kb {console.settings.kb}, {conversation.mode}"}]
-    for channel, config in sorted(conversation.channels.items()):
-        kb = config.kb or console.settings.kb
-        mode = config.mode or conversation.mode
-        rows.append({"id": channel, "label": f"{channel} — kb {kb}, {mode}"})
+    named = [*conversation.channels, *await console.state.overridden_channels()]
+    parsed: dict[str, tuple[str, str, str]] = {}
+    for channel in sorted(dict.fromkeys(named)):
+        try:
+            parsed[channel] = parse_channel_id(channel)
+        except ValueError:
+            continue
+    configs = await console.state.channels(list(parsed.values()))
+    for channel, config in zip(parsed, configs, strict=True):
+        mode = config.mode if config.enabled else "off"
+        rows.append({"id": channel, "label": f"{channel} — kb {config.kb}, {mode}"})
     return rows
 
 
 async def playground_page(console: Console, request: Request, session: Session) -> Response:
-    return console.render(request, session, "playground.html.j2", channels=_channels(console))
+    channels = await _channels(console)
+    return console.render(request, session, "playground.html.j2", channels=channels)
 
 
 async def ask(console: Console, request: Request, session: Session) -> Response:

@@ -38,6 +38,7 @@ from starlette.responses import HTMLResponse, Response
 
 from adapters.sources.web import Network, Refused, check_address
 from bot.candidates import Candidate, Candidates
+from bot.console import home_kbs
 from bot.console.audit import audit
 from bot.console.auth import Session
 from bot.console.context import Console, logger
@@ -135,7 +136,14 @@ async def sources_page(console: Console, request: Request, session: Session) -> 
         values=_EMPTY_FORM,
         errors={},
         message="",
+        kbs=await _kbs(console),
     )
+
+
+async def _kbs(console: Console) -> list[str]:
+    """The declare form's KB suggestions: the KBs every other page's picker lists."""
+    facets = await console.state.log.facets()
+    return await home_kbs.picker_kbs(console, facets["kbs"])
 
 
 async def source_rows(console: Console, request: Request, session: Session) -> Response:
@@ -356,7 +364,7 @@ async def _console_rules(console: Console, source: SourceSettings) -> dict[str, 
     return errors
 
 
-def _declare_form(
+async def _declare_form(
     console: Console,
     request: Request,
     session: Session,
@@ -373,6 +381,7 @@ def _declare_form(
         values=values,
         errors=errors,
         message=message,
+        kbs=await _kbs(console),
     )
     if status == 200 and message:
         response.headers["HX-Trigger"] = SYNCED_EVENT  # the table reloads with it
@@ -400,17 +409,21 @@ async def declare(console: Console, request: Request, session: Session) -> Respo
     if source is not None:
         errors = await _console_rules(console, source)
     if source is None or errors:
-        return _declare_form(console, request, session, values, errors, status=400)
+        return await _declare_form(console, request, session, values, errors, status=400)
     try:
         await DeclaredSources(console.store).add(source, session.user)
     except InputError as exc:
-        return _declare_form(console, request, session, values, {"name": str(exc)}, status=400)
+        return await _declare_form(
+            console, request, session, values, {"name": str(exc)}, status=400
+        )
     except StoreError as exc:
-        return _declare_form(console, request, session, values, {"name": str(exc)}, status=503)
+        return await _declare_form(
+            console, request, session, values, {"name": str(exc)}, status=503
+        )
     _audit(session, "added", source)
     await audit(console.store, session.user, "source declared", f"{source.name}")
     message = f"Source {source.name} declared; its schedule: {schedule_text(source.every)}."
-    return _declare_form(console, request, session, _EMPTY_FORM, {}, message)
+    return await _declare_form(console, request, session, _EMPTY_FORM, {}, message)
 
 
 async def remove(console: Console, request: Request, session: Session) -> Response:

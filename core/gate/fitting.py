@@ -336,6 +336,9 @@ class CrossValidation:
     thresholds: list[float]  # the gate's threshold per outer fold
     baseline_thresholds: list[float]
     folds: int
+    # each example's threshold: its outer fold's, the one its `predicted` was decided at (None
+    # from a caller that did not keep them; the folds' mean then stands in)
+    example_thresholds: npt.NDArray[np.float64] | None = None
 
 
 def cross_validate(
@@ -357,6 +360,7 @@ def cross_validate(
     predicted = np.zeros(len(labels), dtype=bool)
     baseline = np.zeros(len(labels), dtype=bool)
     thresholds: list[float] = []
+    example_thresholds = np.zeros(len(labels))
     baseline_thresholds: list[float] = []
     splitter = _folds(labels, folds, seed)
     for train, test in splitter.split(kb_rows, labels):
@@ -374,6 +378,7 @@ def cross_validate(
         probabilities[test] = scores
         predicted[test] = scores >= threshold
         thresholds.append(threshold)
+        example_thresholds[test] = threshold
         chunk_max = kb_rows[:, 0]
         cut = choose_threshold(labels[train], chunk_max[train])
         baseline[test] = chunk_max[test] >= cut
@@ -386,4 +391,5 @@ def cross_validate(
         thresholds=thresholds,
         baseline_thresholds=baseline_thresholds,
         folds=splitter.get_n_splits(),
+        example_thresholds=example_thresholds,
     )

@@ -174,3 +174,10 @@ def test_a_contradiction_is_an_admin_label_the_held_out_fit_decides_the_other_wa
         ],
     )
     assert [(c.trace_id, c.score, c.threshold) for c in found] == [("t2", 0.7, 0.5)]
+    # Each message beside the threshold of the fold that decided it, not the folds' mean: an
+    # "answer" label scored 0.92 in a fold whose threshold was 0.95 read "0.92 vs 0.71".
+    held_out.example_thresholds = np.array([0.4, 0.6, 0.4, 0.6])
+    held_out.predicted = np.array([True, True, False, False])
+    held_out.probabilities = np.array([0.9, 0.7, 0.2, 0.55])
+    found = contradictions(texts, held_out, [label("t4", "lunch?", "answer", "admin")])
+    assert [(c.trace_id, c.score, c.threshold) for c in found] == [("t4", 0.55, 0.6)]

@@ -26,6 +26,7 @@ from bot.console import console_mount
 from bot.console.auth import ConsoleAuth
 from bot.console.context import Console
 from bot.console.jobs import Jobs
+from bot.console.overview import indexed_key
 from bot.conversation_state import ConversationState
 from bot.gate_labels import GateLabels
 from bot.settings import ChannelSettings, ConsoleSettings, ConversationSettings, Settings
@@ -247,6 +248,42 @@ async def test_kbs_come_from_the_home_and_are_created_here(site: Site) -> None:
         assert '<option value="nothing_here" selected>' in page.text
 
 
+async def test_a_kb_created_here_is_in_every_pages_picker(site: Site) -> None:
+    # The Gate, Labels and "To document" pickers and the overview listed the configuration's
+    # and the log's KBs only: a KB created (or indexed) on the Knowledge page was missing there.
+    async with client(site.app, "10.0.0.7") as http:
+        token = await logged_in(http)
+        created = await http.post(
+            "/console/knowledge/create", data={"name": "runbooks"}, headers=action(token)
+        )
+        assert created.status_code == 201
+        for path in ("/console/gate", "/console/labels", "/console/gaps"):
+            page = await http.get(path)
+            assert page.status_code == 200, path
+            assert '<option value="runbooks"' in page.text, path
+            picked = await http.get(f"{path}?kb=runbooks")
+            assert '<option value="runbooks" selected>' in picked.text, path
+        overview = await http.get("/console/")
+        assert "?kb=runbooks" in overview.text
+
+
+async def test_the_overview_and_the_knowledge_page_agree_on_last_indexed(site: Site) -> None:
+    # The overview showed only the console's own runs ("—" for a KB the CLI indexed) beside
+    # the Knowledge page's time of the newest document.
+    async with client(site.app, "10.0.0.7") as http:
+        token = await logged_in(http)
+        await wait_done(http, job_id((await upload(http, token, "note.md", NOTE)).text))
+        # as if indexed by `tacit index`: no console run recorded
+        await site.store.delete(indexed_key("default"))
+        kbs = await http.get("/console/knowledge/kbs?kb=default")
+        row = next(r for r in kbs.text.split("<tr") if 'data-kb="default"' in r)
+        shown = re.search(r'data-label="last indexed">([^<]+)<', row)
+        assert shown is not None and shown.group(1).startswith("20")
+        overview = await http.get("/console/")
+        table = overview.text.split('id="kb-table"', 1)[1].split("</table>", 1)[0]
+        assert shown.group(1) in table
+
+
 _ids = itertools.count(1)
 
 
@@ -330,6 +367,9 @@ async def test_the_console_and_tacit_mode_share_one_binding(site: Site) -> None:
         )
         row = await channel_row(http, "slack:T1:C9")
         assert selected(row, "kb") == "runbooks"
+        # its "as configured" choice names the KB it would go back to, not the one it has
+        # (it read "runbooks (default)", and choosing it gave the channel "default")
+        assert '<option value="" >default (as configured)</option>' in row
         kbs = await http.get("/console/knowledge/kbs")
         runbooks = next(r for r in kbs.text.split("<tr") if 'data-kb="runbooks"' in r)
         assert "http::ops" in runbooks and "slack:T1:C9" in runbooks

@@ -8,6 +8,7 @@ import json
 
 import httpx
 
+from bot.console.context import Console
 from tests.adversarial.test_console_index_roots import BASE
 from tests.bot.console.conftest import csrf
 
@@ -50,3 +51,15 @@ async def test_a_disabled_channel_stays_silent(admin: httpx.AsyncClient) -> None
     events = await _events(admin, channel="http::off", addressed="on")
     gate = dict(events)["gate"]
     assert gate["stage"] == "mode" and gate["reason"] == "the channel is disabled"
+
+
+async def test_a_channel_bound_in_the_console_can_be_asked_as(
+    console: Console, admin: httpx.AsyncClient
+) -> None:
+    # The picker listed the configuration's channels alone, with their configured KB and
+    # mode: a channel bound on the Knowledge page was missing, a re-bound one showed its old KB.
+    await console.state.bind_channel("slack", "T1", "C9", kb="runbooks", mode="auto")
+    await console.state.bind_channel("http", "", "quiet", kb="runbooks", mode="off")
+    page = (await admin.get("/console/playground")).text
+    assert '<option value="slack:T1:C9">slack:T1:C9 — kb runbooks, auto</option>' in page
+    assert '<option value="http::quiet">http::quiet — kb runbooks, off</option>' in page

@@ -21,7 +21,7 @@ from adapters.graph.sqlite_store import SQLiteGraphStore
 from adapters.state.redis_store import RedisStateStore
 from adapters.vector.milvus_store import MilvusVectorStore
 from bot.candidates import Candidate, CandidateStore
-from bot.console import console_mount
+from bot.console import console_mount, home_kbs
 from bot.console.auth import ConsoleAuth
 from bot.console.context import Console
 from bot.console.jobs import Jobs
@@ -173,7 +173,7 @@ async def test_without_a_session_nothing_is_shown_or_done(site: Site) -> None:
 async def test_every_action_needs_the_sessions_csrf_token_and_this_origin(site: Site) -> None:
     async with client(site.app, "10.0.0.7") as http:
         token = await logged_in(http)
-        page = (await http.get("/console/sources")).text
+        page = (await http.get("/console/sources", headers=USER)).text
         # Every form carries the token (htmx also sends it as a header, from <body>).
         forms = re.findall(r"<form .*?</form>", page, flags=re.S)
         # log out; Sync now per source; declare a source; approve, drop and edit per candidate
@@ -201,7 +201,7 @@ async def test_sources_show_where_masked_their_last_run_and_hostile_text_escaped
     await states.put("runbooks", SourceState(revision="0123456789abcdef99", last=failed))
     async with client(site.app, "10.0.0.7") as http:
         await logged_in(http)
-        page = (await http.get("/console/sources")).text
+        page = (await http.get("/console/sources", headers=USER)).text
     assert "<script>alert(1)</script>" not in page and "&lt;script&gt;" in page
     assert SECRET not in page  # masked as `tacit sources list` masks it
     assert "git.example.com/acme/runbooks.git" in page
@@ -323,7 +323,7 @@ async def test_candidates_are_edited_approved_and_dropped_with_each_outcome_in_p
         )
         assert dropped.status_code == 200 and "Dropped bbbb2222" in dropped.text
         assert "<script>" not in dropped.text
-        page = (await http.get("/console/sources")).text
+        page = (await http.get("/console/sources", headers=USER)).text
     assert 'id="no-candidates"' in page
     remembered = await site.services.graph.get_documents("ops")
     assert [d.metadata.get("remembered_by") for d in remembered] == ["console:ana@corp"]
@@ -463,3 +463,16 @@ async def test_the_config_may_open_networks_to_console_declared_web_sources(
         assert wider.status_code == 400
     (web,) = await DeclaredSources(site.store).sources()
     assert web.allow_networks == ["10.20.1.0/24"]
+
+
+async def test_the_declare_form_suggests_the_homes_kbs(site: Site) -> None:
+    # The KB was a bare text field while every other page picks from the home's KBs: a KB
+    # created on the Knowledge page had to be typed from memory here.
+    await home_kbs.create_kb(site.console, "runbooks")
+    async with client(site.app, "10.0.0.7") as http:
+        await logged_in(http)
+        page = (await http.get("/console/sources", headers=USER)).text
+        form = page.split('id="declare-form"', 1)[1].split("</form>", 1)[0]
+        assert 'list="declare-kbs"' in form
+        suggested = form.split('<datalist id="declare-kbs">', 1)[1].split("</datalist>", 1)[0]
+        assert '<option value="ops">' in suggested and '<option value="runbooks">' in suggested
