@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
+from bot.audit import audit
 from core.errors import InputError
 from core.language.words import normalise
 from core.ports import StateStore
@@ -418,6 +419,13 @@ async def label_decision(
         strength=strength,
         by=by,
     )
+    if strength == "admin":  # an admin's action, from the chat or the HTTP API: audited
+        await audit(
+            labels.store,
+            by,
+            "label",
+            f"{kb}: {label} on {decision['trace_id']}: {str(decision['text'])[:200]}",
+        )
     return kb
 
 

@@ -1,11 +1,11 @@
-"""The Audit page: the newest admin actions of the console (bot/console/audit.py)."""
+"""The Audit page: the newest admin actions of the console (bot/audit.py)."""
 
 from __future__ import annotations
 
 from starlette.requests import Request
 from starlette.responses import Response
 
-from bot.console import audit
+from bot import audit
 from bot.console.auth import Session
 from bot.console.context import Console
 

@@ -15,8 +15,8 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 
+from bot.audit import audit
 from bot.console import home_kbs
-from bot.console.audit import audit
 from bot.console.auth import Session
 from bot.console.context import Console
 from bot.conversation_state import parse_channel_id

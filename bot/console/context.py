@@ -15,7 +15,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 
 from adapters.http_body import FORM_TYPES, BodyRejected, read_form
-from bot.console.audit import audit
+from bot.audit import audit
 from bot.console.auth import CSRF_FIELD, CSRF_HEADER, SAFE_METHODS, ConsoleAuth, Session
 from bot.console.graph_outline import GraphOutlines
 from bot.console.next_page import login_url

@@ -20,7 +20,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
-from bot.console.audit import audit
+from bot.audit import audit
 from bot.console.auth import Session
 from bot.console.context import Console
 from bot.console.pages import _filter as decision_filter

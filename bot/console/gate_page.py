@@ -19,8 +19,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from bot import gate_labels
+from bot.audit import audit
 from bot.console import home_kbs
-from bot.console.audit import audit
 from bot.console.auth import Session
 from bot.console.charts import pr_curve
 from bot.console.context import Console

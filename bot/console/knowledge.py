@@ -19,8 +19,8 @@ from starlette.datastructures import UploadFile
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 
+from bot.audit import audit
 from bot.console import bindings, documents, home_kbs
-from bot.console.audit import audit
 from bot.console.auth import Session
 from bot.console.context import Console
 from bot.console.documents import DocumentQuery

@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any
 from starlette.requests import Request
 from starlette.responses import Response
 
+from bot.audit import audit
 from bot.console import home_kbs
-from bot.console.audit import audit
 from bot.console.auth import Session
 from bot.console.context import Console
 from bot.console.knowledge import _action_kb, _kb

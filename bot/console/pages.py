@@ -13,8 +13,8 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 
 from adapters.http_body import BodyRejected
+from bot.audit import FAILED_ACTION, audit
 from bot.console import answer_view, home_kbs, overview
-from bot.console.audit import FAILED_ACTION, audit
 from bot.console.auth import Session
 from bot.console.context import Console, logger
 from bot.console.labels_page import unlabelable

@@ -37,9 +37,9 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 
 from adapters.sources.web import Network, Refused, check_address
+from bot.audit import audit
 from bot.candidates import Candidate, Candidates
 from bot.console import home_kbs
-from bot.console.audit import audit
 from bot.console.auth import Session
 from bot.console.context import Console, logger
 from bot.console.jobs import Job

@@ -20,7 +20,7 @@ from starlette.applications import Starlette
 
 from adapters.state.redis_store import RedisStateStore
 from bot.console import console_mount
-from bot.console.audit import audit
+from bot.audit import audit
 from bot.console.auth import ConsoleAuth
 from bot.console.context import Console
 from bot.console.jobs import Jobs

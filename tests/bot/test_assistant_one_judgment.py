@@ -91,9 +91,7 @@ async def test_an_admins_answer_label_gets_the_same_question_answered(world) -> 
     noted = await say(assistant, message(f"/tacit label answer {asked.message_id}", user=ADMIN))
     assert isinstance(noted, FinalReply) and "should have answered" in noted.text
 
-    again = await say(
-        assistant, message("  How long should a ROLLBACK take,  is slow normal? ")
-    )
+    again = await say(assistant, message("  How long should a ROLLBACK take,  is slow normal? "))
     # asked again (however spaced and cased): answered from the runbook, not declined by the
     # answerer's own coverage check after the label let it through
     assert isinstance(again, FinalReply), again

@@ -14,7 +14,7 @@ from adapters.embedders.use import USEEmbedder
 from adapters.graph.sqlite_store import SQLiteGraphStore
 from adapters.state import RedisStateStore
 from adapters.vector.milvus_store import MilvusVectorStore
-from bot.gate_labels import GateLabels, LabelledExample, contradictions, refit
+from bot.gate_labels import GateLabels, LabelledExample, contradictions, label_decision, refit
 from core.errors import InputError
 from core.gate.gate import Gate
 from core.index.pipeline import Indexer, IndexOptions
@@ -181,3 +181,18 @@ def test_a_contradiction_is_an_admin_label_the_held_out_fit_decides_the_other_wa
     held_out.probabilities = np.array([0.9, 0.7, 0.2, 0.55])
     found = contradictions(texts, held_out, [label("t4", "lunch?", "answer", "admin")])
     assert [(c.trace_id, c.score, c.threshold) for c in found] == [("t4", 0.55, 0.6)]
+
+
+async def test_an_admins_label_from_the_chat_or_the_api_is_audited(world) -> None:
+    """label_decision is the path of `/tacit label` and `POST /v1/labels`: an admin's label
+    there lands in the audit log as the console's do; a vote does not."""
+    from bot.audit import recent
+
+    gate, _ = world
+    labels = GateLabels(gate.state)
+    decision = {"kb": KB, "trace_id": "chat-1", "text": "is the gateway down?"}
+    await label_decision(labels, decision, label="answer", strength="admin", by="U_ADMIN")
+    await label_decision(labels, decision, label="silent", strength="feedback", by="U_VOTER")
+    entries = [e for e in await recent(gate.state, 50) if "chat-1" in e.detail]
+    assert [(e.actor, e.action) for e in entries] == [("U_ADMIN", "label")]
+    assert entries[0].detail.startswith(f"{KB}: answer on chat-1")

@@ -1,4 +1,4 @@
-"""The console's audit log (bot/console/audit.py): newest first, bounded, and a failing store
+"""The console's audit log (bot/audit.py): newest first, bounded, and a failing store
 costs the record, not the action."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import pytest
 import pytest_asyncio
 
 from adapters.state import RedisStateStore
+from bot.audit import audit, recent
 from bot.console import audit as audit_log
-from bot.console.audit import audit, recent
 from core.errors import StoreError
 
 

@@ -1,7 +1,10 @@
-"""The audit log of the console's admin actions: who did what, when (index, remove, label,
-refit, bindings, logins — failed ones too), kept in the state store as one capped list.
+"""The audit log of admin actions: who did what, when — from the console (index, remove,
+label, refit, bindings, sources, exports, logins; failed logins in a list of their own, so a
+flood of them never pushes out what admins did), from the chat (`/tacit label`) and from the
+HTTP API (`POST /v1/labels`), kept in the state store as capped lists.
 
-Any console action calls `audit(store, actor, action, detail)`; the Audit page shows the newest.
+Any admin action calls `audit(store, actor, action, detail)`; the console's Audit page shows
+the newest.
 """
 
 from __future__ import annotations
