@@ -11,7 +11,7 @@ import pytest_asyncio
 
 from adapters.state import RedisStateStore
 from bot.audit import audit, recent
-from bot.console import audit as audit_log
+from bot import audit as audit_log
 from core.errors import StoreError
 
 
