@@ -97,8 +97,17 @@ def _markdown() -> MarkdownIt:
 _MD = _markdown()
 
 
+# Longer than any answer or chunk Tacit writes: such a text (a hostile document, a broken
+# model) is shown as escaped plain text, because rendering Markdown runs on the event loop and
+# its cost grows with the text (megabytes held the server for seconds).
+MARKDOWN_CHARS = 100_000
+
+
 def render_markdown(text: str, citation_numbers: Iterable[int] = ()) -> Markup:
-    """`text` as safe HTML; its `[n]` marks of the given citations link to #cite-n."""
+    """`text` as safe HTML; its `[n]` marks of the given citations link to #cite-n. Past
+    MARKDOWN_CHARS, the text as it is, escaped."""
+    if len(text or "") > MARKDOWN_CHARS:
+        return Markup('<pre class="plain-text">{}</pre>').format(text)
     return Markup(_MD.render(text or "", {"citations": set(citation_numbers)}))
 
 

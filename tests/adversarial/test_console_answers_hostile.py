@@ -126,3 +126,17 @@ async def test_a_hostile_document_renders_inert_on_its_chunk_page(http: httpx.As
         params={"kb": "../ops<script>", "source": HOSTILE_SOURCE, "chunk": CHUNK},
     )
     assert hostile_kb.status_code == 404 and "<script>" not in hostile_kb.text.split("<main>")[1]
+
+
+def test_a_text_longer_than_any_answer_is_shown_escaped_not_parsed() -> None:
+    """Markdown is rendered on the event loop and costs more the longer the text: megabytes
+    of it (a hostile document's chunk, a broken model) are shown as plain text instead."""
+    from bot.console.answer_view import MARKDOWN_CHARS
+
+    huge = "[x](javascript:alert(1)) <b>bold</b> **strong** [1]\n" * (MARKDOWN_CHARS // 40)
+    html = str(render_markdown(huge, [1]))
+    assert html.startswith('<pre class="plain-text">') and html.endswith("</pre>")
+    assert "<b>" not in html and "<strong>" not in html and 'href="' not in html
+    assert "&lt;b&gt;bold&lt;/b&gt;" in html
+    short = str(render_markdown("**strong** [1]", [1]))
+    assert "<strong>strong</strong>" in short  # an answer's size is rendered as before

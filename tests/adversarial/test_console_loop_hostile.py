@@ -19,8 +19,8 @@ from types import SimpleNamespace
 from starlette.applications import Starlette
 
 from adapters.state.redis_store import RedisStateStore
-from bot.console import console_mount
 from bot.audit import audit
+from bot.console import console_mount
 from bot.console.auth import ConsoleAuth
 from bot.console.context import Console
 from bot.console.jobs import Jobs

@@ -10,8 +10,8 @@ import pytest
 import pytest_asyncio
 
 from adapters.state import RedisStateStore
-from bot.audit import audit, recent
 from bot import audit as audit_log
+from bot.audit import audit, recent
 from core.errors import StoreError
 
 
