@@ -78,14 +78,18 @@ SLOW_MODULES = {
     "bot/test_thread_memory.py",
     "bot/test_assistant_durability.py",
     "core/eval/test_answers.py",
+    "bot/test_local_endpoint.py",
     # real time: edit intervals, retry-after waits, stream pacing, replayed deliveries
     "adapters/chat/test_telegram.py",
     "adapters/chat/test_telegram_drafts.py",
     "adapters/chat/test_slack_stream.py",
     "adversarial/test_http_replays.py",
+    "bot/test_sources_scheduler.py",
     # load: bodies of many megabytes, bursts past capacity
     "adversarial/test_http_bodies.py",
     "bot/test_admission.py",
+    "adapters/vector/test_fetch_vectors.py",
+    "adversarial/test_thread_memory_hostile.py",
     # a team's KB indexed with the real embedder, every labelled message of its sets judged
     "core/gate/test_coverage_demo.py",
     "core/gate/test_coverage_teams.py",
@@ -95,10 +99,17 @@ SLOW_MODULES = {
 }
 
 
+def _through_a_real_serve(path: Path) -> bool:
+    """A hostile caller's test against a `tacit serve` subprocess (tests/adversarial/
+    serve_support.py; such modules are named test_serve_*.py): a process of its own, slow."""
+    return path.parts[0] == "adversarial" and path.name.startswith("test_serve_")
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     slow = pytest.mark.slow
     for item in items:
         if item.path.is_relative_to(TESTS) and (
             item.path.relative_to(TESTS).as_posix() in SLOW_MODULES
+            or _through_a_real_serve(item.path.relative_to(TESTS))
         ):
             item.add_marker(slow)
