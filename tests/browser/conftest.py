@@ -55,9 +55,9 @@ def _env(home: Path) -> dict[str, str]:
     return env
 
 
-@pytest.fixture(scope="session")
-def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
-    base = tmp_path_factory.mktemp("console")
+def demo_home(base: Path) -> tuple[Path, dict[str, str]]:
+    """A data home under `base` with the demo KB indexed as `default`, and the environment that
+    names it: each module's own `tacit serve` starts from one."""
     home, docs = base / "home", base / "docs"
     docs.mkdir()
     for name in DEMO_DOCS:
@@ -71,6 +71,13 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
         capture_output=True,
         timeout=600,
     )
+    return home, env
+
+
+@pytest.fixture(scope="session")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    base = tmp_path_factory.mktemp("console")
+    home, env = demo_home(base)
     # A KB whose hub has HUB_NEIGHBOURS neighbours, for the graph view's paging.
     subprocess.run(
         [sys.executable, "-m", "tests.browser.synthetic_graph", str(home), HUB_KB],

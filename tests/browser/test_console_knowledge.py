@@ -7,9 +7,6 @@ re-index leaves one copy of the upload; documents are searched and sorted."""
 
 from __future__ import annotations
 
-import shutil
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,7 +15,7 @@ import httpx
 import pytest
 
 from tests.adversarial.serve_support import serve_process
-from tests.browser.conftest import DEMO_DOCS, REPO, Served, _env, log_in
+from tests.browser.conftest import Served, demo_home, log_in
 
 pytestmark = pytest.mark.slow
 
@@ -28,19 +25,7 @@ WIDTHS = {"desktop": (1360, 900), "phone": (390, 844)}
 @pytest.fixture(scope="module")
 def knowledge_served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     base = tmp_path_factory.mktemp("console-knowledge")
-    home, docs = base / "home", base / "docs"
-    docs.mkdir()
-    for name in DEMO_DOCS:
-        shutil.copy(REPO / "bot" / "demo_kb" / name, docs / name)
-    env = _env(home)
-    subprocess.run(
-        [sys.executable, "-m", "bot", "index", str(docs), "--kb", "default", "--json"],
-        env=env,
-        cwd=base,
-        check=True,
-        capture_output=True,
-        timeout=600,
-    )
+    home, env = demo_home(base)
     log = base / "serve.log"
     with serve_process(env, base, log) as (port, _):
         url = f"http://127.0.0.1:{port}"

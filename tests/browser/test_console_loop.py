@@ -9,9 +9,6 @@ from __future__ import annotations
 
 import csv
 import json
-import shutil
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,7 +18,7 @@ import httpx
 import pytest
 
 from tests.adversarial.serve_support import serve_process
-from tests.browser.conftest import DEMO_DOCS, REPO, TOKEN, Served, _env, log_in
+from tests.browser.conftest import TOKEN, Served, demo_home, log_in
 
 pytestmark = pytest.mark.slow
 
@@ -46,19 +43,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     """This module's own `tacit serve`, on a fresh home with the demo KB (conftest.served's
     setup without the synthetic graph KB, which nothing here looks at)."""
     base = tmp_path_factory.mktemp("console-loop")
-    home, docs = base / "home", base / "docs"
-    docs.mkdir()
-    for name in DEMO_DOCS:
-        shutil.copy(REPO / "bot" / "demo_kb" / name, docs / name)
-    env = _env(home)
-    subprocess.run(
-        [sys.executable, "-m", "bot", "index", str(docs), "--kb", "default", "--json"],
-        env=env,
-        cwd=base,
-        check=True,
-        capture_output=True,
-        timeout=600,
-    )
+    home, env = demo_home(base)
     log = base / "serve.log"
     with serve_process(env, base, log) as (port, _):
         yield Served(f"http://127.0.0.1:{port}", home, log)
