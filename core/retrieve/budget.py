@@ -34,14 +34,44 @@ def relation_tokens(relation: Relation) -> int:
     return _tokens(head + "; ".join(relation.descriptions))
 
 
+def _most_tokens(text: str) -> int:
+    # A byte-level BPE token stands for at least one byte of UTF-8 (a special token for several).
+    return len(text.encode())
+
+
+def entity_most_tokens(entity: Entity) -> int:
+    return _most_tokens(f"{entity.name} ({entity.type}): " + "; ".join(entity.descriptions))
+
+
+def relation_most_tokens(relation: Relation) -> int:
+    head = f"{relation.source} — {relation.target} [{relation.keywords}]: "
+    return _most_tokens(head + "; ".join(relation.descriptions))
+
+
+def chunk_most_tokens(chunk: ChunkRecord) -> int:
+    text_tokens = chunk.tokens if chunk.tokens > 0 else _most_tokens(chunk.text)
+    return text_tokens + _most_tokens(chunk.heading)
+
+
 def chunk_tokens(chunk: ChunkRecord) -> int:
     # The indexer stores each chunk's count; a record without one is counted now.
     text_tokens = chunk.tokens if chunk.tokens > 0 else count_tokens(chunk.text)
     return text_tokens + (count_tokens(chunk.heading) if chunk.heading else 0)
 
 
-def within_budget(items: Sequence[T], cost: Callable[[T], int], budget: int) -> list[T]:
-    """The longest best-first prefix of `items` whose total cost fits `budget`."""
+def within_budget(
+    items: Sequence[T],
+    cost: Callable[[T], int],
+    budget: int,
+    bound: Callable[[T], int] | None = None,
+) -> list[T]:
+    """The longest best-first prefix of `items` whose total cost fits `budget`.
+
+    bound: an upper bound of each item's cost that needs no tokenizer; when the bounds of all
+    items fit, all fit, and no item is counted (loading the tokenizer is a second of a one-shot
+    `tacit ask`, and a small KB's context fits its budget whole)."""
+    if bound is not None and sum(bound(item) for item in items) <= budget:
+        return list(items)
     kept: list[T] = []
     spent = 0
     for item in items:
@@ -66,7 +96,13 @@ def fit_graph(
             return entity_tokens(item.entity)
         return relation_tokens(item.relation)
 
-    kept = {id(item) for item in within_budget([row[3] for row in ranked], cost, budget)}
+    def bound(item: ScoredEntity | ScoredRelation) -> int:
+        if isinstance(item, ScoredEntity):
+            return entity_most_tokens(item.entity)
+        return relation_most_tokens(item.relation)
+
+    best_first = [row[3] for row in ranked]
+    kept = {id(item) for item in within_budget(best_first, cost, budget, bound)}
     return (
         tuple(e for e in entities if id(e) in kept),
         tuple(r for r in relations if id(r) in kept),
@@ -74,4 +110,8 @@ def fit_graph(
 
 
 def fit_chunks(chunks: Sequence[ScoredChunk], budget: int) -> tuple[ScoredChunk, ...]:
-    return tuple(within_budget(chunks, lambda c: chunk_tokens(c.chunk), budget))
+    return tuple(
+        within_budget(
+            chunks, lambda c: chunk_tokens(c.chunk), budget, lambda c: chunk_most_tokens(c.chunk)
+        )
+    )
