@@ -35,7 +35,7 @@ import numpy as np
 import numpy.typing as npt
 
 from core.errors import StoreUnavailable
-from core.models import Collection, DocumentRecord, VectorHit
+from core.models import COLLECTIONS, Collection, DocumentRecord, VectorHit
 from core.ports import Vectors, VectorStore
 
 log = logging.getLogger(__name__)
@@ -300,6 +300,28 @@ class VectorCache:
             await asyncio.shield(running)
             return self._snapshots.get(key, snapshot)
         return snapshot
+
+    async def from_files(self, kb: str) -> bool:
+        """Take the KB's copies from the kept files only, never reading the store: True when a
+        copy of every collection is in memory now (each kept for the KB's current version, or
+        read before), so that searches of the KB need no vector store; False, and nothing
+        taken, when one is missing. For a one-shot command: reading a collection whole out of
+        the store costs more than the few searches it makes there."""
+        now = self._clock()
+        found: dict[Key, Snapshot] = {}
+        for collection in COLLECTIONS:
+            key = (collection, kb)
+            if key in self._snapshots:
+                continue
+            version = await self._version(collection, kb)
+            saved = await self._saved(collection, kb, version)
+            if saved is None or len(saved.ids) > self.options.max_rows:
+                return False
+            found[key] = await self._snapshot(version, now, saved, kept=True)
+        for key, snapshot in found.items():
+            self._snapshots.setdefault(key, snapshot)
+            self._checked.setdefault(key, now)
+        return True
 
     def recheck(self, kb: str) -> None:
         """Make the next search of `kb` check its version (an indexing run in this process

@@ -283,6 +283,24 @@ class BM25Indexes:
                     await self._build(kb, index)
         return index.search([query_terms(q) for q in queries], limit)
 
+    async def opened(self, kb: str) -> bool:
+        """Whether the KB's index is in memory, or was loaded from its saved files now (a
+        missing or stale one is not rebuilt here): such an index answers a search without the
+        vector store."""
+        if kb in self._kbs:
+            return True
+        async with self._lock(kb):
+            if kb in self._kbs:
+                return True
+            try:
+                loaded = await asyncio.to_thread(_load, self._folder(kb), kb)
+            except (OSError, ValueError, KeyError):
+                return False  # unreadable: the store rebuilds it on the next search
+            if loaded is None:
+                return False
+            self._kbs[kb] = loaded
+            return True
+
     async def save(self) -> None:
         """Write every changed index (the store is closing), its model built first: the
         next process then searches at once (the build is paid at the end of an indexing run,

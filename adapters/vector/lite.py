@@ -6,10 +6,13 @@ from __future__ import annotations
 import logging
 import os
 import threading
+from typing import TYPE_CHECKING
 
-from pymilvus import MilvusClient, MilvusException
-
+from adapters.vector.client_library import pymilvus
 from core.errors import StoreUnavailable
+
+if TYPE_CHECKING:
+    from pymilvus import MilvusClient
 
 # -- Milvus Lite: one server per data directory in this process -------------------------------
 
@@ -80,9 +83,10 @@ def open_lite(path: str, timeout: float) -> MilvusClient:
             # "Open local milvus failed".
             raise _locked_error(path)
         _quiet_lite_mvcc_fallback()
+        milvus = pymilvus()
         try:
-            client = MilvusClient(path, timeout=timeout)
-        except MilvusException as exc:
+            client: MilvusClient = milvus.MilvusClient(path, timeout=timeout)
+        except milvus.MilvusException as exc:
             if first and _lite_lock_held_elsewhere(path):  # lost a race with another process
                 raise _locked_error(path) from exc
             raise StoreUnavailable(

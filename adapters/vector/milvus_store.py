@@ -35,26 +35,22 @@ import os
 import re
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import grpc
 import numpy as np
-from pymilvus import DataType, Function, FunctionType, MilvusClient, MilvusException
-from pymilvus.client.utils import SciPyHelper
 
 from adapters.vector.analysis import DEFAULT_ANALYZER
 from adapters.vector.bm25_index import BM25Indexes, analyse_texts
+from adapters.vector.client_library import pymilvus
 from adapters.vector.lite import close_lite, open_lite
 from core.errors import ConfigError, StoreError, StoreUnavailable
 from core.models import COLLECTIONS, Collection, VectorHit, VectorRecord
 from core.ports import Vectors
 from core.redact import redact_url
 
-# pymilvus checks for scipy on its first search by executing scipy.sparse afresh, which is not
-# thread-safe: two searches starting at once in the thread pool (the answerer retrieves while
-# it plans) saw a half-initialised module ("scipy.sparse._lil has no attribute lil_array").
-# Do that check once, here, before any thread searches.
-SciPyHelper._init()
+if TYPE_CHECKING:
+    from pymilvus import MilvusClient
 
 T = TypeVar("T")
 
@@ -518,7 +514,12 @@ class MilvusVectorStore:
         name = self.collection_name(collection)
         results: list[list[VectorHit]] = [[] for _ in queries]
         asked = [(i, q) for i, q in enumerate(queries) if q.strip()]
-        if not asked or limit <= 0 or await self._dim(name) is None:
+        if not asked or limit <= 0:
+            return results
+        # A saved in-process index answers without opening the store (a one-shot `tacit ask`
+        # then never starts Milvus Lite); otherwise the collection must exist to search it.
+        saved = self._bm25 is not None and await self._bm25.opened(kb)
+        if not saved and await self._dim(name) is None:
             return results
         if self._bm25 is not None:
             found = await self._bm25.search(kb, [q for _, q in asked], limit=limit)
@@ -575,9 +576,10 @@ class MilvusVectorStore:
         if self._lite:
             Path(self._uri).parent.mkdir(parents=True, exist_ok=True)
             return open_lite(self._uri, self._timeout)
+        milvus = pymilvus()
         try:
-            return MilvusClient(uri=self._uri, token=self._token, timeout=self._timeout)
-        except MilvusException as exc:
+            return milvus.MilvusClient(uri=self._uri, token=self._token, timeout=self._timeout)
+        except milvus.MilvusException as exc:
             raise StoreUnavailable(
                 f"Cannot reach the Milvus server at {self._display_uri()}: {exc.message}"
             ) from exc
@@ -588,7 +590,7 @@ class MilvusVectorStore:
             return await asyncio.to_thread(fn, *args, **kwargs)
         except (StoreError, ConfigError):
             raise
-        except MilvusException as exc:
+        except pymilvus().MilvusException as exc:
             unavailable = exc.code == 2 or "unavailable" in str(exc.message).lower()
             cls = StoreUnavailable if unavailable else StoreError
             raise cls(f"Milvus failed to {what} ({self._display_uri()}): {exc.message}") from exc
@@ -702,7 +704,9 @@ class MilvusVectorStore:
         """Sync: create one collection with its indexes (AsyncMilvusClient cannot)."""
         name = self.collection_name(collection)
         lexical = collection in LEXICAL_COLLECTIONS and self._bm25 is None
-        schema = MilvusClient.create_schema(auto_id=False, enable_dynamic_field=False)
+        milvus = pymilvus()
+        DataType = milvus.DataType
+        schema = milvus.MilvusClient.create_schema(auto_id=False, enable_dynamic_field=False)
         schema.add_field("pk", DataType.VARCHAR, is_primary=True, max_length=PK_BYTES)
         schema.add_field("kb", DataType.VARCHAR, max_length=KB_BYTES, is_partition_key=True)
         schema.add_field("id", DataType.VARCHAR, max_length=ID_BYTES)
@@ -717,9 +721,9 @@ class MilvusVectorStore:
             )
             schema.add_field("sparse", DataType.SPARSE_FLOAT_VECTOR)
             schema.add_function(
-                Function(
+                milvus.Function(
                     name=f"{name}_bm25",
-                    function_type=FunctionType.BM25,
+                    function_type=milvus.FunctionType.BM25,
                     input_field_names=["text"],
                     output_field_names=["sparse"],
                 )
@@ -729,7 +733,7 @@ class MilvusVectorStore:
         schema.add_field("vector", DataType.FLOAT_VECTOR, dim=dim)
         try:
             client.create_collection(name, schema=schema, consistency_level=self._consistency)
-        except MilvusException:
+        except milvus.MilvusException:
             # Another process may have created it meanwhile (a server); the caller reads back
             # what exists and checks it.
             if client.has_collection(name):
@@ -741,7 +745,7 @@ class MilvusVectorStore:
         client.load_collection(name)
 
     def _index_params(self, *, sparse: bool) -> Any:
-        index = MilvusClient.prepare_index_params()
+        index = pymilvus().MilvusClient.prepare_index_params()
         index.add_index(
             "vector",
             index_type=self._index_type,

@@ -59,7 +59,11 @@ async def ask(
             decision = await gate_decision(services, name, question)
             # a question the gate left to the model (decision.deferred): the model answers it
             # or declines it, never the extractive fallback
-            asked = services.answerer().ask(
+            # Dense searches from the kept copies when every one is kept (no vector store
+            # opened), else in the store: reading a collection whole costs more than one
+            # question's searches.
+            kept = not decision.refused and await services.vector_cache().from_files(name)
+            asked = services.answerer(in_memory=kept).ask(
                 name, question, deferred=decision.deferred, covered=not decision.deferred
             )
             answer = await show_answer(question, decision, asked, as_json=as_json)

@@ -77,7 +77,7 @@ from core.language import words as words_module
 from core.language.terms import Term, distinct_terms, is_cjk, month_in
 from core.models import Collection, VectorHit
 from core.ports import Embedder, Vectors
-from core.vector_cache import Snapshot
+from core.vector_cache import SavedParts, Snapshot
 from core.word_vectors import WORD_VECTORS, WordVectors
 
 log = logging.getLogger(__name__)
@@ -379,6 +379,17 @@ def _code_digest(*modules: ModuleType) -> str:
 KB_TERMS = "kb_terms-" + _code_digest(kb_terms_module, terms_module, words_module, text_module)
 
 
+# The name the KB's words of one script and their vectors (core.gate.rivals) are kept under
+# beside its copy of the chunks: the term-cutting code's digest, as KB_TERMS, and the embedder
+# that made the vectors (script_words_name).
+SCRIPT_WORDS = "script_words-" + KB_TERMS.removeprefix("kb_terms-")
+
+
+def script_words_name(cjk: bool, embedder: str, dim: int) -> str:
+    made_by = hashlib.sha256(f"{embedder}\0{dim}".encode()).hexdigest()[:12]
+    return f"{SCRIPT_WORDS}-{'cjk' if cjk else 'other'}-{made_by}"
+
+
 class Snapshots(Protocol):
     """What the rule reads the KB from: the gate's in-memory copy (VectorCache)."""
 
@@ -514,17 +525,53 @@ class CoverageRule:
             held = self._scripts.get(key)
             if held is not None and held[0] is kb:
                 return held[1]
-            words = await asyncio.to_thread(kb.script_words, cjk)
-            known: dict[str, Any] = self._words.known(words)
-            for _, other in self._scripts.values():
-                known.update(other.vectors())
-            built = await ScriptWords.build(words, self.embedder.embed, known, batch=WARM_BATCH)
+            held_by = next(((n, s) for n, (s, t) in self._terms.items() if t is kb), None)
+            built = await self._kept_script_words(held_by, cjk)
+            if built is None:
+                words = await asyncio.to_thread(kb.script_words, cjk)
+                known: dict[str, Any] = self._words.known(words)
+                for _, other in self._scripts.values():
+                    known.update(other.vectors())
+                built = await ScriptWords.build(words, self.embedder.embed, known, batch=WARM_BATCH)
+                await self._keep_script_words(held_by, cjk, built)
             # the versions the rule no longer holds are dropped (id() of a dropped one may be
             # reused: the entry keeps the KbTerms it was built for)
             held_now = {id(terms) for _, terms in self._terms.values() if terms is not None}
             self._scripts = {k: v for k, v in self._scripts.items() if k[0] in held_now}
             self._scripts[key] = (kb, built)
             return built
+
+    async def _kept_script_words(
+        self, held_by: tuple[str, Snapshot] | None, cjk: bool
+    ) -> ScriptWords | None:
+        """The KB's words of one script with their vectors, as an earlier process embedded
+        them from this copy of the KB: embedding every word of a large KB was most of a
+        one-shot `tacit ask` whose message met a passage of the other script."""
+        derived = getattr(self.snapshots, "derived", None)
+        if derived is None or held_by is None:
+            return None
+        name = script_words_name(cjk, self.embedder.name, self.embedder.dim)
+        kept = await derived(name, held_by[0], held_by[1])
+        if kept is None:
+            return None
+        words, matrix = kept.values.get("words"), kept.arrays.get("matrix")
+        if not isinstance(words, list) or matrix is None:
+            return None
+        if matrix.dtype != np.float32 or matrix.shape[0] != len(words):
+            return None
+        if words and matrix.shape != (len(words), self.embedder.dim):
+            return None
+        return ScriptWords(tuple(str(w) for w in words), matrix)
+
+    async def _keep_script_words(
+        self, held_by: tuple[str, Snapshot] | None, cjk: bool, built: ScriptWords
+    ) -> None:
+        keep = getattr(self.snapshots, "keep_derived", None)
+        if keep is None or held_by is None:
+            return
+        name = script_words_name(cjk, self.embedder.name, self.embedder.dim)
+        parts = SavedParts({"words": list(built.words)}, {"matrix": built.matrix})
+        await keep(name, held_by[0], held_by[1], parts)
 
     async def check(
         self, kb: str, text: str, *, embedding: npt.NDArray[np.floating[Any]] | None = None

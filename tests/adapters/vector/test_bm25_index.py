@@ -103,6 +103,19 @@ async def test_a_reopened_store_loads_the_saved_index_without_reading_milvus(
         assert [h.id for h in fox] == ["fox"]
         assert [h.id for h in gone] == ["zh"]  # "milvus" was deleted before closing
         assert [h.id for h in zh] == ["zh"]
+        assert reopened._client is None  # the saved index answered: Milvus was never opened
+    finally:
+        await reopened.aclose()
+
+
+async def test_a_kb_without_a_saved_index_is_searched_through_the_store(tmp_path: Path) -> None:
+    store = await open_store(tmp_path)
+    await store.upsert("chunks", "kb", records())
+    await store.aclose()
+    reopened = MilvusVectorStore(str(tmp_path / "milvus.db"))
+    try:
+        assert await reopened.lexical_search("chunks", "other", ["fox"]) == [[]]
+        assert reopened._client is not None  # nothing saved for that KB: the store was asked
     finally:
         await reopened.aclose()
 

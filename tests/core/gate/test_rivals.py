@@ -12,7 +12,7 @@ from core.gate.coverage import TRANSLATION_MIN, CoverageRule
 from core.gate.kb_terms import KbTerms
 from core.gate.rivals import RIVAL_MARGIN, SAME_MEANING, kin
 from core.language.terms import content_terms
-from core.vector_cache import Snapshot
+from core.vector_cache import SavedParts, Snapshot
 
 DIM = 64
 
@@ -187,3 +187,36 @@ async def test_warming_embeds_the_kbs_words_of_each_script_before_the_first_look
     # only the message's own words were left to embed
     assert [w for call in embedder.calls[calls:] for w in call] == ["一共", "床位"]
     await rule.aclose()
+
+
+class _KeptSnapshots(_Snapshots):
+    """Snapshots that keep what is derived from a copy, as the vector cache keeps it in files
+    beside the copy for the next process (core.vector_cache.VectorCache.derived)."""
+
+    def __init__(self, texts: Sequence[str], kept: dict[tuple[str, str, object], SavedParts]):
+        super().__init__(texts)
+        self.kept = kept
+
+    async def derived(self, name: str, kb: str, snapshot: Snapshot) -> SavedParts | None:
+        return self.kept.get((name, kb, snapshot.version))
+
+    async def keep_derived(self, name: str, kb: str, snapshot: Snapshot, value: SavedParts) -> None:
+        self.kept[(name, kb, snapshot.version)] = value
+
+
+async def test_the_kbs_words_embedded_by_one_process_are_read_by_the_next() -> None:
+    beds = content_terms("滨江医院一共有多少张床位")
+    kept: dict[tuple[str, str, object], SavedParts] = {}
+    first = _Scripted()
+    rule = CoverageRule(embedder=first, snapshots=_KeptSnapshots([ARCHITECTURE, NETWORK], kept))  # type: ignore[arg-type]
+    kb = await rule.kb_terms("fifth")
+    assert kb is not None
+    assert "床位" not in await rule.translations(kb, beds, nearest=[0])
+    assert "楼层" in [w for call in first.calls for w in call]
+
+    later = _Scripted()  # another process, the same copy of the KB
+    rule = CoverageRule(embedder=later, snapshots=_KeptSnapshots([ARCHITECTURE, NETWORK], kept))  # type: ignore[arg-type]
+    kb = await rule.kb_terms("fifth")
+    assert kb is not None
+    assert "床位" not in await rule.translations(kb, beds, nearest=[0])
+    assert "楼层" not in [w for call in later.calls for w in call]  # read, not embedded again
