@@ -49,7 +49,6 @@ from core.answer.events import (
 from core.decision import GateDecision
 from core.errors import InputError, TacitError
 from core.index.loaders import SkippedFile
-from core.index.pipeline import IndexProgress, IndexReport
 from core.kb import validate_kb_name
 from core.models import GraphStats
 
@@ -57,6 +56,7 @@ if TYPE_CHECKING:
     from bot.doctor import Check
     from bot.runtime import Runtime
     from bot.settings import Settings
+    from core.index.pipeline import IndexProgress, IndexReport
 
 logger = logging.getLogger("tacit.local")
 
@@ -507,6 +507,9 @@ def _answer(data: dict[str, Any]) -> Answer:
 
 
 def _report(data: dict[str, Any]) -> IndexReport:
+    # imported here: the indexing pipeline (numpy, the stores' ports) is no part of an ask
+    from core.index.pipeline import IndexReport
+
     totals = data.get("totals")
     return IndexReport(
         kb=data["kb"],

@@ -32,7 +32,7 @@ from pydantic_settings import (
 )
 
 from core.errors import ConfigError
-from core.index.llm_extract import DEFAULT_ENTITY_TYPES
+from core.index.entity_types import DEFAULT_ENTITY_TYPES
 from core.redact import redact_url
 
 DEFAULT_CONFIG_FILE = "tacit.toml"

@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Literal
 
+from core.index.entity_types import DEFAULT_ENTITY_TYPES
 from core.index.extract import Extraction, parse_records, says_yes
 from core.language.text import detect_language
 from core.models import ChunkRecord, Prompt
@@ -26,17 +27,6 @@ from prompts import render
 
 LoopVariant = Literal["base", "trial"]
 
-DEFAULT_ENTITY_TYPES = (
-    "organization",
-    "person",
-    "product",
-    "technology",
-    "concept",
-    "component",
-    "parameter",
-    "event",
-    "location",
-)
 
 
 class LoopNERExtractor:

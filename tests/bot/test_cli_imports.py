@@ -76,3 +76,26 @@ def test_the_app_of_bot_cli_has_every_command() -> None:
 
     names = set(get_command(app).commands)  # type: ignore[attr-defined]
     assert {"ask", "serve", "index", "gate", "eval", "doctor", "kb", "sources"} <= names
+
+
+def test_the_client_of_a_running_server_imports_no_numpy(tmp_path: Path) -> None:
+    """What `tacit ask` imports before it finds a running server (the settings, the local
+    endpoint's client): neither numpy nor the indexing pipeline, which only a command that
+    does the work itself needs."""
+    probe = (
+        "import json, sys\n"
+        "import bot.cli_base, bot.commands.ask, bot.local_endpoint, bot.settings\n"
+        "print(json.dumps(sorted(m for m in ('numpy', 'core.index.pipeline')"
+        " if m in sys.modules)))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(
+        [sys.executable, "-c", probe],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=120,
+        check=True,
+    )
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == []
