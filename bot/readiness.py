@@ -92,6 +92,9 @@ async def warm_up(
                 await gate.screen(kb, question, addressed=True)
                 async for _ in answerer.ask(kb, question, covered=True):
                     pass
+            # the coverage rule embeds the KB's common words in the background once it has
+            # read the KB: a question asked meanwhile waits behind that work, so not yet warm
+            await services.coverage_rule().warmed(kb)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # the server answers anyway, cold

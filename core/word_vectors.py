@@ -10,7 +10,7 @@ each keeps the most recently used WORD_VECTORS of them.
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import numpy.typing as npt
@@ -47,6 +47,17 @@ class WordVectors:
         while len(known) > self.keep:
             known.popitem(last=False)
         return found
+
+    def add(self, vectors: Mapping[str, npt.NDArray[np.floating]]) -> None:
+        """Words whose unit vectors were made elsewhere (the KB's words, embedded once and
+        kept: core.gate.rivals.ScriptWords), as vectors() would have made them; a word known
+        already is left as it is."""
+        known = self._known
+        for word, vector in vectors.items():
+            if word not in known:
+                known[word] = np.asarray(vector, dtype=np.float16)
+        while len(known) > self.keep:
+            known.popitem(last=False)
 
     def known(self, words: Sequence[str]) -> dict[str, npt.NDArray[np.float16]]:
         """The vectors already made of these words, the others left out: a look that is not

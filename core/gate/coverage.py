@@ -508,10 +508,14 @@ class CoverageRule:
         words: the vectors a look-up would make on first use, made before it (the same words,
         the same vectors, so the same verdicts)."""
         words = await asyncio.to_thread(terms.common_words, self.warm_words)
+        # The KB's words of each script hold every passage word: kept by an earlier process,
+        # they give the common words' vectors without embedding them again.
+        for cjk in (True, False):
+            script = await self.script_words(terms, cjk)
+            rows = dict(zip(script.words, range(len(script.words)), strict=True))
+            self._words.add({w: script.matrix[rows[w]] for w in words if w in rows})
         for start in range(0, len(words), WARM_BATCH):
             await self._words.vectors(words[start : start + WARM_BATCH])
-        for cjk in (True, False):
-            await self.script_words(terms, cjk)
 
     async def script_words(self, kb: KbTerms, cjk: bool) -> ScriptWords:
         """The KB's words of one script embedded (core.gate.rivals), once per version of the

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
@@ -19,6 +20,8 @@ from bot.runtime import open_runtime
 from bot.server import build_app
 from bot.settings import load_settings
 from core.answer.events import Final
+from core.gate.coverage import CoverageRule
+from core.gate.kb_terms import KbTerms
 
 pytestmark = pytest.mark.slow  # the real embedder and stores, end to end
 
@@ -56,8 +59,28 @@ async def test_healthz_says_not_ready_until_the_warm_up_ends(store: RedisStateSt
 
 
 def test_the_first_question_after_the_warm_up_reads_nothing_more(
-    cli: Callable[..., tuple[int, str, str]], home: Path, tmp_path: Path
+    cli: Callable[..., tuple[int, str, str]],
+    home: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    warm, warmed = CoverageRule._warm, CoverageRule.warmed
+
+    async def slow_warm(self: CoverageRule, terms: KbTerms) -> None:
+        # a KB whose words take a while to embed: done only once the server says ready, or
+        # once something waits for it
+        waits = [asyncio.ensure_future(e.wait()) for e in (READY, AWAITED)]
+        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        for wait in waits:
+            wait.cancel()
+        await warm(self, terms)
+
+    async def awaited(self: CoverageRule, kb: str) -> None:
+        AWAITED.set()
+        await warmed(self, kb)
+
+    monkeypatch.setattr(CoverageRule, "warmed", awaited)
+    monkeypatch.setattr(CoverageRule, "_warm", slow_warm)
     docs = tmp_path / "docs"
     docs.mkdir()
     (docs / "deploys.md").write_text(DOC, encoding="utf-8")
@@ -69,12 +92,29 @@ def test_the_first_question_after_the_warm_up_reads_nothing_more(
     asyncio.run(warm_then_ask(home))
 
 
+READY, AWAITED = asyncio.Event(), asyncio.Event()
+
+
+@dataclass
+class _Announced(Readiness):
+    """Readiness that announces it: READY is set the moment the server would say ready."""
+
+    def __setattr__(self, name: str, value: object) -> None:
+        super().__setattr__(name, value)
+        if name == "ready" and value:
+            READY.set()
+
+
 async def warm_then_ask(home: Path) -> None:
     config = load_settings(home=home)
     async with open_runtime(config) as runtime:
-        readiness = await warm_up(runtime, Readiness())
+        readiness = await warm_up(runtime, _Announced())
         assert readiness.ready and readiness.kbs == ("default",) and not readiness.failed
         services = runtime.services
+        # the coverage rule's background embedding of the KB's words has ended: a question
+        # would otherwise wait behind it
+        rule = services.coverage_rule()
+        assert all(task.done() for task in rule._warming.values())
 
         async def no_more_reads(*args: object, **kwargs: object) -> object:
             raise AssertionError("read out of the vector store after the warm-up")

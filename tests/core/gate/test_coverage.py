@@ -502,7 +502,7 @@ async def test_warming_embeds_the_passage_words_before_the_first_look_up() -> No
     assert kb is not None
     await warm.warmed("demo")
     warmed = len(embedder.calls)
-    assert warmed >= 1 and "default" in embedder.calls[0]
+    assert warmed >= 1 and any("default" in call for call in embedder.calls)
     terms = content_terms("LUMEN_DISPATCH_CONCURRENCY 的默认值是多少？")
     found = await warm.translations(kb, terms, nearest=[])
     # only the message's own words were left to embed, and the look-up found the same

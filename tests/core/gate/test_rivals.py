@@ -220,3 +220,29 @@ async def test_the_kbs_words_embedded_by_one_process_are_read_by_the_next() -> N
     assert kb is not None
     assert "床位" not in await rule.translations(kb, beds, nearest=[0])
     assert "楼层" not in [w for call in later.calls for w in call]  # read, not embedded again
+
+
+async def test_warming_takes_the_common_words_from_the_kept_words_of_each_script() -> None:
+    kept: dict[tuple[str, str, object], SavedParts] = {}
+    first = CoverageRule(
+        embedder=_Scripted(),
+        snapshots=_KeptSnapshots([ARCHITECTURE, NETWORK], kept),  # type: ignore[arg-type]
+        warm_words=1000,
+    )
+    assert await first.kb_terms("fifth") is not None
+    await first.warmed("fifth")
+    await first.aclose()
+
+    later = _Scripted()  # a restart: the same copy of the KB, its words kept
+    rule = CoverageRule(
+        embedder=later,
+        snapshots=_KeptSnapshots([ARCHITECTURE, NETWORK], kept),  # type: ignore[arg-type]
+        warm_words=1000,
+    )
+    kb = await rule.kb_terms("fifth")
+    assert kb is not None
+    await rule.warmed("fifth")
+    assert later.calls == []  # nothing embedded to warm
+    assert "床位" not in await rule.translations(kb, content_terms("一共有多少张床位"), [0])
+    assert [w for call in later.calls for w in call] == ["一共", "床位"]
+    await rule.aclose()
