@@ -71,6 +71,7 @@ from core.gate.kb_terms import (
 )
 from core.gate.request import Analysis, analyse, find_request
 from core.gate.rivals import ScriptWords
+from core.language import lexicon as lexicon_module
 from core.language import terms as terms_module
 from core.language import text as text_module
 from core.language import words as words_module
@@ -376,7 +377,9 @@ def _code_digest(*modules: ModuleType) -> str:
 # The name the KB's term postings are kept under beside its copy of the chunks: it holds a
 # digest of the code that cuts passages into terms, so postings built by other code (an older
 # Tacit) are never read.
-KB_TERMS = "kb_terms-" + _code_digest(kb_terms_module, terms_module, words_module, text_module)
+KB_TERMS = "kb_terms-" + _code_digest(
+    kb_terms_module, terms_module, lexicon_module, words_module, text_module
+)
 
 
 class Snapshots(Protocol):

@@ -14,6 +14,7 @@ import itertools
 import re
 
 from core.language.chinese_words import person_names
+from core.language.lexicon import VALUE_ASKS
 from core.language.text import CJK_RUN
 from core.language.words import zipf
 
@@ -149,14 +150,6 @@ _NOT_ASKING_WHO = re.compile(
     r"|\bwho\s+(?:knows|can\s+help)\b",
     re.I,
 )
-# The words of a question phrase that ask for the value itself ("what time", "release dates",
-# "which weekday"): not terms to find. Other words in the phrase ("release") stay terms.
-_LATIN_ASKING = frozenset(
-    str.split(
-        "when time times hour hours day days date dates weekday weekdays month months deadline "
-        "deadlines due long who whom whose"
-    )
-)
 
 
 def asked_values(request: str) -> tuple[str, ...]:
@@ -182,7 +175,7 @@ def _asks_who(request: str, asks: re.Pattern[str]) -> bool:
 
 def asking_words(request: str, kinds: tuple[str, ...]) -> tuple[frozenset[str], tuple[str, ...]]:
     """The words of the request's question phrases for the value kinds it asks (asked_values):
-    its Latin ones that ask for the value itself (_LATIN_ASKING: "hours" of "what hours", not
+    its Latin ones that ask for the value itself (VALUE_ASKS: "hours" of "what hours", not
     "release" of "release dates"), and its Chinese phrases whole (哪几天, 几点, 多长时间), which
     hold a word of the question's terms when jieba cut one out of them (几天 of 哪几天)."""
     latin: set[str] = set()
@@ -192,7 +185,7 @@ def asking_words(request: str, kinds: tuple[str, ...]) -> tuple[frozenset[str], 
             continue
         for match in asks.finditer(request):
             phrase = match.group().casefold()
-            latin.update(w for w in re.findall(r"[a-z]+", phrase) if w in _LATIN_ASKING)
+            latin.update(w for w in re.findall(r"[a-z]+", phrase) if w in VALUE_ASKS)
             cjk.extend(CJK_RUN.findall(phrase))
     return frozenset(latin), tuple(cjk)
 
