@@ -14,7 +14,7 @@ import itertools
 import re
 
 from core.language.chinese_words import person_names
-from core.language.lexicon import VALUE_ASKS
+from core.language.lexicon import CJK_NUMBERED, CJK_POINTS_OF, VALUE_ASKS, alternation
 from core.language.text import CJK_RUN
 from core.language.words import zipf
 
@@ -37,7 +37,8 @@ _NAME_WORD_ZIPF = 4.0
 # when …") or left at the end ("cutoff when?"); a clause it opens asks what the main clause asks
 # ("When I run X, it fails: why?", "When the breaker opens, how long …"). "What time" and 几点
 # ask for a time of day, "which day" and 周几 for a day or a date, "when" and 什么时候 for
-# either. 几点 is also "a few points" (有几点建议), 几号 also "which number" (几号楼, 几号机).
+# either. 几点 is also "a few points" (有几点建议: CJK_POINTS_OF), 几号 also "which number" (几号楼,
+# 几号机: CJK_NUMBERED).
 ASKS_WHEN = re.compile(
     r"\bwhen(?:['’]s\b|\s+(?:exactly\s+|usually\s+)?(?:is|are|was|were|do|does|did|will|would|"
     r"can|could|should|must|shall|may|might|has|have|had)\b|\s*[?？]*\s*$)"
@@ -51,13 +52,13 @@ ASKS_WHEN = re.compile(
 )
 ASKS_TIME_OF_DAY = re.compile(
     r"\b(?:what|which)\s+(?:exact\s+)?(?:time|hour)s?\b(?!\s*zones?\b)"
-    r"|(?<!有)(?<!这)几点(?!建议|注意|要求|说明|意见|原因|问题)|什么时段|哪个时间段",
+    rf"|(?<!有)(?<!这)几点(?!{alternation(CJK_POINTS_OF)})|什么时段|哪个时间段",
     re.I,
 )
 ASKS_DAY = re.compile(
     r"\b(?:what|which)\s+(?:exact\s+)?(?:day|date|weekday|month)s?\b(?!-|\s+formats?\b)"
     r"|哪一?天|哪几天|哪个?日子|星期几|周几|礼拜几|哪个?月|哪几个月|几月"
-    r"|几号(?!楼|机|线|床|窗|位|门|口|病区|模块|端口|仪器|房|车|箱)",
+    rf"|几号(?!{alternation(CJK_NUMBERED)})",
     re.I,
 )
 TIME_OF_DAY = re.compile(

@@ -115,6 +115,11 @@ VALUE_ASKS = words(
     "when time times hour hours day days date dates weekday weekdays month months deadline "
     "deadlines due long who whom whose"
 )
+# What 几点 counts when it is "a few points" (有几点建议), not "what time": kinds of remark.
+CJK_POINTS_OF = words("建议 注意 要求 说明 意见 原因 问题")
+# What 几号 numbers when it is "which number" (几号楼, 几号机, 几号端口), not "which day": things
+# numbered in a building, a ward, a lab or a network.
+CJK_NUMBERED = words("楼 机 线 床 窗 位 门 口 病区 模块 端口 仪器 房 车 箱")
 # Words of a question that ask rather than name: never keywords on their own.
 KEYWORD_QUESTION_WORDS = WH_WORDS | words(
     "many much is are was were does did do name named called known older younger first last "
