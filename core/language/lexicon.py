@@ -16,8 +16,9 @@ auxiliaries a subject follows (retrieval's, without "be": "Is the alert threshol
 followed by a noun phrase).
 
 The fitted request prior (core.gate.prior) and the fitted gate's cues (core.gate.features)
-keep their own patterns: their weights were fitted on those exact patterns, and a changed
-pattern would be read with weights fitted on another.
+keep their own patterns where they differ from these lists: their weights were fitted on those
+exact patterns, and a changed pattern would be read with weights fitted on another (the prior's
+"any wh-word" cue is WH_WORDS, the same pattern).
 """
 
 from __future__ import annotations
