@@ -58,7 +58,12 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+# This tree first, except in the subprocess that decides with a revision's code (--decide): its
+# PYTHONPATH names the revision's unpacked tree, which must win over this one.
+if "--decide" in sys.argv:
+    sys.path.append(str(Path(__file__).resolve().parents[1]))
+else:
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench import results as results_md
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -72,16 +72,16 @@ MODULE_CONSTANTS: dict[str, bool] = {
     "MIN_ASK": False,
     "VALUE_WEIGHT": False,
     "VALUE_PASSAGES": False,
-    "SUBJECT_MIN_CHUNKS": True,
-    "HEADED_TERMS": True,
+    "SUBJECT_MIN_CHUNKS": False,
+    "HEADED_TERMS": False,
     "TRANSLATION_PASSAGES": False,
     "TYPO_LETTERS": True,
-    "TYPO_RARER": True,
+    "TYPO_RARER": False,
     "RIVAL_MARGIN": False,
     "SAME_MEANING": False,
-    "ASK_WEIGHT": True,
-    "CJK_NAME_CHARS": True,
-    "CJK_NAME_ZIPF": True,
+    "ASK_WEIGHT": False,
+    "CJK_NAME_CHARS": False,
+    "CJK_NAME_ZIPF": False,
     "STOP_ZIPF": True,
     "FUNCTION_ZIPF": True,
 }
@@ -330,7 +330,8 @@ async def run_set(
             drop_memos()
             return await decide_set(gate, kb, texts)
 
-        for name in constants:
+        for done, name in enumerate(constants):
+            print(f"[sweep] {kb}: {name} ({done + 1}/{len(constants)})", file=sys.stderr)
             modules = holders(name)
             if not modules:
                 raise SystemExit(f"no module of core holds {name}")
