@@ -13,8 +13,8 @@ derived from it are dropped (the rule's verdicts, the KB's term postings, the me
 readings), and every message is decided again. The table gives, per constant and direction,
 the decisions that changed on each set (of its messages × 2 operating points), and calls a
 constant fragile when either direction moves more than LIMIT (2 %) of some set's decisions. An
-integer constant is moved to the nearest other integer only when one lies within ±10 % (else
-nothing can change and it is reported as such).
+integer constant (a count) moves to the first integer at or beyond ±10 % of it: at least ±1,
+its smallest step, which for a count under 10 is a larger move than ±10 %.
 
 The request prior's learned weights (an intercept, a threshold and thousands of n-gram
 weights) are swept exactly, without deciding again: an unfitted decision depends on the prior
@@ -35,6 +35,7 @@ import argparse
 import asyncio
 import dataclasses
 import functools
+import importlib
 import json
 import math
 import os
@@ -50,9 +51,17 @@ from typing import Any
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+# This tree's code, unless PYTHONPATH names another tree (a revision unpacked to compare with):
+# then that tree's core is imported and this one only lends its bench modules.
+if os.environ.get("PYTHONPATH"):
+    sys.path.append(str(ROOT))
+else:
+    sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
-import bench_firsthour as firsthour  # noqa: E402
+# Tacit's packages bound now, before bench_firsthour puts this tree first on the path.
+for _package in ("core", "adapters", "bot"):
+    importlib.import_module(_package)
+firsthour: Any = importlib.import_module("bench_firsthour")
 
 from bench import results as results_md  # noqa: E402
 
@@ -100,6 +109,7 @@ class Message:
     set: str
     kb: str
     text: str
+    kind: str  # covered | uncovered | chatter
 
 
 @dataclass
@@ -150,7 +160,8 @@ def read_messages(sets: list[firsthour.FirstHourSet]) -> list[Message]:
     for entry in sets:
         for line in entry.questions.read_text("utf-8").splitlines():
             if line.strip():
-                out.append(Message(entry.name, entry.kb, json.loads(line)["q"]))
+                record = json.loads(line)
+                out.append(Message(entry.name, entry.kb, record["q"], record["kind"]))
     return out
 
 
@@ -175,7 +186,8 @@ def drop_memos() -> None:
 
 
 def moved_value(value: float | int, factor: float) -> float | int | None:
-    """`value` × `factor`; an integer to the nearest other integer within ±10 % (None: none)."""
+    """`value` × `factor`; an integer rounded away from itself (at least ±1); None for a
+    flag."""
     if isinstance(value, bool):
         return None
     if isinstance(value, int):
@@ -205,7 +217,8 @@ async def records_of(gate: Any, kb: str, texts: list[str]) -> list[Record]:
         covered = {True: False, False: False}
         if not filtered:
             coverage = await gate.coverage.check(kb, gate._scored_part(text))
-            covered = {True: coverage.covered, False: coverage.clear}
+            # code from before the two operating points has one verdict for both
+            covered = {True: coverage.covered, False: getattr(coverage, "clear", coverage.covered)}
         scored = gate._scored_part(text)
         out.append(
             Record(
@@ -369,6 +382,29 @@ async def run_set(
     return out
 
 
+def points_table(per_set: dict[str, dict[str, Any]], messages: list[Message]) -> str:
+    """Per set and operating point: covered refused, uncovered answered, chatter silent."""
+    lines = [
+        "| set | point | covered refused | uncovered answered | chatter silent |",
+        "|---|---|---:|---:|---:|",
+    ]
+    for name, result in per_set.items():
+        kinds = [m.kind for m in messages if m.set == name]
+        for index, point in enumerate(("addressed", "overheard")):
+            actions = [a[index] for a in result["actions"]]
+
+            def count(
+                kind: str, answered: bool, actions: list[str] = actions, kinds: list[str] = kinds
+            ) -> str:
+                mine = [a for a, k in zip(actions, kinds, strict=True) if k == kind]
+                hits = sum(1 for a in mine if (a == "answer") == answered)
+                return f"{hits}/{len(mine)}"
+
+            cells = [count("covered", False), count("uncovered", True), count("chatter", False)]
+            lines.append("| " + " | ".join([name, point, *cells]) + " |")
+    return "\n".join(lines)
+
+
 def _diff(before: list[tuple[str, str]], after: list[tuple[str, str]]) -> int:
     return sum((a[p] != b[p]) for a, b in zip(before, after, strict=True) for p in (0, 1))
 
@@ -382,6 +418,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--only", help="comma-separated constants or option fields to move")
     parser.add_argument("--json-out", type=Path, help="write every count here")
+    parser.add_argument(
+        "--points-only",
+        action="store_true",
+        help="only the gate's decisions at its two operating points, no sweep",
+    )
     results_md.add_arguments(parser)
     args = parser.parse_args(argv)
     run_md = results_md.Run.start(__file__, enabled=not args.no_results)
@@ -392,7 +433,9 @@ def main(argv: list[str] | None = None) -> int:
         sets = [s for s in sets if s.name in wanted]
     git_dirs = {n: Path(d).resolve() for n, _, d in (g.partition("=") for g in args.git)}
     constants, options = list(MODULE_CONSTANTS), list(OPTION_FIELDS)
-    if args.only:
+    if args.points_only:
+        constants, options = [], []
+    elif args.only:
         only = {s.strip() for s in args.only.split(",")}
         constants = [c for c in constants if c in only]
         options = [o for o in options if o in only]
@@ -415,6 +458,11 @@ def main(argv: list[str] | None = None) -> int:
     names = list(per_set)
     load = os.getloadavg()[0]
     print(f"\nbench_gate_sweep, {started_at}, load {load:.2f}, {os.cpu_count()} cores")
+    print(f"code: {Path(sys.modules['core'].__file__ or '').parent.parent}")
+    print("\nThe gate alone (no answerer) at its two operating points, unmoved:\n")
+    print(points_table(per_set, messages))
+    if args.points_only:
+        return 0
     print("\nDecisions changed by one constant moved ±10 % (of messages × 2 operating points):\n")
     header = ["constant", *[f"{n} ×0.9 / ×1.1" for n in names], "fragile (> 2 %)"]
     lines = ["| " + " | ".join(header) + " |", "|---|" + "---:|" * len(names) + "---|"]
