@@ -171,6 +171,8 @@ INDEXING_CODE = (
     "core/language/text.py",
     "core/language/words.py",
     "core/language/chinese_words.py",
+    "core/language/phrases.py",  # a chunk's key terms
+    "core/language/lexicon.py",  # their stop words
     "core/model_output.py",
     "core/language/quantities.py",
     "adapters",
