@@ -20,11 +20,13 @@ bot/demo_kb.
 
 Each KB is indexed once with the NLP extractor into --work (the stack of tests/team_kb.py's
 team_gate: USE, Milvus Lite, the SQLite graph, embedded Redis, the shipped request prior), and
-every message goes through Gate.decide(kb, text, addressed=True). Per set the table gives the
-covered messages refused and the uncovered ones answered, against the first-hour target: at most
-1 in 20 covered refused and at least 9 in 10 uncovered refused. --details lists each miss with
-the gate's reason. --reuse keeps an index whose documents and indexing code (core/ outside
-core/gate, adapters/) are unchanged since it was built; without it every index is rebuilt.
+every message goes through Gate.decide(kb, text, addressed=True) (--overheard: addressed=False,
+the gate's stricter operating point, silent unless the KB clearly covers it). Per set the table
+gives the covered messages refused and the uncovered ones answered, against the first-hour
+target: at most 1 in 20 covered refused and at least 9 in 10 uncovered refused. --details lists
+each miss with the gate's reason. --reuse keeps an index whose documents and indexing code
+(core/ outside core/gate, adapters/) are unchanged since it was built; without it every index
+is rebuilt.
 
 --baseline REV measures the same sets with the code of git revision REV: `git archive REV` is
 unpacked under --work and this script runs there in a subprocess with PYTHONPATH on it, with its
@@ -56,7 +58,12 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+# This tree first, except in the subprocess that decides with a revision's code (--decide): its
+# PYTHONPATH names the revision's unpacked tree, which must win over this one.
+if "--decide" in sys.argv:
+    sys.path.append(str(Path(__file__).resolve().parents[1]))
+else:
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench import results as results_md
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -321,7 +328,12 @@ def log(side: str, message: str) -> None:
 
 
 async def decide_all(
-    side: str, work: Path, questions: dict[str, list[str]], reuse: bool, llm_question: bool = False
+    side: str,
+    work: Path,
+    questions: dict[str, list[str]],
+    reuse: bool,
+    llm_question: bool = False,
+    overheard: bool = False,
 ) -> dict[str, dict[str, dict[str, Any]]]:
     """kb -> text -> verdict, for the questions given per KB; indexes under `work`/<kb>.
     `llm_question`: the gate has a scripted LLM that screens every message as a safe question."""
@@ -368,7 +380,7 @@ async def decide_all(
             verdicts = out.setdefault(kb, {})
             try:
                 for text in texts:
-                    decision = await gate.decide(kb, text, addressed=True)
+                    decision = await gate.decide(kb, text, addressed=not overheard)
                     # read from the scores: a revision from before deferral has no such property
                     deferred = decision.scores.get("deferred_to_model", 0.0) > 0.0
                     verdicts[text] = asdict(
@@ -419,7 +431,12 @@ def unpack(rev: str, work: Path) -> tuple[str, Path]:
 
 
 def run_revision(
-    rev: str, work: Path, rows: list[Row], reuse: bool, llm_question: bool = False
+    rev: str,
+    work: Path,
+    rows: list[Row],
+    reuse: bool,
+    llm_question: bool = False,
+    overheard: bool = False,
 ) -> tuple[str, dict[tuple[str, str], Verdict]]:
     """This script, run in a subprocess with REV's code first on the path (before the editable
     install of the working tree), answering the current tree's questions."""
@@ -435,18 +452,26 @@ def run_revision(
         command.append("--reuse")
     if llm_question:
         command.append("--llm-question")
+    if overheard:
+        command.append("--overheard")
     # the subprocess must not import the working tree's copy: run it from the unpacked tree
     subprocess.run(command, cwd=tree, env=env, check=True)
     return sha[:7], as_verdicts(json.loads(answer.read_text("utf-8")))
 
 
 def run_side(
-    rev: str | None, work: Path, rows: list[Row], reuse: bool, llm_question: bool = False
+    rev: str | None,
+    work: Path,
+    rows: list[Row],
+    reuse: bool,
+    llm_question: bool = False,
+    overheard: bool = False,
 ) -> tuple[str, dict[tuple[str, str], Verdict]]:
     if rev is not None:
-        return run_revision(rev, work, rows, reuse, llm_question)
+        return run_revision(rev, work, rows, reuse, llm_question, overheard)
     questions = questions_of(rows)
-    raw = asyncio.run(decide_all("tree", work / "tree" / "index", questions, reuse, llm_question))
+    index = work / "tree" / "index"
+    raw = asyncio.run(decide_all("tree", index, questions, reuse, llm_question, overheard))
     return "tree", as_verdicts(raw)
 
 
@@ -468,6 +493,11 @@ def main() -> None:
         action="store_true",
         help="a scripted LLM screens every message as a safe question; count the deferrals",
     )
+    parser.add_argument(
+        "--overheard",
+        action="store_true",
+        help="decide every message as overheard (not addressed): the stricter operating point",
+    )
     # internal: one side's decisions, for a subprocess that runs a revision's code
     parser.add_argument("--decide", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--out", type=Path, help=argparse.SUPPRESS)
@@ -478,7 +508,9 @@ def main() -> None:
     if args.decide is not None:
         questions = json.loads(args.decide.read_text("utf-8"))
         raw = asyncio.run(
-            decide_all(args.side, args.work, questions, args.reuse, args.llm_question)
+            decide_all(
+                args.side, args.work, questions, args.reuse, args.llm_question, args.overheard
+            )
         )
         args.out.write_text(json.dumps(raw, ensure_ascii=False))
         return
@@ -488,9 +520,13 @@ def main() -> None:
     args.work.mkdir(parents=True, exist_ok=True)
     sides: dict[str, dict[tuple[str, str], Verdict]] = {}
     if args.baseline:
-        name, verdicts = run_revision(args.baseline, args.work, rows, args.reuse, args.llm_question)
+        name, verdicts = run_revision(
+            args.baseline, args.work, rows, args.reuse, args.llm_question, args.overheard
+        )
         sides[f"baseline {name}"] = verdicts
-    name, verdicts = run_side(args.current, args.work, rows, args.reuse, args.llm_question)
+    name, verdicts = run_side(
+        args.current, args.work, rows, args.reuse, args.llm_question, args.overheard
+    )
     sides[name if args.current else "current tree"] = verdicts
 
     tallies = {side: tally(rows, verdicts) for side, verdicts in sides.items()}
@@ -517,11 +553,12 @@ def main() -> None:
             for side, verdicts in sides.items()
         }
         args.json_out.write_text(json.dumps(report, ensure_ascii=False, indent=1))
-    run_md.write(headline(tallies))
+    run_md.write(headline(tallies, " (overheard)" if args.overheard else ""))
 
 
-def headline(tallies: dict[str, dict[str, Tally]]) -> list[results_md.Row]:
-    """Per set, covered refused and uncovered answered, beside --baseline's when it ran."""
+def headline(tallies: dict[str, dict[str, Tally]], point: str = "") -> list[results_md.Row]:
+    """Per set, covered refused and uncovered answered, beside --baseline's when it ran;
+    `point` names the operating point when it is not the addressed one."""
     sides = list(tallies)
     ours = tallies[sides[-1]]
     base = tallies[sides[0]] if len(sides) > 1 else None
@@ -531,7 +568,7 @@ def headline(tallies: dict[str, dict[str, Tally]]) -> list[results_md.Row]:
         met = "target met" if t.met else "target missed"
         out.append(
             results_md.Row(
-                f"{name}: covered refused",
+                f"{name}{point}: covered refused",
                 f"{t.covered_refused}/{t.covered}",
                 baseline=None if b is None else f"{b.covered_refused}/{b.covered}",
                 notes=met + (f"; baseline: {sides[0]}" if base else ""),
@@ -539,7 +576,7 @@ def headline(tallies: dict[str, dict[str, Tally]]) -> list[results_md.Row]:
         )
         out.append(
             results_md.Row(
-                f"{name}: uncovered answered",
+                f"{name}{point}: uncovered answered",
                 f"{t.uncovered_answered}/{t.uncovered}",
                 baseline=None if b is None else f"{b.uncovered_answered}/{b.uncovered}",
                 notes=met + (f"; baseline: {sides[0]}" if base else ""),

@@ -13,6 +13,9 @@ code are unchanged), then one `tacit eval answers` process answers every message
 (the embedded defaults, no fit). Without an LLM the table has one row per set; when
 TACIT_LLM__BASE_URL is set, every set is run a second time with the model, and its rows add model
 calls and prompt tokens per message. --no-llm skips that second run, --llm-only the first.
+Without a model every set is also run with its messages overheard (`tacit eval answers
+--overheard`: sent unaddressed in a channel that answers all), the gate's second operating point
+(silent unless the KB clearly covers it), in a table of its own; --addressed-only skips it.
 
 A set whose documents come from a public repository names it in its corpus.toml (repository,
 commit, licence, include/exclude globs): they are taken from a local git copy given by
@@ -168,6 +171,8 @@ INDEXING_CODE = (
     "core/language/text.py",
     "core/language/words.py",
     "core/language/chinese_words.py",
+    "core/language/phrases.py",  # a chunk's key terms
+    "core/language/lexicon.py",  # their stop words
     "core/model_output.py",
     "core/language/quantities.py",
     "adapters",
@@ -247,16 +252,25 @@ def home_for(side: Side, entry: FirstHourSet, docs: Path) -> Path:
 
 
 def evaluate(
-    side: Side, entry: FirstHourSet, docs: Path, *, llm: bool, limit: int | None, resume: bool
+    side: Side,
+    entry: FirstHourSet,
+    docs: Path,
+    *,
+    llm: bool,
+    limit: int | None,
+    resume: bool,
+    overheard: bool = False,
 ) -> dict[str, Any]:
     home = home_for(side, entry, docs)
-    mode = "llm" if llm else "no-llm"
+    mode = ("llm" if llm else "no-llm") + (OVERHEARD if overheard else "")
     out = side.work / "runs" / f"{entry.name}-{mode}"
     if not resume:  # results are cached by settings, not code: a new run starts afresh
         shutil.rmtree(out, ignore_errors=True)
     args = ["eval", "answers", str(entry.questions), "--kb", entry.kb, "--out", str(out)]
     if limit is not None:
         args += ["--limit", str(limit)]
+    if overheard:
+        args.append("--overheard")
     print(f"[{side.label}] {entry.name} ({mode})…", file=sys.stderr)
     started = time.perf_counter()
     line = tacit(side, home, *args, llm=llm)
@@ -270,6 +284,18 @@ def evaluate(
         "questions": {r["id"]: r["q"] for r in results},
         "wall_seconds": round(time.perf_counter() - started, 1),
     }
+
+
+# The mode suffix of a run whose messages nobody addressed to the bot (`tacit eval answers
+# --overheard`): the gate's overheard operating point, silent unless the KB clearly covers it.
+OVERHEARD = "-overheard"
+
+
+def can_overhear(side: Side) -> bool:
+    """Whether the side's `tacit eval answers` can send messages unaddressed (older code
+    cannot: its overheard rows are left out)."""
+    source = side.python_path / "bot" / "commands" / "eval.py"
+    return source.exists() and "--overheard" in source.read_text("utf-8")
 
 
 # --- the table ---------------------------------------------------------------------------------
@@ -293,7 +319,7 @@ def _cells(row: dict[str, Any], llm: bool) -> list[str]:
 
 
 def table(sides: list[Side], sets: list[FirstHourSet], mode: str) -> str:
-    llm = mode == "llm"
+    llm = mode.startswith("llm")
     columns = ["covered right", "covered wrong", "covered refused"]
     columns += ["uncovered refused", "chatter silent"]
     if llm:
@@ -391,6 +417,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--llm-only", action="store_true", help="skip the run without a model")
     parser.add_argument("--resume", action="store_true", help="reuse cached results of a run")
     parser.add_argument("--misses", action="store_true", help="list every miss of the tree")
+    parser.add_argument(
+        "--addressed-only",
+        action="store_true",
+        help="skip the run of every message as overheard (the gate's stricter operating point)",
+    )
     parser.add_argument("--json-out", type=Path, help="write every row here")
     results_md.add_arguments(parser)
     args = parser.parse_args(argv)
@@ -433,13 +464,28 @@ def main(argv: list[str] | None = None) -> int:
             for llm in modes:
                 row = evaluate(side, entry, docs, llm=llm, limit=args.limit, resume=args.resume)
                 side.rows[(entry.name, row["mode"])] = row
+            if False in modes and not args.addressed_only and can_overhear(side):
+                row = evaluate(
+                    side,
+                    entry,
+                    docs,
+                    llm=False,
+                    limit=args.limit,
+                    resume=args.resume,
+                    overheard=True,
+                )
+                side.rows[(entry.name, row["mode"])] = row
 
     load = os.getloadavg()[0]
     print(f"\nbench_firsthour, {started}, load {load:.2f}, {os.cpu_count()} cores")
-    for mode in ["no-llm", "llm"] if True in modes else ["no-llm"]:
-        if mode == "no-llm" and False not in modes:
-            continue
-        print(f"\n### {'with the model' if mode == 'llm' else 'no model'}\n")
+    titles = {
+        "no-llm": "no model",
+        "no-llm" + OVERHEARD: "no model, every message overheard (the stricter operating point)",
+        "llm": "with the model",
+    }
+    ran = {mode for side in sides for _, mode in side.rows}
+    for mode in [m for m in titles if m in ran]:
+        print(f"\n### {titles[mode]}\n")
         print(table(sides, sets, mode))
         changes = moved(sides, sets, mode)
         if len(sides) > 1:

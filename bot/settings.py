@@ -563,6 +563,14 @@ class GateSettings(Section):
         description="total specificity weight of a request's terms below which it counts as "
         "having none (then dense similarity alone decides)",
     )
+    coverage_overheard_margin: float = Field(
+        0.1,
+        ge=0,
+        le=1,
+        description="how much higher every coverage bar (and a fitted gate's threshold) is for "
+        "a message not addressed to the bot: overheard, it is answered only when the KB clearly "
+        "covers it",
+    )
     request_prior: bool = Field(
         True,
         description="no fit and no LLM intent: the shipped request prior says whether a "

@@ -439,6 +439,7 @@ class Services:
             min_dense=gate.coverage_min_dense,
             dense_only=gate.coverage_dense_only,
             min_weight=gate.coverage_min_weight,
+            overheard_margin=gate.coverage_overheard_margin,
         )
 
     def coverage_rule(self, *, warm: bool = False) -> CoverageRule:

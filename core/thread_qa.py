@@ -22,6 +22,13 @@ from urllib.parse import parse_qs, urlsplit
 
 from core.errors import InputError
 from core.index.loaders import LoadedDocument
+from core.language.lexicon import (
+    AUXILIARIES,
+    CJK_PARTICLES,
+    CJK_QUESTION_WORDS,
+    WH_WORDS,
+    alternation,
+)
 
 KIND = "chat-thread"  # DocumentRecord.metadata["kind"] of a remembered thread
 TITLE_CHARS = 100
@@ -307,12 +314,11 @@ def _web_ref(host: str, path: str, query: str, ref: str) -> ThreadRef:
 # A thread's first message is worth an admin's look as a question when it asks something:
 # a question mark (ASCII or full-width), or a question word first ("how do I…", "怎么…").
 _ASKING_START = re.compile(
-    r"^\s*(how|what|why|where|when|who|which|can|could|does|do|is|are|should|would|will|"
-    r"anyone|any idea)\b",
+    rf"^\s*({alternation(WH_WORDS | AUXILIARIES)})\b",
     re.IGNORECASE,
 )
-_ASKING_END = re.compile(r"(吗|呢|么)\s*[。.!！]?\s*$")
-_ASKING_ZH = re.compile(r"怎么|怎样|如何|为什么|为何|什么|哪|谁|能否|是否|多少")
+_ASKING_END = re.compile(rf"({alternation(CJK_PARTICLES)})\s*[。.!！]?\s*$")
+_ASKING_ZH = re.compile(alternation(CJK_QUESTION_WORDS))
 
 
 def looks_like_question(text: str) -> bool:

@@ -300,6 +300,7 @@ async def _answers(
 
     items = datasets.read_answers(Path(options["file"]), options.get("limit"))
     index = options.get("index", ())
+    overheard = bool(options.get("overheard", False))
     async with (
         _services(config, kb, needs_llm=None, index=index) as services,
         AsyncExitStack() as stack,
@@ -316,7 +317,9 @@ async def _answers(
         conversation = config.conversation.model_copy(
             update={
                 "channels": {
-                    f"http:{EVAL_WORKSPACE}:{EVAL_CHANNEL}": ChannelSettings(kb=kb, mode="mention")
+                    f"http:{EVAL_WORKSPACE}:{EVAL_CHANNEL}": ChannelSettings(
+                        kb=kb, mode="auto" if overheard else "mention"
+                    )
                 },
                 # every message is one asker's: the limits meant for a chat would refuse most
                 "user_rate": 1_000_000_000,
@@ -346,7 +349,7 @@ async def _answers(
                 user="eval",
                 text=text,
                 message_id=message_id,
-                addressed=True,
+                addressed=not overheard,
                 sent_at=time.time(),
             )
             final: FinalReply | Refusal | None = None
@@ -391,9 +394,10 @@ async def _answers(
             await rule.warmed(kb)
             warm_up["seconds"] = round(time.perf_counter() - started, 3)
 
-        fingerprint = await _fingerprint(
-            config, services, kb, {"fit": await fit_stamp(home_state, kb) or ""}
-        )
+        measured: dict[str, Any] = {"fit": await fit_stamp(home_state, kb) or ""}
+        if overheard:  # an addressed run keeps the results it cached before the option existed
+            measured["overheard"] = True
+        fingerprint = await _fingerprint(config, services, kb, measured)
         with _progress(f"{name}: messages", len(items)) as advance:
             results = await run_answers(
                 items,
@@ -543,17 +547,28 @@ async def answers(
     limit: LimitOption = None,
     out_dir: OutOption = None,
     as_json: JsonOption = False,
+    overheard: Annotated[
+        bool,
+        typer.Option(
+            "--overheard",
+            help="Send every message unaddressed, in a channel that answers all: the gate's "
+            "overheard operating point (silent unless the KB clearly covers it).",
+        ),
+    ] = False,
 ) -> None:
     """Chat messages through the whole path (gate, then answer), graded: does Tacit answer
     what it should, right and cited, and stay out of the rest?
 
     FILE is JSONL, one message a line: {"id", "kind": "covered"|"uncovered"|"chatter", "q",
     "facts": [["alt", …], …], "source": [paths]}. Each is asked as an addressed message in a
-    channel bound to the KB (with the LLM when one is configured). A covered message is right
-    when answered, holding one string of every facts group, citing a source that ends with one
-    of "source"; uncovered and chatter are right when refused.
+    channel bound to the KB (with the LLM when one is configured); with --overheard, as a
+    message nobody addressed to the bot, in a channel that answers all messages. A covered
+    message is right when answered, holding one string of every facts group, citing a source
+    that ends with one of "source"; uncovered and chatter are right when refused.
     """
     options = {"file": str(file), "kb": kb, "limit": limit}
+    if overheard:
+        options["overheard"] = True
     await _run_one("answers", options, out_dir, as_json)
 
 

@@ -71,6 +71,7 @@ from core.gate.kb_terms import (
 )
 from core.gate.request import Analysis, analyse, find_request
 from core.gate.rivals import ScriptWords
+from core.language import lexicon as lexicon_module
 from core.language import terms as terms_module
 from core.language import text as text_module
 from core.language import words as words_module
@@ -119,6 +120,12 @@ class CoverageOptions:
     min_dense: float = 0.35  # best chunk cosine that counts on its own (with term coverage)
     dense_only: float = 0.45  # best chunk cosine enough when the request has no content terms
     min_weight: float = 0.25  # less total term weight than this: the request has no content
+    # The overheard operating point: a message nobody addressed to the bot is answered only when
+    # the KB clearly covers it, every bar of the rule above (min_terms, min_passage, MIN_ASK,
+    # min_dense, dense_only) raised by this much; a passage whose heading or one line holds all
+    # of a general request's words is clear evidence as it is. Addressed (a mention, a DM, a
+    # reply, `tacit ask`), a wrong refusal is the worse error and the bars stay where they are.
+    overheard_margin: float = 0.1
 
 
 SIGNALS: tuple[str, ...] = (
@@ -149,6 +156,8 @@ class Coverage:
     unasked: tuple[str, ...] = ()
     # the ask was made of light words only (Evidence.light): never the stuffing veto
     light: bool = False
+    # covered at the overheard operating point (CoverageOptions.overheard_margin)
+    clear: bool = False
 
     def detail(self) -> dict[str, object]:
         """For a trace: the verdict, why, and every signal (rounded)."""
@@ -294,6 +303,7 @@ def judge(
         # …or a line that holds all of them and writes the value a question word asks for
         # (core.gate.evidence.valued_line: "What are the next release dates?").
         covered = focus >= o.dense_only or headed or valued
+        clear = focus >= o.dense_only + o.overheard_margin or headed or valued
         why = (
             f"the request has no terms to look up; best chunk similarity {focus:.2f} vs "
             f"{o.dense_only:.2f}"
@@ -304,18 +314,33 @@ def judge(
             why += "; a line holds all its words and the value asked for"
         verdict = f"{'covered' if covered else 'not covered'}: {why}"
         off = off_request and not covered
-        return _verdict(covered, signals, verdict, off, evidence)
-    # The passage must hold what is asked about the names, not only the names.
-    lexical = term_cov >= o.min_terms and passage_cov >= o.min_passage and evidence.ask >= MIN_ASK
-    # Nor is similarity that the names alone pull up: a name said twice before an off-topic ask
-    # ("schema-keeper schema-keeper 法国的首都是哪里？") pulls up a KB whose passages are short and
-    # name their service often.
-    # Nor for a question that says it asks in general: "How do I fix CUDA out of memory in
-    # PyTorch in general?" is near the team's own runbook for its cluster, which holds
-    # CUDA and memory but not how to fix it in PyTorch; a passage that holds what is asked
-    # ("How long does a deploy take in general?": "takes 4 to 6 minutes") still answers it.
-    semantic = term_cov >= o.min_terms and focus >= o.min_dense and not off_ask and not a.general
-    covered = lexical or semantic
+        return _verdict(covered, signals, verdict, off, evidence, clear)
+
+    def passes(margin: float) -> bool:
+        """Covered with every bar raised by `margin` (0 addressed, overheard_margin overheard)."""
+        # The passage must hold what is asked about the names, not only the names.
+        lexical = (
+            term_cov >= o.min_terms + margin
+            and passage_cov >= o.min_passage + margin
+            and evidence.ask >= MIN_ASK + margin
+        )
+        # Nor is similarity that the names alone pull up: a name said twice before an off-topic
+        # ask ("schema-keeper schema-keeper 法国的首都是哪里？") pulls up a KB whose passages are
+        # short and name their service often.
+        # Nor for a question that says it asks in general: "How do I fix CUDA out of memory in
+        # PyTorch in general?" is near the team's own runbook for its cluster, which holds
+        # CUDA and memory but not how to fix it in PyTorch; a passage that holds what is asked
+        # ("How long does a deploy take in general?": "takes 4 to 6 minutes") still answers it.
+        semantic = (
+            term_cov >= o.min_terms + margin
+            and focus >= o.min_dense + margin
+            and not off_ask
+            and not a.general
+        )
+        return lexical or semantic
+
+    covered = passes(0.0)
+    clear = covered and passes(o.overheard_margin)
     asked = "the request" if not request.whole else "the question"
     why = (
         f"{term_cov:.0%} of {asked}'s terms are in the KB (need {o.min_terms:.0%}), "
@@ -327,11 +352,16 @@ def judge(
         why += f"; the passage lacks {', '.join(evidence.unasked)}"
     verdict = f"{'covered' if covered else 'not covered'}: {why}"
     off = off_request and not covered
-    return _verdict(covered, signals, verdict, off, evidence)
+    return _verdict(covered, signals, verdict, off, evidence, clear)
 
 
 def _verdict(
-    covered: bool, signals: dict[str, float], why: str, off_request: bool, evidence: Evidence
+    covered: bool,
+    signals: dict[str, float],
+    why: str,
+    off_request: bool,
+    evidence: Evidence,
+    clear: bool = False,
 ) -> Coverage:
     return Coverage(
         covered,
@@ -340,6 +370,7 @@ def _verdict(
         off_request=off_request,
         unasked=evidence.unasked,
         light=evidence.light,
+        clear=clear and covered,
     )
 
 
@@ -376,7 +407,9 @@ def _code_digest(*modules: ModuleType) -> str:
 # The name the KB's term postings are kept under beside its copy of the chunks: it holds a
 # digest of the code that cuts passages into terms, so postings built by other code (an older
 # Tacit) are never read.
-KB_TERMS = "kb_terms-" + _code_digest(kb_terms_module, terms_module, words_module, text_module)
+KB_TERMS = "kb_terms-" + _code_digest(
+    kb_terms_module, terms_module, lexicon_module, words_module, text_module
+)
 
 
 # The name the KB's words of one script and their vectors (core.gate.rivals) are kept under

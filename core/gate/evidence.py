@@ -17,6 +17,7 @@ import numpy.typing as npt
 
 from core.gate.kb_terms import SUBJECT_MIN_CHUNKS, KbTerms, Translations, findable
 from core.language.asked_values import writes
+from core.language.lexicon import ROLE_ASKS
 from core.language.terms import ASK_WEIGHT, NUMBER, Term, distinct_terms, is_cjk
 from core.language.text import LEADS_IN
 
@@ -177,10 +178,10 @@ def term_evidence(
         # set?" asks in the KB's words; "What does LUMEN_MAX_ATTEMPTS like to eat?", "Is
         # LUMEN_DISPATCH_CONCURRENCY nice?" and "Which team does lumen-dispatcher support in
         # football?" (team and support are in its passage) ask in words it writes nowhere.
-        # Words asking what a setting is for (_PURPOSE) and the word a question word asks for
-        # are the question's frame, not the KB's words.
+        # Words asking what a named thing is there for (ROLE_ASKS) and the word a question
+        # word asks for are the question's frame, not the KB's words.
         kbs = by_words or all(
-            _written(t, kb) or t.key in _PURPOSE or t.surface in asked_for
+            _written(t, kb) or t.key in ROLE_ASKS or t.surface in asked_for
             for t in distinct_terms(light).values()
             if findable(t)
         )
@@ -382,18 +383,6 @@ def _identifier_chunks(
     return found
 
 
-# What asks what a setting is for, like "do" and "mean" in the frame: "What does
-# LUMEN_MAX_ATTEMPTS control?", "LUMEN_SPOOL_DIR 控制什么？". A KB rarely writes "control" of its
-# keys (the demo's config reference does not, in either script), and the embedder does not
-# translate it into what their lines say ("bound" 0.52, "checks" 0.63).
-_PURPOSE = frozenset({"control", "控制"})
-# What asks whether to turn to a person ("有问题可以找赵慧玲吗？": may I go to her with a
-# problem), like _PURPOSE for a setting: a passage naming a person with a role ("如有问题请直接
-# …问她", an owners table) holds it, in whatever words it says it. A single character, found by
-# no look-up (findable), and so, asked about a name, it held nothing, whatever the passage said.
-_TURN_TO = frozenset({"找"})
-
-
 def _written(term: Term, kb: KbTerms) -> bool:
     """Whether the KB writes the word somewhere, in its own script: the KB's own vocabulary. A
     translation only says that one passage holds what the word means."""
@@ -413,7 +402,7 @@ def _light_chunks(
     or its translation, the best ones of the other script when the KB writes it in its own
     script somewhere, and, about an identifier (not `by_words`), the best ones written in its
     script, or all of them for the word a question word asks for or one asking what a setting
-    is for (_PURPOSE). About a person (`people`: the names, written as words), a best passage
+    is for (ROLE_ASKS). About a person (`people`: the names, written as words), a best passage
     holds the word only in a line that names them, and one of the other script only when
     none of the best is written in the word's own script."""
     chunks = _chunks_of(term, kb, translated)
@@ -437,11 +426,12 @@ def _light_chunks(
         # holds no "old" either for the KB writing "old" elsewhere
         other = [i for i in at_best if (kb.languages[i] == "zh") != is_cjk(term)]
         chunks = np.union1d(chunks, other) if chunks is not None else np.asarray(other)
-    if by_words and term.key in _TURN_TO:
-        # whether to turn to a person is what the passage naming them is there to say
+    if by_words and term.key in ROLE_ASKS:
+        # what a person is there for (whether to turn to them) is what the passage naming them
+        # says
         return np.union1d(chunks, at_best) if chunks is not None else np.asarray(at_best)
     if not by_words:
-        everywhere = term.surface in asked_for or term.key in _PURPOSE
+        everywhere = term.surface in asked_for or term.key in ROLE_ASKS
         own = [i for i in at_best if everywhere or (kb.languages[i] == "zh") == is_cjk(term)]
         if own:
             chunks = np.union1d(chunks, own) if chunks is not None else np.asarray(own)

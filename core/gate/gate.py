@@ -161,7 +161,7 @@ class Gate:
             return empty
         # The cheap checks first: the model's intent and safety call is made only for a message
         # they let through (or one they leave to the model), never to be thrown away.
-        coverage = await self._refusal(kb, text)
+        coverage = await self._refusal(kb, text, addressed)
         _, covered, _, _, deferrable = coverage
         if not covered and not (deferrable and addressed and self._defers):
             return self._verdict(language, addressed, coverage, _Screening())
@@ -180,7 +180,8 @@ class Gate:
         if empty is not None:
             return empty
         pending = _Screening(llm_intent=self._llm_intent_enabled)  # classify() asks the LLM
-        return self._verdict(language, addressed, await self._refusal(kb, text), pending)
+        coverage = await self._refusal(kb, text, addressed)
+        return self._verdict(language, addressed, coverage, pending)
 
     async def classify(
         self, message: Message | str, screened: GateDecision, *, addressed: bool = False
@@ -366,6 +367,10 @@ class Gate:
         return None
 
     @property
+    def _margin(self) -> float:
+        return self.coverage.options.overheard_margin
+
+    @property
     def _safety_enabled(self) -> bool:
         return self.llm is not None and self.options.llm_safety
 
@@ -422,7 +427,10 @@ class Gate:
         decided = self.options.llm_intent and not note  # an unknown intent decides nothing
         return _Screening(intent, unsafe, note, llm_intent=decided)
 
-    async def _refusal(self, kb: str, text: str) -> _Coverage:
+    async def _refusal(self, kb: str, text: str, addressed: bool) -> _Coverage:
+        # Two operating points of one rule (or one fit): addressed, its own bar; overheard,
+        # a bar raised by CoverageOptions.overheard_margin (a message nobody asked the bot is
+        # answered only when the KB clearly covers it).
         # The fit's stamp is a state-store round trip and the embedding a model call: neither
         # needs the other, so the read waits beside the embedding, not before it. The message
         # and its request (when that is not the whole message) are embedded in one call, and
@@ -464,15 +472,21 @@ class Gate:
             else:
                 missing = f"{missing}; {why_not}"
             reason = f"{coverage.reason} ({missing})"
+            covered = coverage.covered if addressed else coverage.clear
+            if coverage.covered and not covered:
+                reason = f"not clearly covered (overheard, every bar raised): {reason}"
             # the stuffing veto is no question the model could answer from the KB
-            return scores, coverage.covered, reason, prior, not coverage.off_request
+            return scores, covered, reason, prior, not coverage.off_request
         features = await self._features(
             kb, [text], embedding, fit, chunk_hits=None if nearest is None else [nearest]
         )
         probability = float(fit.probabilities(features)[0])
         scores = dict(zip(fit.features, (float(x) for x in features[0]), strict=True))
+        threshold = fit.threshold if addressed else min(1.0, fit.threshold + self._margin)
         scores.update(probability=probability, threshold=fit.threshold)
-        covered = probability >= fit.threshold
+        if not addressed:
+            scores["overheard_threshold"] = threshold
+        covered = probability >= threshold
         if covered and coverage.off_request:
             # KB words around an off-topic request: the fit saw the words, not what is asked
             return scores, False, f"not answerable: {coverage.reason}", None, False
@@ -481,7 +495,7 @@ class Gate:
             scores,
             covered,
             (
-                f"{verdict}: P(answerable) {probability:.2f} vs threshold {fit.threshold:.2f} "
+                f"{verdict}: P(answerable) {probability:.2f} vs threshold {threshold:.2f} "
                 f"(best chunk {scores['chunk_max']:.2f}, nearest answerable example "
                 f"{scores['good_max']:.2f}, nearest chatter {scores['bad_max']:.2f})"
             ),

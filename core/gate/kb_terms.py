@@ -21,9 +21,9 @@ import numpy.typing as npt
 from rapidfuzz import process
 from rapidfuzz.distance import OSA
 
+from core.language.lexicon import FUNCTION_ZIPF
 from core.language.terms import (
     CJK_QUESTION,
-    FUNCTION_ZIPF,
     LATIN_WORD,
     Term,
     agent_forms,

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from core.gate.model import logistic
+from core.language.lexicon import WH_WORDS, alternation
 from core.language.text import CJK_CHAR
 from core.language.words import normalise
 
@@ -73,7 +74,7 @@ _CUES = {
         r"^(what|what's|whats|who|who's|whom|whose|which|where|where's|when|why|how|how's)\b"
     ),
     "wh_any": re.compile(
-        r"\b(what|who|whom|whose|which|where|when|why|how)\b|"
+        rf"\b({alternation(WH_WORDS)})\b|"
         r"怎么|怎样|如何|为什么|为啥|什么|哪|谁|多少|几[个点时天]"
     ),
     "aux_start": re.compile(

@@ -19,19 +19,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from core.language.asked_values import asked_values, asking_words
+from core.language.lexicon import AUXILIARIES, FUNCTION_ZIPF, REFERRING, REQUEST_VERBS, WH_WORDS
 from core.language.terms import (
     ASK_WEIGHT,
-    AUXILIARIES,
     CJK_QUESTION,
     CJK_REFERRING,
-    FUNCTION_ZIPF,
     GENERAL_SCOPE,
-    IMPERATIVES,
     LATIN_WORD,
     MENTION,
     OPENERS,
-    REFERRING,
-    WH_WORDS,
     Term,
     chinese_words_of,
     cjk_words,
@@ -166,12 +162,12 @@ def _opener(segment: str, *, by_mark: bool = True) -> int | None:
     """Where a segment starts asking (a wh-word, an auxiliary, an imperative, a Chinese
     question word or, with `by_mark`, a closing question mark), or None when it does not ask."""
     words = [(m.start(), m.group()) for m in LATIN_WORD.finditer(segment)]
-    if words and words[0][1] in (WH_WORDS | AUXILIARIES | IMPERATIVES):
+    if words and words[0][1] in (WH_WORDS | AUXILIARIES | REQUEST_VERBS):
         return words[0][0]
     # an imperative further on starts the request ("lumenctl lumenctl write me a poem"); a
     # wh-word in situ asks about the whole segment ("Priya owns which?")
     for offset, word in words:
-        if word in IMPERATIVES:
+        if word in REQUEST_VERBS:
             return offset
     if any(word in WH_WORDS for _, word in words):
         return 0
@@ -247,7 +243,7 @@ def _without_opening_imperative(request: str, terms: list[Term]) -> list[Term]:
     the KB and makes an off-topic ask look partly covered ("KilnAdmissionError: write me a
     poem about GPUs")."""
     words = LATIN_WORD.findall(request)
-    if not words or words[0] not in IMPERATIVES:
+    if not words or words[0] not in REQUEST_VERBS:
         return terms
     for index, term in enumerate(terms):
         if term.surface == words[0]:

@@ -14,6 +14,7 @@ import itertools
 import re
 
 from core.language.chinese_words import person_names
+from core.language.lexicon import CJK_NUMBERED, CJK_POINTS_OF, VALUE_ASKS, alternation
 from core.language.text import CJK_RUN
 from core.language.words import zipf
 
@@ -36,7 +37,8 @@ _NAME_WORD_ZIPF = 4.0
 # when …") or left at the end ("cutoff when?"); a clause it opens asks what the main clause asks
 # ("When I run X, it fails: why?", "When the breaker opens, how long …"). "What time" and 几点
 # ask for a time of day, "which day" and 周几 for a day or a date, "when" and 什么时候 for
-# either. 几点 is also "a few points" (有几点建议), 几号 also "which number" (几号楼, 几号机).
+# either. 几点 is also "a few points" (有几点建议: CJK_POINTS_OF), 几号 also "which number" (几号楼,
+# 几号机: CJK_NUMBERED).
 ASKS_WHEN = re.compile(
     r"\bwhen(?:['’]s\b|\s+(?:exactly\s+|usually\s+)?(?:is|are|was|were|do|does|did|will|would|"
     r"can|could|should|must|shall|may|might|has|have|had)\b|\s*[?？]*\s*$)"
@@ -50,13 +52,13 @@ ASKS_WHEN = re.compile(
 )
 ASKS_TIME_OF_DAY = re.compile(
     r"\b(?:what|which)\s+(?:exact\s+)?(?:time|hour)s?\b(?!\s*zones?\b)"
-    r"|(?<!有)(?<!这)几点(?!建议|注意|要求|说明|意见|原因|问题)|什么时段|哪个时间段",
+    rf"|(?<!有)(?<!这)几点(?!{alternation(CJK_POINTS_OF)})|什么时段|哪个时间段",
     re.I,
 )
 ASKS_DAY = re.compile(
     r"\b(?:what|which)\s+(?:exact\s+)?(?:day|date|weekday|month)s?\b(?!-|\s+formats?\b)"
     r"|哪一?天|哪几天|哪个?日子|星期几|周几|礼拜几|哪个?月|哪几个月|几月"
-    r"|几号(?!楼|机|线|床|窗|位|门|口|病区|模块|端口|仪器|房|车|箱)",
+    rf"|几号(?!{alternation(CJK_NUMBERED)})",
     re.I,
 )
 TIME_OF_DAY = re.compile(
@@ -149,14 +151,6 @@ _NOT_ASKING_WHO = re.compile(
     r"|\bwho\s+(?:knows|can\s+help)\b",
     re.I,
 )
-# The words of a question phrase that ask for the value itself ("what time", "release dates",
-# "which weekday"): not terms to find. Other words in the phrase ("release") stay terms.
-_LATIN_ASKING = frozenset(
-    str.split(
-        "when time times hour hours day days date dates weekday weekdays month months deadline "
-        "deadlines due long who whom whose"
-    )
-)
 
 
 def asked_values(request: str) -> tuple[str, ...]:
@@ -182,7 +176,7 @@ def _asks_who(request: str, asks: re.Pattern[str]) -> bool:
 
 def asking_words(request: str, kinds: tuple[str, ...]) -> tuple[frozenset[str], tuple[str, ...]]:
     """The words of the request's question phrases for the value kinds it asks (asked_values):
-    its Latin ones that ask for the value itself (_LATIN_ASKING: "hours" of "what hours", not
+    its Latin ones that ask for the value itself (VALUE_ASKS: "hours" of "what hours", not
     "release" of "release dates"), and its Chinese phrases whole (哪几天, 几点, 多长时间), which
     hold a word of the question's terms when jieba cut one out of them (几天 of 哪几天)."""
     latin: set[str] = set()
@@ -192,7 +186,7 @@ def asking_words(request: str, kinds: tuple[str, ...]) -> tuple[frozenset[str], 
             continue
         for match in asks.finditer(request):
             phrase = match.group().casefold()
-            latin.update(w for w in re.findall(r"[a-z]+", phrase) if w in _LATIN_ASKING)
+            latin.update(w for w in re.findall(r"[a-z]+", phrase) if w in VALUE_ASKS)
             cjk.extend(CJK_RUN.findall(phrase))
     return frozenset(latin), tuple(cjk)
 

@@ -20,38 +20,9 @@ from collections import Counter
 from functools import lru_cache
 
 from core.language import chinese_words
+from core.language.lexicon import ENGLISH_STOP_WORDS, INSTRUCTION_VERBS
 from core.language.quantities import is_unit
 from core.language.text import CJK_RUN
-
-# Function words and the vaguest content words of technical prose. A phrase never starts or
-# ends with one, and never contains one: they are where candidate phrases break.
-ENGLISH_STOP_WORDS = frozenset(
-    """
-    a about above across after again against all almost along already also although always am
-    among an and another any anyone anything are around as at be became because become been
-    before being below between both but by can cannot could did do does doing done down during
-    each either else enough etc even ever every few first for from further get gets getting
-    given gives go goes had has have having he her here hers him his how however i if in into
-    is it its itself just last least less let like likely made make makes many may me might
-    more most much must my need needs neither never new next no nor not now of off often on
-    once one only or other others our out over own per please rather really same see several
-    shall she should since so some something such than that the their them then there these
-    they this those though through thus to too under until up upon us use used uses using very
-    via was we well were what when where whether which while who whom whose why will with
-    within without would yet you your yours e.g i.e eg ie vs example examples following follows
-    note please way ways want wants able following default true false none null yes
-    """.split()  # noqa: SIM905 (a word list reads better as text)
-)
-
-# Verbs that open instructions in documentation ("Run …", "Set …") and are no part of a term.
-IMPERATIVES = frozenset(
-    """
-    add apply build call change check choose click configure copy create delete deploy
-    disable download edit enable ensure enter export fill follow import install launch list
-    load make modify open pass press read refer remove rename replace restart run save select
-    set specify start stop try type update upgrade verify visit
-    """.split()  # noqa: SIM905
-)
 
 # Words of technical English: letters first, then letters/digits joined by _ . - + /.
 _TOKEN = re.compile(r"[A-Za-z][A-Za-z0-9]*(?:[_.\-+/][A-Za-z0-9]+)*\+*|[^\sA-Za-z]+")
@@ -121,7 +92,7 @@ def _candidate_phrases(sentence: str) -> list[str]:
         if initial and word[1:].islower():
             # A sentence's first word is capitalised by grammar, not because it is a name.
             word = word.lower()
-            if word in IMPERATIVES:
+            if word in INSTRUCTION_VERBS:
                 continue  # "Set max_batch_size …": the instruction is not part of the term
         run.append(word)
     close()

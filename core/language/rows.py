@@ -41,12 +41,10 @@ from functools import lru_cache
 from typing import TypeVar
 
 from core.language import chinese_words
+from core.language.lexicon import FUNCTION_ZIPF
 from core.language.text import CJK_RUN
 from core.language.words import fold, is_identifier, stem, zipf
 
-# Zipf frequency (wordfreq's log scale) from which a word is a function word: "the" 7.7, "of"
-# 7.4, "by" 6.7 are; "who" 6.3, "own" 5.7, "owner" 4.8, "port" 4.7 are not.
-FUNCTION_ZIPF = 6.5
 # Agent and state nouns Snowball leaves whole on short stems ("owner", "ownership"): without
 # the suffix they are the verb's stem ("own"), kept only when at least MIN_STEM letters remain.
 _AGENT_SUFFIXES = ("ership", "er", "or")

@@ -19,17 +19,26 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from core.language import chinese_words
+from core.language.lexicon import (
+    ASKING_ONLY,
+    AUXILIARIES,
+    CJK_FRAME,
+    CJK_PARTICLES,
+    CJK_QUESTION_WORDS,
+    FRAME,
+    FRAME_PHRASES,
+    FUNCTION_ZIPF,
+    REQUEST_VERBS,
+    STOP_ZIPF,
+    WH_WORDS,
+    alternation,
+)
 from core.language.text import CJK_RUN, Language
 from core.language.words import fold, is_identifier, stem, zipf
 
 # A Latin word or identifier of folded text (lumen-gateway, lumen.events.v2, 8443); a number.
 LATIN_WORD = re.compile(r"[a-z0-9][a-z0-9_.\-]*[a-z0-9]|[a-z0-9]")
 NUMBER = re.compile(r"^[0-9][0-9.,]*$")
-# Above this Zipf frequency (≈ once in 300k words) a word says nothing about a topic.
-STOP_ZIPF = 5.5
-# Above this a word only frames a question (what, is, now, 怎么): a request of such words only
-# has no topic of its own.
-FUNCTION_ZIPF = 6.0
 # Lighter words (Zipf above ~5.1: 负责, 意思, "control", 法国) only frame the ask: a passage
 # need not hold them beside a heavier word (they are the ask only when no word is heavier: see
 # light_words). Low enough that "capital" and "France" stay the ask of
@@ -37,22 +46,6 @@ FUNCTION_ZIPF = 6.0
 ASK_WEIGHT = 0.08
 
 
-# Words of the question's frame: frequent enough to say nothing, not always above STOP_ZIPF.
-def _words(text: str) -> frozenset[str]:
-    return frozenset(text.split())
-
-
-_FRAME = _words(
-    "does do did can could should would will may might shall please thanks thank anyone "
-    "someone somebody hi hello hey ok okay default mean means happen happens know tell "
-    "use used using get got need needs want wants like"
-)
-_CJK_FRAME = _words(
-    "什么 怎么 怎样 怎么办 怎么样 怎么回事 如何 为什么 为啥 哪个 哪些 哪里 "
-    "是否 能否 可以 能不 不能 有没 没有 请问 "
-    "一下 这个 那个 是什 么样 多少 几点 需要 应该 我们 你们 他们 咱们 的话 时候 现在 "
-    "一般来说 一般而言 通常来说"
-)
 # A question word jieba cuts together with its measure word (几次 "how many times", 哪位 "which
 # person", 那次 "that time"), and the colloquial ones (多久 "how long", 啥 "what", 咋整 "how to
 # deal with it", 干嘛 "what for"): the question's frame, like 多少 and 哪个 above, however
@@ -72,7 +65,7 @@ def common_word(word: str) -> bool:
 
 
 def _cjk_frame(word: str) -> bool:
-    return word in _CJK_FRAME or _CJK_ASKING.fullmatch(word) is not None
+    return word in CJK_FRAME or _CJK_ASKING.fullmatch(word) is not None
 
 
 # A question that says it asks in general ("How do I fix CUDA out of memory in PyTorch in
@@ -82,25 +75,15 @@ GENERAL_SCOPE = re.compile(r"\bin general\b|\bgenerally speaking\b|一般来说|
 # Words that point back at what was said before them: a request holding one ("is that bad?",
 # "how do I get past it?", 这个怎么办) takes its subject from the sentences in front of it
 # (core.gate.request.refers_back). A closed class, an input to that signal.
-REFERRING = _words("it its that this these those they them there such")
 CJK_REFERRING = re.compile(r"[这那它][个些样种]?")
 
-# What a request opens with (core.gate.request): a wh-word, an auxiliary, an imperative.
-WH_WORDS = _words("what who whom whose which where when why how")
-AUXILIARIES = _words(
-    "is are was were am can could should would will do does did may might shall has have any anyone"
-)
-IMPERATIVES = _words(
-    "write tell give translate recommend explain list show make compose summarize summarise "
-    "describe find create generate suggest draft sing name compare calculate define"
-)
 # Words that open a question or frame it: never part of a name, never what is asked.
-OPENERS = WH_WORDS | AUXILIARIES | IMPERATIVES | _FRAME
+OPENERS = WH_WORDS | AUXILIARIES | REQUEST_VERBS | FRAME
 # A Chinese question word or particle: a segment holding one asks.
 # A verb said twice around 不 or 没 (能不能, 是不是, 要不要, 会不会, 可不可以) asks yes or no, as
 # 吗 does: "LIS_DB_POOL_SIZE 能不能调到 80" was no request at all.
 CJK_QUESTION = re.compile(
-    r"什么|怎么|怎样|如何|为什么|为啥|哪|谁|几|多少|多久|啥|咋|干嘛|是否|能否|吗|呢|么|请问|有没有|可以|"
+    f"{alternation(CJK_QUESTION_WORDS | CJK_PARTICLES)}|请问|有没有|可以|"
     r"([\u4e00-\u9fff])[不没]\1"
 )
 # "@bot" or "@alice" addresses someone, wherever in the message: it is not what the message is
@@ -228,21 +211,15 @@ def mark_names(found: list[Term], spans: frozenset[str]) -> list[Term]:
     return [dataclasses.replace(t, name=True) if t.surface in spans else t for t in found]
 
 
-# A phrasal verb that asks what "mean" asks ("What does GHQ stand for?"): the question's frame,
-# like "mean" in _FRAME. As content, "stand" would be the ask, and a glossary's "GHQ — GPU-Hour
-# Quota" answers it without the word.
-_FRAME_PHRASES = frozenset({("stand", "for"), ("stands", "for")})
-
-
 def _latin_words(folded: str) -> list[str]:
-    """The Latin words of folded text, less the first word of a framing phrase (_FRAME_PHRASES)
+    """The Latin words of folded text, less the first word of a framing phrase (FRAME_PHRASES)
     and the scope a question says it asks in ("in general": GENERAL_SCOPE, read by the rule)."""
     words = LATIN_WORD.findall(GENERAL_SCOPE.sub(" ", unaddressed(folded)))
     after = [*words[1:], ""] if words else []
     return [
         word
         for word, next_word in zip(words, after, strict=True)
-        if (word, next_word) not in _FRAME_PHRASES
+        if (word, next_word) not in FRAME_PHRASES
     ]
 
 
@@ -252,7 +229,7 @@ def message_terms(text: str) -> list[Term]:
     folded = unaddressed(fold(text))
     found: list[Term] = []
     for word in _latin_words(folded):
-        if word in _FRAME:
+        if word in FRAME:
             continue
         identifier = any(c in word for c in "_.-") or (
             any(c.isdigit() for c in word) and any(c.isalpha() for c in word)
@@ -429,18 +406,12 @@ def passage_words(text: str, language: Language) -> tuple[str, ...]:
     return tuple(found)
 
 
-# Asking words that wordfreq puts just under FUNCTION_ZIPF ("why" 5.9, "help" 5.8, "idea"
-# 5.4): "…, why?", "… help?", "…, any idea?" ask about the words before them, as "what now?"
-# does. Only is_empty_request reads this set: in a longer request they are what they were.
-_ASKING_ONLY = WH_WORDS | AUXILIARIES | _words("help idea ideas")
-
-
 def is_empty_request(text: str) -> bool:
     """Nothing but asking words ("what now?", "how?", "why?", "any idea?", "怎么办？"): the words
     around the request say what it is about."""
     folded = unaddressed(fold(text))
     for word in LATIN_WORD.findall(folded):
-        if word in _FRAME or word in _ASKING_ONLY or NUMBER.match(word):
+        if word in FRAME or word in ASKING_ONLY or NUMBER.match(word):
             continue
         if zipf(word, "en") < FUNCTION_ZIPF:
             return False

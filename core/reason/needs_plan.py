@@ -27,6 +27,8 @@ from __future__ import annotations
 
 import re
 
+from core.language.lexicon import AUXILIARIES, CJK_QUESTION_WORDS, MODALS, WH_WORDS, alternation
+
 # Arithmetic and comparison, English and Chinese.
 _ARITHMETIC = re.compile(
     r"\b(?:in total|total|sum|summed|altogether|combined|average|on average|percent(?:age)?|"
@@ -54,11 +56,11 @@ _PART_BREAK = re.compile(
 )
 # A part that asks something (its first words, or a Chinese question word anywhere in it).
 _ASKS_EN = re.compile(
-    r"^\W*(?:(?:[\w@-]+\s+){0,3}?(?:what|what's|which|who|who's|whom|whose|how|when|where|why)|"
-    r"(?:is|are|does|do|did|can|could|should|must|will|would|may))\b",
+    rf"^\W*(?:(?:[\w@-]+\s+){{0,3}}?(?:{alternation(WH_WORDS)})(?:'s)?|"
+    rf"(?:{alternation(AUXILIARIES | MODALS)}))\b",
     re.IGNORECASE,
 )
-_ASKS_ZH = re.compile(r"什么|哪|谁|几|多少|怎么|怎样|如何|吗|是否|为什么|为何|啥|咋|多久|多长")
+_ASKS_ZH = re.compile(f"{alternation(CJK_QUESTION_WORDS)}|吗")
 # Between two names of a list: a comma, "and", "or", a slash.
 _LIST_SEPARATOR = re.compile(r"\s*(?:,\s*(?:and|or)?|\band\b|\bor\b|[、/，]|和|及|与)\s*$", re.I)
 _IDENTIFIER = re.compile(

@@ -24,7 +24,16 @@ import re
 from pydantic import BaseModel, Field
 
 from core.errors import LLMError
-from core.language.phrases import ENGLISH_STOP_WORDS, chinese_terms, english_terms
+from core.language.lexicon import (
+    DETERMINERS,
+    ENGLISH_STOP_WORDS,
+    KEYWORD_QUESTION_WORDS,
+    MODALS,
+    PREPOSITIONS,
+    PRONOUNS,
+    VERB_PARTICLES,
+)
+from core.language.phrases import chinese_terms, english_terms
 from core.language.text import detect_language, split_sentences
 from core.models import unique_in_order
 from core.ports import LLM
@@ -33,13 +42,6 @@ from prompts import render
 
 MAX_KEYWORDS = 8
 MAX_KEYWORD_CHARS = 80
-# Words of a question that ask rather than name: never keywords on their own.
-_QUESTION_WORDS = frozenset(
-    """
-    what which who whom whose when where why how many much is are was were does did do
-    name named called known older younger first last same both
-    """.split()  # noqa: SIM905 (a word list reads better as text)
-)
 _CONTENT_WORD = re.compile(r"[^\W\d_][\w'\-]*", re.UNICODE)
 # A name as a question writes it: capitalised words (or numbers), possibly joined by a short
 # lowercase connector ("Prime Minister of Australia", "2011–12 VCU Rams", "Buck-Tick").
@@ -81,23 +83,10 @@ _PART = re.compile(r"[_.\-/]+")
 # - after an auxiliary and a pronoun the verb comes first: "do I install lumenctl";
 # - after a subject "who" the verb comes first: "Who owns loom-ingest?".
 # A form of "be" is left out: "Is the alert threshold …" is followed by a noun phrase.
-_AUXILIARIES = frozenset(
-    "do does did can could will would should shall may might must".split()  # noqa: SIM905
-)
-_PRONOUNS = frozenset("i you we they he she it".split())  # noqa: SIM905
-_DETERMINERS = frozenset(
-    "the a an this that these those each every my our your its their".split()  # noqa: SIM905
-)
 # The subject's verb is its last word only when a preposition, a particle or the question's
-# end follows: in "does Jonas Berg own?" and "does lumenctl skip do?" the next word is the verb.
-_AFTER_VERB = frozenset(
-    """
-    to on in at for from with about over up down out off of by into onto back away around
-    through after before per under within without across
-    """.split()  # noqa: SIM905
-)
-# The particle of a phrasal verb goes with it: "roll back lumen-prod".
-_PARTICLES = frozenset("back away".split())  # noqa: SIM905
+# end follows (PREPOSITIONS): in "does Jonas Berg own?" and "does lumenctl skip do?" the next
+# word is the verb. The particle of a phrasal verb goes with it (VERB_PARTICLES): "roll back
+# lumen-prod". The word lists are core.language.lexicon's.
 _WORDS = re.compile(r"[\w'’\-./]+|[^\w\s]", re.UNICODE)
 
 
@@ -122,7 +111,8 @@ def question_names(text: str) -> list[str]:
     for match in _NAME.finditer(text):
         words = match.group(0).strip(" .").split()
         while words and (
-            words[0].casefold() in ENGLISH_STOP_WORDS or words[0].casefold() in _QUESTION_WORDS
+            words[0].casefold() in ENGLISH_STOP_WORDS
+            or words[0].casefold() in KEYWORD_QUESTION_WORDS
         ):
             words = words[1:]
         name = " ".join(words)
@@ -157,7 +147,7 @@ def identifiers(text: str) -> list[str]:
 
 def _without_verb(term: str, text: str) -> str:
     """The phrase without the question's verb that the extractor's run rule glued to it (see
-    _AUXILIARIES); the phrase itself when the question does not show that shape."""
+    MODALS); the phrase itself when the question does not show that shape."""
     words = term.split()
     if len(words) < 2:
         return term
@@ -166,18 +156,18 @@ def _without_verb(term: str, text: str) -> str:
         return term
     before = [w.casefold() for w in _WORDS.findall(text[: match.start()])]
     after = [w.casefold() for w in _WORDS.findall(text[match.end() :])]
-    while before and before[-1] in _DETERMINERS:
+    while before and before[-1] in DETERMINERS:
         before.pop()
     previous = before[-1] if before else ""
-    ends = not after or not any(c.isalnum() for c in after[0]) or after[0] in _AFTER_VERB
-    if previous in _AUXILIARIES and ends and _verb_like(words[-1]):
+    ends = not after or not any(c.isalnum() for c in after[0]) or after[0] in PREPOSITIONS
+    if previous in MODALS and ends and _verb_like(words[-1]):
         return " ".join(words[:-1])
     verb_first = previous == "who" and len(before) == 1
-    if previous in _PRONOUNS and len(before) >= 2 and before[-2] in _AUXILIARIES:
+    if previous in PRONOUNS and len(before) >= 2 and before[-2] in MODALS:
         verb_first = True
     if verb_first and _verb_like(words[0]):
         rest = words[1:]
-        while rest and rest[0].casefold() in _PARTICLES:
+        while rest and rest[0].casefold() in VERB_PARTICLES:
             rest = rest[1:]
         return " ".join(rest)
     return term
@@ -237,7 +227,7 @@ def nlp_keywords(question: str, *, limit: int = MAX_KEYWORDS) -> Keywords:
             if len(w) >= 3
             and w.casefold() not in covered
             and w.casefold() not in ENGLISH_STOP_WORDS
-            and w.casefold() not in _QUESTION_WORDS
+            and w.casefold() not in KEYWORD_QUESTION_WORDS
             and w.casefold() not in verbs
         ]
     low = _clean([*terms, *extra], limit)

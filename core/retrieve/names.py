@@ -22,24 +22,14 @@ from __future__ import annotations
 
 import re
 
-from core.language.phrases import ENGLISH_STOP_WORDS
+from core.language.lexicon import ENGLISH_STOP_WORDS, NAME_CONNECTORS, SENTENCE_OPENERS
 from core.models import unique_in_order
 from core.retrieve.keywords import quoted_terms
 
-# Lowercase words that may sit inside a name: "Prime Minister of Australia", "Ludwig van
-# Beethoven", "Kiss and Tell" (the whole run is kept, and its parts).
-CONNECTORS = frozenset("of the de la le du des von van der den di da del y and for".split())  # noqa: SIM905
+CONNECTORS = NAME_CONNECTORS  # words that may sit inside a name (core.language.lexicon)
 # A word (starting with a letter or digit; apostrophes, dots and hyphens inside: "O'Brien",
 # "F.C.", "Buck-Tick", "2011–12") or one other visible character.
 _TOKEN = re.compile(r"[^\W_][\w'’.\-–]*|[^\w\s]")
-# Words a sentence or a question capitalises by grammar, never a name's first word.
-_OPENERS = frozenset(
-    """
-    what which who whom whose when where why how in on at for from by with after before
-    during his her its their our this that these those there here it he she they we you
-    while although though however
-    """.split()  # noqa: SIM905 (a word list reads better as text)
-)
 
 
 def _capitalised(token: str) -> bool:
@@ -52,7 +42,9 @@ def _ends_sentence(token: str) -> bool:
 
 
 def _trim(words: list[str]) -> list[str]:
-    while words and (words[0].casefold() in ENGLISH_STOP_WORDS or words[0].casefold() in _OPENERS):
+    while words and (
+        words[0].casefold() in ENGLISH_STOP_WORDS or words[0].casefold() in SENTENCE_OPENERS
+    ):
         words = words[1:]
     # A name ends in a word: not a connector, not a number ("Manchester United F.C. of the
     # 1995–96" season).

@@ -134,6 +134,30 @@ def test_each_message_is_graded_by_what_the_chat_did(run: Cli, tmp_path: Path) -
 
 
 @pytest.mark.slow
+def test_overheard_messages_meet_the_gates_stricter_bar(
+    run: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # --overheard sends each message unaddressed: with every bar raised past reach, a covered
+    # question the addressed run answers is left alone, silently; its cached addressed result
+    # is not reused for it.
+    questions = _jsonl(tmp_path / "set.jsonl", MESSAGES[:1])
+    out_dir = tmp_path / "run"
+    code, out, err = run(str(questions), "--kb", "demo", "--out", str(out_dir), "--json")
+    assert code == 0, out + err
+    assert last_json(out)["summary"]["covered"]["right"] == 1
+    monkeypatch.setenv("TACIT_GATE__COVERAGE_OVERHEARD_MARGIN", "1.0")
+    code, out, err = run(
+        str(questions), "--kb", "demo", "--out", str(out_dir), "--json", "--overheard"
+    )
+    assert code == 0, out + err
+    report = last_json(out)
+    assert report["summary"]["covered"]["refused"] == 1
+    assert report["reused_results"] == 0
+    results = json.loads((out_dir / "results.json").read_text("utf-8"))["runs"][0]["results"]
+    assert results[0]["stage"] == "gate" and "not clearly covered" in results[0]["why"]
+
+
+@pytest.mark.slow
 def test_the_terminal_report_counts_kinds_and_lists_misses(run: Cli, tmp_path: Path) -> None:
     questions = _jsonl(tmp_path / "set.jsonl", MESSAGES[:3])
     code, out, err = run(str(questions), "--kb", "demo", "--limit", "3")

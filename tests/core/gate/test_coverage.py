@@ -666,3 +666,16 @@ def test_the_signals_say_what_the_verdict_read_besides_the_thresholds() -> None:
     )
     assert general.signals["general"] == 1.0 and general.signals["headed"] == 0.0
     assert {"valued", "context"} <= set(general.signals)
+
+
+def test_the_overheard_operating_point_raises_every_bar() -> None:
+    # A request with no terms to look up is covered by similarity alone from dense_only when
+    # addressed, and clearly covered (overheard) only from dense_only + overheard_margin.
+    options = CoverageOptions()
+    bar = options.dense_only + options.overheard_margin
+    between = judge("what now?", dense_max=bar - 0.05, request_dense=None, kb=None)
+    assert between.covered and not between.clear
+    above = judge("what now?", dense_max=bar + 0.05, request_dense=None, kb=None)
+    assert above.covered and above.clear
+    below = judge("what now?", dense_max=options.dense_only - 0.05, request_dense=None, kb=None)
+    assert not below.covered and not below.clear

@@ -20,7 +20,7 @@ from adapters.state import RedisStateStore
 from adapters.vector.milvus_store import MilvusVectorStore
 from core.conversation import Message
 from core.errors import InputError, LLMBadResponse, LLMTimeout, StoreError
-from core.gate.coverage import SIGNALS
+from core.gate.coverage import SIGNALS, CoverageOptions
 from core.gate.features import CUE_NAMES
 from core.gate.gate import Gate, GateOptions
 from core.gate.model import FIT_VERSION
@@ -163,6 +163,41 @@ async def fitted(stores, embedder) -> Gate:
     gate = make_gate(stores, embedder)
     await gate.fit(KB, GOOD, BAD, folds=3)
     return gate
+
+
+# --- operating points ----------------------------------------------------------------------------
+
+
+async def test_an_overheard_message_needs_clearer_coverage_than_an_addressed_one(
+    stores, embedder
+) -> None:
+    # One rule, two operating points: with every bar raised past reach for an overheard
+    # message, the same question is answered when asked of the bot and left alone when not.
+    gate = make_gate(stores, embedder, coverage=CoverageOptions(overheard_margin=1.0))
+    text = "How long does the session cache keep entries?"
+    addressed = await gate.decide(KB, chat(text, addressed=True))
+    assert addressed.action == "answer", addressed.reason
+    overheard = await gate.decide(KB, chat(text))
+    assert (overheard.action, overheard.reply) == ("silent", None)
+    assert "not clearly covered" in overheard.reason
+    screened = await gate.screen(KB, chat(text))
+    assert screened.action == "silent"
+    # at the shipped margin the KB covers it clearly enough to answer it overheard too
+    shipped = await make_gate(stores, embedder).decide(KB, chat(text))
+    assert shipped.action == "answer", shipped.reason
+
+
+async def test_a_fitted_gate_raises_its_threshold_for_an_overheard_message(
+    stores, embedder, fitted
+) -> None:
+    text = "how do i roll back a bad release with deployctl?"
+    addressed = await fitted.decide(KB, chat(text, addressed=True))
+    assert "overheard_threshold" not in addressed.scores
+    overheard = await fitted.decide(KB, chat(text))
+    margin = fitted.coverage.options.overheard_margin
+    assert overheard.scores["overheard_threshold"] == pytest.approx(
+        min(1.0, addressed.scores["threshold"] + margin)
+    )
 
 
 # --- filters ----------------------------------------------------------------------------------
