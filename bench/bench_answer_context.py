@@ -5,7 +5,9 @@
 For the first --limit covered messages of a `tacit eval answers` set, the retriever's context
 (no model: NLP keywords), and of it the knowledge-graph facts the answer prompt numbers after
 the sources (core.retrieve.context_text.numbered_facts): their count and characters, beside the
-sources' characters. --show N prints the first N questions' facts.
+sources' characters; and the answer prompt a single lookup sends (the context focused as the
+pipeline focuses it, core.retrieve.focus, rendered through the answer template): its characters
+at p50 and at most, and the facts it holds. --show N prints the first N questions' facts.
 """
 
 from __future__ import annotations
@@ -13,12 +15,17 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import statistics
 import sys
 from pathlib import Path
 
+import prompts
 from bot.settings import Settings
 from bot.wiring import open_services
-from core.retrieve.context_text import numbered_facts, numbered_sources
+from core.answer.pipeline import PipelineOptions
+from core.language.text import detect_language
+from core.retrieve.context_text import knowledge_lines, numbered_facts, numbered_sources
+from core.retrieve.focus import focused
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench import results as results_md
@@ -27,9 +34,22 @@ from bench import results as results_md
 async def measure(home: Path, kb: str, asked: list[str], show: int) -> dict[str, int]:
     async with open_services(Settings(home=home)) as services:
         retriever = services.retriever()
-        facts = fact_chars = source_chars = 0
+        facts = fact_chars = source_chars = prompt_facts = 0
+        prompt_chars: list[int] = []
+        budget = PipelineOptions().answer_chunk_budget
         for i, question in enumerate(asked):
             context = await retriever.retrieve(kb, question)
+            read = focused(context, budget)
+            prompt = prompts.render(
+                "answer",
+                detect_language(question),
+                sources=numbered_sources(read),
+                knowledge=knowledge_lines(read),
+                question=question,
+                not_covered="NOT_COVERED",
+            )
+            prompt_chars.append(sum(len(m.content) for m in prompt.messages))
+            prompt_facts += len(numbered_facts(read))
             found = numbered_facts(context)
             facts += len(found)
             fact_chars += sum(len(f.text) + 6 for f in found)  # "[nn] " and the line break
@@ -38,12 +58,18 @@ async def measure(home: Path, kb: str, asked: list[str], show: int) -> dict[str,
                 print(f"Q: {question[:100]}  ({len(found)} facts)")
                 for fact in found:
                     print(f"    {fact.text[:110]}")
+                print(f"  answer prompt: {prompt_chars[-1]} characters")
+                for fact in numbered_facts(read):
+                    print(f"    [{fact.n}] {fact.text[:150]}")
     report = {
         "questions": len(asked),
         "facts": facts,
         "fact_chars": fact_chars,
         "source_chars": source_chars,
         "fact_chars_per_question": round(fact_chars / max(len(asked), 1)),
+        "prompt_chars_p50": round(statistics.median(prompt_chars)) if prompt_chars else 0,
+        "prompt_chars_max": max(prompt_chars, default=0),
+        "prompt_facts": prompt_facts,
     }
     print(json.dumps(report))
     return report
@@ -70,7 +96,14 @@ def main() -> None:
                 report["fact_chars_per_question"],
                 baseline=round(report["source_chars"] / per),
                 notes=f"{report['questions']} questions; baseline: the sources' characters",
-            )
+            ),
+            results_md.Row(
+                f"{args.questions.name}: answer prompt characters p50",
+                report["prompt_chars_p50"],
+                baseline=20000,
+                notes=f"max {report['prompt_chars_max']}, {report['prompt_facts']} facts in all; "
+                "baseline: the target per question",
+            ),
         ]
     )
 

@@ -793,6 +793,7 @@ class _Run:
             relations=context.relations,
             chunks=tuple(evidence),
             keywords=context.keywords,
+            fact_sources=context.fact_sources,
         )
         self.trace.retrieved = shown.as_trace()
         yield self._final(text, shown, "extractive", "answered from evidence (no LLM configured)")

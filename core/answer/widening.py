@@ -121,6 +121,7 @@ def recut(
         relations=tuple(i for i in kept_graph if isinstance(i, ScoredRelation)),
         chunks=tuple(chunks),
         keywords=merged.keywords,
+        fact_sources=merged.fact_sources,
     )
 
 
@@ -140,4 +141,5 @@ def fit(context: RetrievedContext, *, node_edge_budget: int, chunk_budget: int) 
         relations=tuple(i for i in kept if isinstance(i, ScoredRelation)),
         chunks=tuple(within_budget(context.chunks, lambda c: chunk_tokens(c.chunk), chunk_budget)),
         keywords=context.keywords,
+        fact_sources=context.fact_sources,
     )

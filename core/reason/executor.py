@@ -310,6 +310,7 @@ class _Run:
             tuple(e for e in read.entities if e.entity.key in keys),
             tuple(r for r in read.relations if r.pair in pairs),
             tuple(by_id[i] for i in support.chunks if i in by_id),
+            fact_sources=read.fact_sources,
         )
 
     def _merged(
@@ -595,7 +596,9 @@ def _found_by_plan(context: RetrievedContext) -> RetrievedContext:
         ScoredChunk(c.chunk, c.score, tuple(dict.fromkeys((*c.via, "plan"))))
         for c in context.chunks
     )
-    return RetrievedContext(context.entities, context.relations, chunks, context.keywords)
+    return RetrievedContext(
+        context.entities, context.relations, chunks, context.keywords, context.fact_sources
+    )
 
 
 async def _no_entries() -> tuple[ScoredChunk, ...]:
@@ -623,6 +626,7 @@ def _narrowed(
         context.relations[:STEP_GRAPH_ITEMS],
         tuple(chunks[:STEP_CHUNKS]),
         context.keywords,
+        context.fact_sources,
     )
 
 

@@ -413,11 +413,11 @@ def test_facts_are_numbered_after_the_chunks() -> None:
     assert fact.n == 2 and fact.text.startswith("gateway (system)")
 
 
-def _fact_of(description: str) -> str:
+def _fact_of(description: str, passage: str = "Lag.") -> str:
     from core.models import ChunkRecord, Entity
     from core.retrieve.context import RetrievedContext, ScoredChunk, ScoredEntity
 
-    chunk = ChunkRecord(id="c1", source="a.md", ordinal=0, text="Lag.")
+    chunk = ChunkRecord(id="c1", source="a.md", ordinal=0, text=passage)
     entity = Entity("lumen", "lumen", "term", (description,), ("c1",))
     context = RetrievedContext(
         entities=(ScoredEntity(entity, 0.9),), chunks=(ScoredChunk(chunk, 0.8),)
@@ -433,7 +433,7 @@ def test_a_long_fact_is_cut_at_a_word() -> None:
     text = _fact_of(" ".join(words))
     assert len(text) <= MAX_FACT_CHARS and text.endswith("…")
     assert text.removesuffix("…").split()[-1] in words  # a whole word, not "deli…"
-    chinese = _fact_of("消费延迟与投递时延" * 60)  # no spaces: cut where the limit falls
+    chinese = _fact_of("消费延迟与投递时延" * 60, "延迟。")  # no spaces: cut where the limit falls
     assert len(chinese) == MAX_FACT_CHARS and chinese.endswith("…")
 
 
@@ -467,13 +467,13 @@ def test_a_fact_that_only_repeats_a_source_is_left_out() -> None:
 
 def test_a_contexts_facts_are_worked_out_once_and_handed_out_as_copies() -> None:
     said = "Lumen components fail with TLS errors."
-    context = _graph_context("Port 8443.", "an entity", [("lumen", "tls", said)])
+    context = _graph_context("Port 8443.", "an entity of Lumen", [("lumen", "tls", said)])
     first = numbered_facts(context)
     first.clear()  # a caller's list is its own
     again = numbered_facts(context)
-    assert [f.n for f in again] == [2, 3, 4]
-    other = _graph_context("Port 8443.", "another entity", [("lumen", "tls", said)])
-    assert numbered_facts(other)[0].text == "Lumen (term): another entity"
+    assert [f.n for f in again] == [2, 3]  # the entities' one sentence is shown once
+    other = _graph_context("Port 8443.", "another entity of Lumen", [("lumen", "tls", said)])
+    assert numbered_facts(other)[0].text == "Lumen (term): another entity of Lumen"
 
 
 def test_relations_with_one_description_are_one_fact_citing_every_pair() -> None:
@@ -490,7 +490,7 @@ def test_relations_with_one_description_are_one_fact_citing_every_pair() -> None
     relation_facts = [f for f in facts if f.relation_pairs]
     (merged,) = relation_facts
     assert merged.text == f"Lumen — Tls; Lumen — Ssl; Ssl — Tls: {said}"
-    assert len(facts) == 3 + 1  # three entities, one relation fact
+    assert len(facts) == 1 + 1  # three entities of one sentence are one fact, one relation
     assert valid_marks(f"[{merged.n}] [{merged.n + 1}]", context) == [merged.n]
     _, _, pairs = cited_keys(context, [merged.n])
     assert pairs == {("lumen", "tls"), ("lumen", "ssl"), ("ssl", "tls")}
