@@ -731,8 +731,9 @@ class _Run:
         the rounds left), re-cut to the budgets. None: nothing new to answer from. `lacking`:
         the part of the question the judge said the context lacks (or the whole question,
         when nothing of it was answered); each wider round also retrieves for it, and what
-        that finds new goes ahead of the other new items. With a part lacking, a round is
-        answered only when the retrieval for that part finds something new: what only the
+        that finds new goes ahead of the other new items. A round is answered only for new
+        passages (chunks no round held; new graph items alone are not enough). With a part
+        lacking, only when the retrieval for that part finds a new passage: what only the
         wider question retrieval finds does not answer the part the judge named, and the
         part's retrieval is the same at every width, so the first that finds nothing ends
         the widening (no more rounds, no more calls)."""
@@ -749,11 +750,13 @@ class _Run:
             if found is None:
                 return None
             wider, steered = found
-            new = seen.novelty(wider if steered is None else wider.merged(steered))
-            self.trace.stages[-1].detail["new_items"] = new
+            both = wider if steered is None else wider.merged(steered)
+            new = seen.new_passages(both)
+            self.trace.stages[-1].detail["new_items"] = seen.novelty(both)
+            self.trace.stages[-1].detail["new_passages"] = new
             if steered is not None:
-                for_part = seen.novelty(steered)
-                self.trace.stages[-1].detail["lacking_new_items"] = for_part
+                for_part = seen.new_passages(steered)
+                self.trace.stages[-1].detail["lacking_new_passages"] = for_part
                 if for_part == 0:
                     self.trace.stages[-1].outcome = "skipped"
                     return None

@@ -305,6 +305,41 @@ async def test_a_widened_round_that_adds_nothing_new_is_not_answered_again(
 
 
 @in_module_loop
+async def test_a_widened_round_that_finds_only_graph_items_is_not_answered_again(
+    stores, embedder
+) -> None:
+    # A wider round is answered for new passages: a new graph item alone (a fact the focused
+    # prompt may not even show) is no part of the question found, and a round costs two calls.
+    from core.models import Entity
+    from core.retrieve.context import RetrievedContext, ScoredEntity
+
+    class OnlyNewFacts(Retriever):
+        async def retrieve(self, kb, question, *, keywords=None, widen=0):  # type: ignore[override]
+            found = await super().retrieve(kb, question, keywords=keywords, widen=0)
+            if widen == 0:
+                return found
+            extra = Entity(f"wider-{widen}", f"wider-{widen}", "term", ("a new fact",), ())
+            return found.merged(RetrievedContext(entities=(ScoredEntity(extra, 0.1),)))
+
+    graph, vectors = stores
+    llm = (
+        FakeLLM()
+        .script("keywords", KEYWORDS)
+        .script("answer", "It listens on a port [1].", "Again [1].")
+        .script("judge", {"faithfulness": 0.9, "completeness": 0.3})
+    )
+    answerer = MultiStageAnswerer(
+        retriever=OnlyNewFacts(embedder=embedder, vectors=vectors, graph=graph, llm=llm),
+        embedder=embedder,
+        llm=llm,
+        options=PipelineOptions(stages="dual_level", keywords_call="always"),
+    )
+    _, answer = await collect(answerer.ask("ops", PORT_QUESTION))
+    assert llm.templates_called == ["keywords", "answer", "judge"]
+    assert answer.text == "It listens on a port [1]."
+
+
+@in_module_loop
 async def test_a_failed_widening_round_never_replaces_a_judged_answer(stores, embedder) -> None:
     llm = (
         FakeLLM()
@@ -328,8 +363,9 @@ async def test_an_unjudged_round_never_replaces_a_judged_answer(stores, embedder
         .script("answer", "It listens on a port [1].", "Port 9090 [1].")
         .script("judge", {"faithfulness": 0.9, "completeness": 0.4}, LLMError("judge timeout"))
     )
+    # small budgets: the wider round finds passages the first did not hold
     events, answer = await collect(
-        make(stores, embedder, llm, stages="dual_level").ask("ops", PORT_QUESTION)
+        make(stores, embedder, llm, retrieval=SMALL, stages="dual_level").ask("ops", PORT_QUESTION)
     )
     assert llm.templates_called == ["keywords", "answer", "judge", "answer", "judge"]
     assert answer.text == "It listens on a port [1]."
