@@ -532,6 +532,21 @@ def test_relations_with_one_description_are_one_fact_citing_every_pair() -> None
     assert pairs == {("lumen", "tls"), ("lumen", "ssl"), ("ssl", "tls")}
 
 
+def test_stream_hold_never_shows_a_models_acknowledging_first_line() -> None:
+    from core.answer.not_covered import StreamHold
+
+    for pieces in (
+        ["Sure, here is what", " could be going on.\n", "The spool is full [1]."],
+        ["好的，以下是", "可能的原因：\n", "队列已满 [1]。"],
+    ):
+        hold = StreamHold()
+        shown = "".join(hold.feed(p) for p in pieces) + (hold.finish() or "")
+        assert shown == pieces[-1], shown
+    hold = StreamHold()  # an answer that starts with such a word and cites is the answer
+    pieces = ["Certainly not: ", "the gateway listens on 8443 [1]."]
+    assert "".join(hold.feed(p) for p in pieces) + (hold.finish() or "") == "".join(pieces)
+
+
 def test_stream_hold_keeps_the_spaces_between_deltas() -> None:
     from core.answer.not_covered import StreamHold
 
