@@ -412,6 +412,7 @@ class _Run:
         low: list[str] = []
         high: list[str] = []
         pattern: list[str] = []
+        said: list[str] = []  # the query's words: a reference with what it was about
         for role, part in zip(("subject", "predicate", "object"), step.args.parts(), strict=True):
             if part is None or is_variable(part):
                 continue
@@ -421,12 +422,17 @@ class _Run:
                 if earlier.listed and not earlier.items:
                     raise StepFailed(f"#{ref} found nothing to look up")
                 texts = earlier.stands_for()
+                # The keywords and the rows to match are what was found ("PostgreSQL 15"); the
+                # query also says what it was about ("the database the ledger service uses"),
+                # so that of two PostgreSQL 15 databases the ledger's ranks first.
+                said.append(earlier.refers_to())
             else:
                 texts = [self._substitute(part.strip())]
+                said.append(", ".join(texts))
             (high if role == "predicate" else low).extend(texts)
             pattern.append(", ".join(texts))
         question = self.questions[step.id]
-        query = " ".join(pattern) or question
+        query = " ".join(said) or question
         # The pattern already is the dual-level split, so the retriever needs no keyword call.
         keywords = Keywords(high=tuple(high), low=tuple(low), source="llm") if pattern else None
         record["query"] = query
