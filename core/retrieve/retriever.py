@@ -357,11 +357,8 @@ class Retriever:
         FACT_SOURCE_CHUNKS of each): a fact names the file a person can open, also when none of
         its chunks is among the passages."""
         known = {c.chunk.id: c.chunk.source for c in chunks}
-        wanted = dict.fromkeys(
-            cid
-            for item in (*(e.entity for e in entities), *(r.relation for r in relations))
-            for cid in item.chunk_ids[:FACT_SOURCE_CHUNKS]
-        )
+        held = [e.entity.chunk_ids for e in entities] + [r.relation.chunk_ids for r in relations]
+        wanted = dict.fromkeys(cid for ids in held for cid in ids[:FACT_SOURCE_CHUNKS])
         missing = [cid for cid in wanted if cid not in known]
         if missing:
             known.update((c.id, c.source) for c in await self.graph.get_chunks(kb, missing))
