@@ -137,8 +137,10 @@ class PipelineOptions:
     # verdict (core.answer.screened_llm): 1 costs no call in sequence, 0 costs one.
     calls_beside_screening: int = 1
     # Tokens of passages a single lookup's first answer reads (core.retrieve.focus): the
-    # matched document first; a wider round reads past it.
-    answer_chunk_budget: int = 3000
+    # matched document first; a wider round reads past it. Every token is read by the model
+    # before its first answer token; less than this and the matched document's own sections
+    # start to crowd out the second document a question needs.
+    answer_chunk_budget: int = 2500
     # When a single lookup asks the model for its retrieval keywords: "always", or only when
     # the passages its own words find are in another language than the question
     # ("across_languages": a question in the KB's language retrieves on NLP keywords, one call
