@@ -7,7 +7,9 @@ For the first --limit covered messages of a `tacit eval answers` set, the retrie
 the sources (core.retrieve.context_text.numbered_facts): their count and characters, beside the
 sources' characters; and the answer prompt a single lookup sends (the context focused as the
 pipeline focuses it, core.retrieve.focus, rendered through the answer template): its characters
-at p50 and at most, and the facts it holds. --show N prints the first N questions' facts.
+at p50 and at most, the facts it holds, and for how many questions it holds a document the set
+names as the answer's source (beside how many the whole retrieved context holds one for).
+--show N prints the first N questions' facts.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from bot.settings import Settings
 from bot.wiring import open_services
 from core.answer.pipeline import PipelineOptions
 from core.language.text import detect_language
+from core.retrieve.context import RetrievedContext
 from core.retrieve.context_text import knowledge_lines, numbered_facts, numbered_sources
 from core.retrieve.focus import focused
 
@@ -31,11 +34,24 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench import results as results_md
 
 
-async def measure(home: Path, kb: str, asked: list[str], show: int) -> dict[str, int]:
+def _holds(context: RetrievedContext, sources: list[str]) -> bool:
+    """Whether a passage of the context is from one of the set's source documents (the set
+    names them from the corpus root, the KB from the indexed folder: either may be longer)."""
+    return any(
+        item.chunk.source.endswith(s) or s.endswith(item.chunk.source)
+        for item in context.chunks
+        for s in sources
+    )
+
+
+async def measure(
+    home: Path, kb: str, asked: list[str], show: int, sources: list[list[str]]
+) -> dict[str, int]:
     async with open_services(Settings(home=home)) as services:
         retriever = services.retriever()
         facts = fact_chars = source_chars = prompt_facts = 0
         prompt_chars: list[int] = []
+        in_prompt = in_context = 0
         budget = PipelineOptions().answer_chunk_budget
         for i, question in enumerate(asked):
             context = await retriever.retrieve(kb, question)
@@ -50,6 +66,8 @@ async def measure(home: Path, kb: str, asked: list[str], show: int) -> dict[str,
             )
             prompt_chars.append(sum(len(m.content) for m in prompt.messages))
             prompt_facts += len(numbered_facts(read))
+            in_prompt += _holds(read, sources[i])
+            in_context += _holds(context, sources[i])
             found = numbered_facts(context)
             facts += len(found)
             fact_chars += sum(len(f.text) + 6 for f in found)  # "[nn] " and the line break
@@ -70,6 +88,8 @@ async def measure(home: Path, kb: str, asked: list[str], show: int) -> dict[str,
         "prompt_chars_p50": round(statistics.median(prompt_chars)) if prompt_chars else 0,
         "prompt_chars_max": max(prompt_chars, default=0),
         "prompt_facts": prompt_facts,
+        "source_in_prompt": in_prompt,
+        "source_in_context": in_context,
     }
     print(json.dumps(report))
     return report
@@ -86,8 +106,10 @@ def main() -> None:
     args = parser.parse_args()
     run_md = results_md.Run.start(__file__, enabled=not args.no_results)
     rows = [json.loads(line) for line in args.questions.read_text("utf-8").splitlines() if line]
-    asked = [r["q"] for r in rows if r.get("kind") == "covered"][: args.limit]
-    report = asyncio.run(measure(args.home, args.kb, asked, args.show))
+    covered = [r for r in rows if r.get("kind") == "covered"][: args.limit]
+    asked = [r["q"] for r in covered]
+    sources = [list(r.get("source") or []) for r in covered]
+    report = asyncio.run(measure(args.home, args.kb, asked, args.show, sources))
     per = max(report["questions"], 1)
     run_md.write(
         [
@@ -101,8 +123,9 @@ def main() -> None:
                 f"{args.questions.name}: answer prompt characters p50",
                 report["prompt_chars_p50"],
                 baseline=20000,
-                notes=f"max {report['prompt_chars_max']}, {report['prompt_facts']} facts in all; "
-                "baseline: the target per question",
+                notes=f"max {report['prompt_chars_max']}, {report['prompt_facts']} facts in all, "
+                f"a source document in {report['source_in_prompt']} prompts "
+                f"({report['source_in_context']} contexts); baseline: the target per question",
             ),
         ]
     )
