@@ -19,7 +19,7 @@ Patroni create a primary Postgres node?" is a heading, not a fact); those are le
 the rest is capped (the best-ranked first): facts orient, the numbered sources answer.
 
 A sentence is one fact: an NLP graph files one sentence under every term in it, so the same
-sentence came as three or four facts; each is shown once, under the first item that has it. A
+sentence came as several facts; each is shown once, under the first item that has it. A
 line of front matter or configuration ("title: …", "cover: assets/…") and a bit of markup with
 hardly a word in it (`<td class="sev-4">SEV-4</td>`) state nothing, nor does a name with no
 description; a fact in a language none of the passages is written in (a Chinese sentence of a
