@@ -548,6 +548,23 @@ _SIGN_OFF = re.compile(
 )
 
 
+_POLITE_OPENING = re.compile(
+    r"\A\s*(?:sure|certainly|of course|absolutely|great question|good question|happy to help"
+    r"|好的|当然|没问题)(?![a-z])",
+    re.IGNORECASE,
+)
+
+
+def opens_politely(text: str) -> bool:
+    """Whether the text starts with a word an acknowledging first line starts with."""
+    return bool(_POLITE_OPENING.match(text))
+
+
+def without_preamble(text: str) -> str:
+    """The text without an acknowledging first line (one that cites nothing)."""
+    return _PREAMBLE.sub("", text, count=1)
+
+
 def without_pleasantries(text: str) -> str:
     """An answer without the model's acknowledging first line and offering last line (lines
     that cite nothing); the text as it was when nothing else would remain."""
@@ -565,11 +582,13 @@ __all__ = [
     "clean_text_reply",
     "is_refusal",
     "json_values",
+    "opens_politely",
     "parse_json_reply",
     "read_score",
     "read_verdict",
     "reasoning_only",
     "strip_reasoning",
     "without_pleasantries",
+    "without_preamble",
     "without_reasoning",
 ]

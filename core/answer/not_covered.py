@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 
-from core.model_output import strip_reasoning
+from core.model_output import opens_politely, strip_reasoning, without_preamble
 
 NOT_COVERED_MARKER = "NOT_COVERED"
 
@@ -60,6 +60,8 @@ _SAYS_NOT_COVERED = re.compile(
 _SENTENCE_END = re.compile(r"(?<=[.!?。！？；;])\s*|\n+")
 # Text a reply needs before StreamHold can tell an answer from the marker or a refusal.
 HOLD_CHARS = 24
+# An acknowledging first line is held at most this long (the longest one left out).
+PREAMBLE_HOLD_CHARS = 200
 # A reply whose first (uncited) sentence says "not covered" and that is no longer than this is
 # a refusal even if it cites something later (a passing mention is no answer).
 SHORT_REPLY_CHARS = 300
@@ -114,6 +116,16 @@ class StreamHold:
             return ""
         text = "".join(self._held)
         shown = _plain(text).lstrip()
+        if opens_politely(shown):
+            # an acknowledging first line ("Sure, here is what could be going on.") is held
+            # to its end and left out, so a chat never shows it before the answer's text
+            if "\n" not in shown and len(shown) < PREAMBLE_HOLD_CHARS:
+                return ""
+            text = without_preamble(text)
+            self._held = [text]
+            shown = _plain(text).lstrip()
+            if len(shown) < HOLD_CHARS and not _CITATION.search(shown):
+                return ""
         if _CITATION.search(shown):
             return self._release(text)
         if len(shown) < HOLD_CHARS:

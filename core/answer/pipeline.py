@@ -137,8 +137,10 @@ class PipelineOptions:
     # verdict (core.answer.screened_llm): 1 costs no call in sequence, 0 costs one.
     calls_beside_screening: int = 1
     # Tokens of passages a single lookup's first answer reads (core.retrieve.focus): the
-    # matched document first; a wider round reads past it.
-    answer_chunk_budget: int = 3000
+    # matched document first; a wider round reads past it. Every token is read by the model
+    # before its first answer token; less than this and the matched document's own sections
+    # start to crowd out the second document a question needs.
+    answer_chunk_budget: int = 2500
     # When a single lookup asks the model for its retrieval keywords: "always", or only when
     # the passages its own words find are in another language than the question
     # ("across_languages": a question in the KB's language retrieves on NLP keywords, one call
@@ -731,8 +733,9 @@ class _Run:
         the rounds left), re-cut to the budgets. None: nothing new to answer from. `lacking`:
         the part of the question the judge said the context lacks (or the whole question,
         when nothing of it was answered); each wider round also retrieves for it, and what
-        that finds new goes ahead of the other new items. With a part lacking, a round is
-        answered only when the retrieval for that part finds something new: what only the
+        that finds new goes ahead of the other new items. A round is answered only for new
+        passages (chunks no round held; new graph items alone are not enough). With a part
+        lacking, only when the retrieval for that part finds a new passage: what only the
         wider question retrieval finds does not answer the part the judge named, and the
         part's retrieval is the same at every width, so the first that finds nothing ends
         the widening (no more rounds, no more calls)."""
@@ -749,11 +752,13 @@ class _Run:
             if found is None:
                 return None
             wider, steered = found
-            new = seen.novelty(wider if steered is None else wider.merged(steered))
-            self.trace.stages[-1].detail["new_items"] = new
+            both = wider if steered is None else wider.merged(steered)
+            new = seen.new_passages(both)
+            self.trace.stages[-1].detail["new_items"] = seen.novelty(both)
+            self.trace.stages[-1].detail["new_passages"] = new
             if steered is not None:
-                for_part = seen.novelty(steered)
-                self.trace.stages[-1].detail["lacking_new_items"] = for_part
+                for_part = seen.new_passages(steered)
+                self.trace.stages[-1].detail["lacking_new_passages"] = for_part
                 if for_part == 0:
                     self.trace.stages[-1].outcome = "skipped"
                     return None
@@ -793,6 +798,7 @@ class _Run:
             relations=context.relations,
             chunks=tuple(evidence),
             keywords=context.keywords,
+            fact_sources=context.fact_sources,
         )
         self.trace.retrieved = shown.as_trace()
         yield self._final(text, shown, "extractive", "answered from evidence (no LLM configured)")

@@ -5,8 +5,9 @@ would grow without bound (round k carrying up to k budgets). recut() fits the me
 back into the `[retrieval]` budgets, in order of preference: what the last answer cited (its
 evidence), then what the retrieval for the part the judge named as lacking found new (KGiRAG's
 feedback steering the next retrieval), then what else is new this round, then the rest by
-score. novelty() says whether a round found anything the earlier ones did not: one that found
-nothing is not answered again (the same prompt would get the same answer).
+score. novelty() says whether a round found anything the earlier ones did not, new_passages()
+whether it found a passage they did not: one that found none is not answered again (the
+same passages would get the same answer, and each round costs an answer and a judge call).
 """
 
 from __future__ import annotations
@@ -31,6 +32,11 @@ class Seen:
         self.chunks.update(c.chunk.id for c in context.chunks)
         self.entities.update(e.entity.key for e in context.entities)
         self.relations.update(r.pair for r in context.relations)
+
+    def new_passages(self, context: RetrievedContext) -> int:
+        """How many of the context's chunks no earlier round held: what a round is answered
+        again for (a new graph item alone finds no passage that answers anything)."""
+        return sum(c.chunk.id not in self.chunks for c in context.chunks)
 
     def novelty(self, context: RetrievedContext) -> int:
         """How many of the context's items no earlier round held."""
@@ -121,6 +127,7 @@ def recut(
         relations=tuple(i for i in kept_graph if isinstance(i, ScoredRelation)),
         chunks=tuple(chunks),
         keywords=merged.keywords,
+        fact_sources=merged.fact_sources,
     )
 
 
@@ -140,4 +147,5 @@ def fit(context: RetrievedContext, *, node_edge_budget: int, chunk_budget: int) 
         relations=tuple(i for i in kept if isinstance(i, ScoredRelation)),
         chunks=tuple(within_budget(context.chunks, lambda c: chunk_tokens(c.chunk), chunk_budget)),
         keywords=context.keywords,
+        fact_sources=context.fact_sources,
     )

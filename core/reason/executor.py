@@ -310,6 +310,7 @@ class _Run:
             tuple(e for e in read.entities if e.entity.key in keys),
             tuple(r for r in read.relations if r.pair in pairs),
             tuple(by_id[i] for i in support.chunks if i in by_id),
+            fact_sources=read.fact_sources,
         )
 
     def _merged(
@@ -411,6 +412,7 @@ class _Run:
         low: list[str] = []
         high: list[str] = []
         pattern: list[str] = []
+        said: list[str] = []  # the query's words: a reference with what it was about
         for role, part in zip(("subject", "predicate", "object"), step.args.parts(), strict=True):
             if part is None or is_variable(part):
                 continue
@@ -420,12 +422,17 @@ class _Run:
                 if earlier.listed and not earlier.items:
                     raise StepFailed(f"#{ref} found nothing to look up")
                 texts = earlier.stands_for()
+                # The keywords and the rows to match are what was found ("PostgreSQL 15"); the
+                # query also says what it was about ("the database the ledger service uses"),
+                # so that of two PostgreSQL 15 databases the ledger's ranks first.
+                said.append(earlier.refers_to())
             else:
                 texts = [self._substitute(part.strip())]
+                said.append(", ".join(texts))
             (high if role == "predicate" else low).extend(texts)
             pattern.append(", ".join(texts))
         question = self.questions[step.id]
-        query = " ".join(pattern) or question
+        query = " ".join(said) or question
         # The pattern already is the dual-level split, so the retriever needs no keyword call.
         keywords = Keywords(high=tuple(high), low=tuple(low), source="llm") if pattern else None
         record["query"] = query
@@ -595,7 +602,9 @@ def _found_by_plan(context: RetrievedContext) -> RetrievedContext:
         ScoredChunk(c.chunk, c.score, tuple(dict.fromkeys((*c.via, "plan"))))
         for c in context.chunks
     )
-    return RetrievedContext(context.entities, context.relations, chunks, context.keywords)
+    return RetrievedContext(
+        context.entities, context.relations, chunks, context.keywords, context.fact_sources
+    )
 
 
 async def _no_entries() -> tuple[ScoredChunk, ...]:
@@ -623,6 +632,7 @@ def _narrowed(
         context.relations[:STEP_GRAPH_ITEMS],
         tuple(chunks[:STEP_CHUNKS]),
         context.keywords,
+        context.fact_sources,
     )
 
 

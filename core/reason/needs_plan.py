@@ -7,6 +7,9 @@ needs_plan() is the rule, over the question's text alone:
 
 - arithmetic or comparison asked for: a total, a sum, an average, a percentage, a ratio, a
   difference, "more/fewer/longer … than", "compare", "vs"; 总共, 平均, 百分之, 比例, 相比, 差多少;
+  a quantity the question gives is a condition, not a value to compute ("replicas lagging more
+  than like 10MB", "disk above 90 percent"), and a pasted error message in backticks
+  ("`longer than max length 4093`") is what was seen, not what is asked: both are read past;
   a count over things someone or something has ("how many components does Jonas Berg own",
   "几个服务归…负责") — not "how many slots does each replica have", one value looked up;
 - several asks: parts joined by "and", a comma, a semicolon or a second sentence (以及, 并且,
@@ -39,6 +42,17 @@ _ARITHMETIC = re.compile(
     r"哪个更",
     re.IGNORECASE,
 )
+# A quantity the question states: a comparison with a number ("more than like 10MB", "longer
+# than max length 4093") or a percentage of nothing named ("above 90 percent"). At most two
+# words between "than" and the number: "than like", "than max length".
+_GIVEN_QUANTITY = re.compile(
+    r"\b(?:more|fewer|less|longer|shorter|larger|smaller|bigger|higher|lower|faster|slower|"
+    r"greater|earlier|later)\s+(?:\w+\s+){0,3}?than\s+(?:\S+\s+){0,2}?[~≈<>]?(?<![\w-])\d|"
+    r"(?<![\w-])\d[\d.,]*\s*(?:percent|%)(?!\s*of\b)",
+    re.IGNORECASE,
+)
+# A pasted message quoted in backticks: what was seen, not what is asked.
+_QUOTED = re.compile(r"`[^`]*`")
 # A count over the things someone or something has, owns, runs or uses.
 _COUNT = re.compile(
     r"\bhow many\b(?:\s+[\w-]+){1,4}?\s+(?:does|do|did)\b(?:\s+[\w-]+){1,5}?\s+"
@@ -97,7 +111,7 @@ def named_things(question: str) -> set[str]:
 
 def plan_reason(question: str) -> str:
     """Why the question is worth a plan ("" when it is a single lookup)."""
-    if _ARITHMETIC.search(question):
+    if _ARITHMETIC.search(_GIVEN_QUANTITY.sub(" ", _QUOTED.sub(" ", question))):
         return "it asks for arithmetic or a comparison"
     if _COUNT.search(question):
         return "it asks for a count of the things something has"

@@ -73,6 +73,9 @@ class RetrievedContext:
     relations: tuple[ScoredRelation, ...] = ()
     chunks: tuple[ScoredChunk, ...] = ()
     keywords: Keywords | None = None
+    # (chunk id, document) of the chunks the graph items were extracted from, as far as the
+    # retriever looked them up: a fact's source file when its chunks are not among `chunks`.
+    fact_sources: tuple[tuple[str, str], ...] = ()
 
     def is_empty(self) -> bool:
         return not (self.entities or self.relations or self.chunks)
@@ -101,6 +104,7 @@ class RetrievedContext:
             ),
             chunks=tuple(chunks.values()),
             keywords=self.keywords or other.keywords,
+            fact_sources=tuple(dict.fromkeys((*self.fact_sources, *other.fact_sources))),
         )
 
     def as_trace(self) -> dict[str, Any]:

@@ -17,6 +17,14 @@ Nor does a fact about a word of general language ("value", "level", "mode", 团�
 makes an entity of every noun) tell a model anything of this KB, nor a question ("How does
 Patroni create a primary Postgres node?" is a heading, not a fact); those are left out too, and
 the rest is capped (the best-ranked first): facts orient, the numbered sources answer.
+
+A sentence is one fact: an NLP graph files one sentence under every term in it, so the same
+sentence came as several facts; each is shown once, under the first item that has it. A
+line of front matter or configuration ("title: …", "cover: assets/…") and a bit of markup with
+hardly a word in it (`<td class="sev-4">SEV-4</td>`) state nothing, nor does a name with no
+description; a fact in a language none of the passages is written in (a Chinese sentence of a
+mixed KB beside English runbooks) is left out. Each fact names the files it was extracted from,
+so a cited fact leads to a document a person can open.
 """
 
 from __future__ import annotations
@@ -28,16 +36,24 @@ from dataclasses import dataclass
 from typing import Any
 
 from core.citation import Citation
-from core.language.text import CJK_RUN
+from core.language.text import CJK_CHAR, CJK_RUN, detect_language
 from core.language.words import zipf
 from core.models import LAYOUT_TYPES, UNKNOWN_TYPE
 from core.retrieve.context import RetrievedContext, ScoredChunk, ScoredRelation
 from prompts import fenced, inline
 
+# A line of front matter or configuration: a lowercase key, a colon, a value, one line.
+_KEY_VALUE = re.compile(r"[a-z][\w.-]*:\s+\S[^\n]*")
+_MARKUP = re.compile(r"<[^>]*>|[`*_#>|\[\](){}]")
+_WORD = re.compile(r"[^\W\d_]{2,}|\d+")
+# Words (a Chinese character counts as half of one) a description with markup needs to state
+# something: an HTML cell or a quoted name alone does not.
+MIN_STATEMENT_WORDS = 3
 # A fact line longer than this is cut: the graph section orients, the sources carry the detail.
 MAX_FACT_CHARS = 400
-# Facts of each kind (entities, relation descriptions) shown at most, best-ranked first.
-MAX_FACTS_PER_KIND = 12
+# Facts of each kind (entities, relation descriptions) shown at most, best-ranked first: an
+# answer cites a fact or two at most, the sources carry it.
+MAX_FACTS_PER_KIND = 6
 # A one-word name this common in general language (Zipf frequency, wordfreq) names nothing the
 # KB is about: "proxy", "replica", "value" are; "watchdog", "zookeeper", "failover" are not.
 GENERIC_ZIPF = 3.5
@@ -57,6 +73,12 @@ class Fact:
     chunk_ids: tuple[str, ...]
     entity_keys: tuple[str, ...] = ()  # the graph items behind it (a citation's keys)
     relation_pairs: tuple[tuple[str, str], ...] = ()
+    files: tuple[str, ...] = ()  # the documents it was extracted from, as far as known
+
+    @property
+    def line(self) -> str:
+        """The fact as a prompt shows it: its text, then its files."""
+        return f"{self.text} ({', '.join(self.files)})" if self.files else self.text
 
 
 def source_label(item: ScoredChunk) -> str:
@@ -100,24 +122,50 @@ def _facts(context: RetrievedContext) -> list[Fact]:
     names = {s.entity.key: s.entity.name for s in context.entities}
     telling = {s.entity.key: _telling(s.entity.name, s.entity.type) for s in context.entities}
     said = _said_in_sources(context)
+    files_of = _files_of(context)
+    languages = {detect_language(item.chunk.text) for item in context.chunks}
+    shown: set[str] = set()  # the descriptions an earlier fact holds
+
+    def stated(descriptions: Sequence[str]) -> str | None:
+        """The descriptions this fact adds, joined (see _unsaid); each is shown once."""
+        kept = [
+            d
+            for d in _statements(descriptions)
+            if _spaced(d) not in shown and (not languages or detect_language(d) in languages)
+        ]
+        if descriptions and not kept:
+            return None
+        described = _unsaid(kept, said)
+        if described is not None:
+            shown.update(_spaced(d) for d in kept)
+        return described
+
+    def files(chunk_ids: Sequence[str]) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(files_of[c] for c in chunk_ids if c in files_of))
+
     n = len(context.chunks)
     facts: list[Fact] = []
     for scored in context.entities:
         entity = scored.entity
         if not telling[entity.key] or len(facts) >= MAX_FACTS_PER_KIND:
             continue
-        stated = _statements(entity.descriptions)
-        if entity.descriptions and not stated:
-            continue  # described only by questions: nothing stated about it
-        described = _unsaid(stated, said)
-        if described is None:
-            continue
+        described = stated(entity.descriptions)
+        if not described:
+            continue  # a name alone, or only what a source or an earlier fact says
         kind = f" ({entity.type})" if entity.type and entity.type != "unknown" else ""
-        line = f"{entity.name}{kind}: {described}" if described else entity.name + kind
         n += 1
-        facts.append(Fact(n, entity.name, _cut(line), entity.chunk_ids, entity_keys=(entity.key,)))
+        facts.append(
+            Fact(
+                n,
+                entity.name,
+                _cut(f"{entity.name}{kind}: {described}"),
+                entity.chunk_ids,
+                entity_keys=(entity.key,),
+                files=files(entity.chunk_ids),
+            )
+        )
     # Relations with one description are one fact, in the order the first of them came.
-    grouped: dict[str, list[ScoredRelation]] = {}
+    grouped: dict[object, tuple[str, list[ScoredRelation]]] = {}
     for scored_relation in context.relations:
         relation = scored_relation.relation
         # an end the context does not hold is judged by its name alone
@@ -126,17 +174,15 @@ def _facts(context: RetrievedContext) -> list[Fact]:
             for end in (relation.source, relation.target)
         ):
             continue
-        stated = _statements(relation.descriptions)
-        if relation.descriptions and not stated:
-            continue
-        described = _unsaid(stated, said)
-        if described is None:
-            continue
         # An undescribed relation says only its pair: it stays a fact of its own.
-        key = described or f"\0{scored_relation.pair}"
-        grouped.setdefault(key, []).append(scored_relation)
-    for key, group in list(grouped.items())[:MAX_FACTS_PER_KIND]:
-        described = "" if key.startswith("\0") else key
+        key: object = relation.descriptions or scored_relation.pair
+        if key in grouped:
+            grouped[key][1].append(scored_relation)
+            continue
+        described = stated(relation.descriptions)
+        if described is not None:
+            grouped[key] = (described, [scored_relation])
+    for described, group in list(grouped.values())[:MAX_FACTS_PER_KIND]:
         pairs = [
             f"{names.get(r.relation.source, r.relation.source)} — "
             f"{names.get(r.relation.target, r.relation.target)}"
@@ -156,9 +202,17 @@ def _facts(context: RetrievedContext) -> list[Fact]:
                 _cut(line),
                 chunk_ids,
                 relation_pairs=tuple(r.pair for r in group),
+                files=files(chunk_ids),
             )
         )
     return facts
+
+
+def _files_of(context: RetrievedContext) -> dict[str, str]:
+    """chunk id → document, for the passages and the chunks the retriever looked up."""
+    found = dict(context.fact_sources)
+    found.update((item.chunk.id, item.chunk.source) for item in context.chunks)
+    return found
 
 
 def _telling(name: str, kind: str = "") -> bool:
@@ -180,8 +234,21 @@ def _telling(name: str, kind: str = "") -> bool:
 
 
 def _statements(descriptions: Sequence[str]) -> list[str]:
-    """The descriptions that state something: a question (an FAQ's heading) states nothing."""
-    return [d for d in descriptions if not d.rstrip().endswith(("?", "？"))]
+    """The descriptions that state something: not a question (an FAQ's heading), a line of
+    front matter or configuration, nor markup with hardly a word in it."""
+    return [
+        d
+        for d in descriptions
+        if not d.rstrip().endswith(("?", "？"))
+        and not _KEY_VALUE.fullmatch(d.strip())
+        and not (_MARKUP.search(d) and _words(d) < MIN_STATEMENT_WORDS)
+    ]
+
+
+def _words(text: str) -> float:
+    """Words of the text once markup is taken out (a Chinese character is half a word)."""
+    bare = _MARKUP.sub(" ", text)
+    return len(_WORD.findall(CJK_CHAR.sub(" ", bare))) + len(CJK_CHAR.findall(bare)) / 2
 
 
 def _said_in_sources(context: RetrievedContext) -> str:
@@ -203,14 +270,12 @@ def _spaced(text: str) -> str:
 
 def knowledge_lines(context: RetrievedContext) -> list[dict[str, Any]]:
     """The facts as the answer prompt's `knowledge` variable: `{n, text}`."""
-    return [{"n": f.n, "text": f.text} for f in numbered_facts(context)]
+    return [{"n": f.n, "text": f.line} for f in numbered_facts(context)]
 
 
 def fact_source(fact: Fact, context: RetrievedContext) -> str:
     """The documents a fact came from, as far as the context knows them."""
-    by_id = {item.chunk.id: item.chunk.source for item in context.chunks}
-    found = list(dict.fromkeys(by_id[c] for c in fact.chunk_ids if c in by_id))
-    return ", ".join(found) if found else GRAPH_SOURCE
+    return ", ".join(fact.files) if fact.files else GRAPH_SOURCE
 
 
 def render_context(context: RetrievedContext) -> str:
@@ -232,7 +297,7 @@ def render_cited(context: RetrievedContext, numbers: Sequence[int] | None) -> st
     ]
     facts = [f for f in numbered_facts(context) if keep is None or f.n in keep]
     if facts:
-        lines = "\n".join(f"[{f.n}] {inline(f.text)}" for f in facts)
+        lines = "\n".join(f"[{f.n}] {inline(f.line)}" for f in facts)
         parts.append("Knowledge graph:\n" + lines)
     return "\n\n".join(parts)
 

@@ -45,6 +45,9 @@ from core.retrieve.graph_reader import GraphReader
 from core.retrieve.keywords import MAX_KEYWORDS, extract_keywords
 from core.word_vectors import WordVectors
 
+# Chunks looked up per graph item for its source file: the first few name its documents.
+FACT_SOURCE_CHUNKS = 2
+
 
 @dataclass(frozen=True, slots=True)
 class RetrievalOptions:
@@ -313,11 +316,13 @@ class Retriever:
         chunks = await self._records(kb, fused, via)
 
         kept_entities, kept_relations = fit_graph(entities, relations, o.node_edge_budget)
+        kept_chunks = fit_chunks(chunks, o.chunk_budget)
         return RetrievedContext(
             entities=kept_entities,
             relations=kept_relations,
-            chunks=fit_chunks(chunks, o.chunk_budget),
+            chunks=kept_chunks,
             keywords=kw,
+            fact_sources=await self._fact_sources(kb, kept_entities, kept_relations, kept_chunks),
         )
 
     # --- internals ---------------------------------------------------------------------------
@@ -340,6 +345,24 @@ class Retriever:
             kb, communities, limit=self.options.community_limit * widen
         )
         return [ScoredEntity(m, floor) for m in members]
+
+    async def _fact_sources(
+        self,
+        kb: str,
+        entities: Sequence[ScoredEntity],
+        relations: Sequence[ScoredRelation],
+        chunks: Sequence[ScoredChunk],
+    ) -> tuple[tuple[str, str], ...]:
+        """The documents of the chunks the graph items were extracted from (the first
+        FACT_SOURCE_CHUNKS of each): a fact names the file a person can open, also when none of
+        its chunks is among the passages."""
+        known = {c.chunk.id: c.chunk.source for c in chunks}
+        held = [e.entity.chunk_ids for e in entities] + [r.relation.chunk_ids for r in relations]
+        wanted = dict.fromkeys(cid for ids in held for cid in ids[:FACT_SOURCE_CHUNKS])
+        missing = [cid for cid in wanted if cid not in known]
+        if missing:
+            known.update((c.id, c.source) for c in await self.graph.get_chunks(kb, missing))
+        return tuple((cid, known[cid]) for cid in wanted if cid in known)
 
     async def _records(
         self,

@@ -305,6 +305,41 @@ async def test_a_widened_round_that_adds_nothing_new_is_not_answered_again(
 
 
 @in_module_loop
+async def test_a_widened_round_that_finds_only_graph_items_is_not_answered_again(
+    stores, embedder
+) -> None:
+    # A wider round is answered for new passages: a new graph item alone (a fact the focused
+    # prompt may not even show) is no part of the question found, and a round costs two calls.
+    from core.models import Entity
+    from core.retrieve.context import RetrievedContext, ScoredEntity
+
+    class OnlyNewFacts(Retriever):
+        async def retrieve(self, kb, question, *, keywords=None, widen=0):  # type: ignore[override]
+            found = await super().retrieve(kb, question, keywords=keywords, widen=0)
+            if widen == 0:
+                return found
+            extra = Entity(f"wider-{widen}", f"wider-{widen}", "term", ("a new fact",), ())
+            return found.merged(RetrievedContext(entities=(ScoredEntity(extra, 0.1),)))
+
+    graph, vectors = stores
+    llm = (
+        FakeLLM()
+        .script("keywords", KEYWORDS)
+        .script("answer", "It listens on a port [1].", "Again [1].")
+        .script("judge", {"faithfulness": 0.9, "completeness": 0.3})
+    )
+    answerer = MultiStageAnswerer(
+        retriever=OnlyNewFacts(embedder=embedder, vectors=vectors, graph=graph, llm=llm),
+        embedder=embedder,
+        llm=llm,
+        options=PipelineOptions(stages="dual_level", keywords_call="always"),
+    )
+    _, answer = await collect(answerer.ask("ops", PORT_QUESTION))
+    assert llm.templates_called == ["keywords", "answer", "judge"]
+    assert answer.text == "It listens on a port [1]."
+
+
+@in_module_loop
 async def test_a_failed_widening_round_never_replaces_a_judged_answer(stores, embedder) -> None:
     llm = (
         FakeLLM()
@@ -328,8 +363,9 @@ async def test_an_unjudged_round_never_replaces_a_judged_answer(stores, embedder
         .script("answer", "It listens on a port [1].", "Port 9090 [1].")
         .script("judge", {"faithfulness": 0.9, "completeness": 0.4}, LLMError("judge timeout"))
     )
+    # small budgets: the wider round finds passages the first did not hold
     events, answer = await collect(
-        make(stores, embedder, llm, stages="dual_level").ask("ops", PORT_QUESTION)
+        make(stores, embedder, llm, retrieval=SMALL, stages="dual_level").ask("ops", PORT_QUESTION)
     )
     assert llm.templates_called == ["keywords", "answer", "judge", "answer", "judge"]
     assert answer.text == "It listens on a port [1]."
@@ -413,11 +449,11 @@ def test_facts_are_numbered_after_the_chunks() -> None:
     assert fact.n == 2 and fact.text.startswith("gateway (system)")
 
 
-def _fact_of(description: str) -> str:
+def _fact_of(description: str, passage: str = "Lag.") -> str:
     from core.models import ChunkRecord, Entity
     from core.retrieve.context import RetrievedContext, ScoredChunk, ScoredEntity
 
-    chunk = ChunkRecord(id="c1", source="a.md", ordinal=0, text="Lag.")
+    chunk = ChunkRecord(id="c1", source="a.md", ordinal=0, text=passage)
     entity = Entity("lumen", "lumen", "term", (description,), ("c1",))
     context = RetrievedContext(
         entities=(ScoredEntity(entity, 0.9),), chunks=(ScoredChunk(chunk, 0.8),)
@@ -433,7 +469,7 @@ def test_a_long_fact_is_cut_at_a_word() -> None:
     text = _fact_of(" ".join(words))
     assert len(text) <= MAX_FACT_CHARS and text.endswith("…")
     assert text.removesuffix("…").split()[-1] in words  # a whole word, not "deli…"
-    chinese = _fact_of("消费延迟与投递时延" * 60)  # no spaces: cut where the limit falls
+    chinese = _fact_of("消费延迟与投递时延" * 60, "延迟。")  # no spaces: cut where the limit falls
     assert len(chinese) == MAX_FACT_CHARS and chinese.endswith("…")
 
 
@@ -467,13 +503,13 @@ def test_a_fact_that_only_repeats_a_source_is_left_out() -> None:
 
 def test_a_contexts_facts_are_worked_out_once_and_handed_out_as_copies() -> None:
     said = "Lumen components fail with TLS errors."
-    context = _graph_context("Port 8443.", "an entity", [("lumen", "tls", said)])
+    context = _graph_context("Port 8443.", "an entity of Lumen", [("lumen", "tls", said)])
     first = numbered_facts(context)
     first.clear()  # a caller's list is its own
     again = numbered_facts(context)
-    assert [f.n for f in again] == [2, 3, 4]
-    other = _graph_context("Port 8443.", "another entity", [("lumen", "tls", said)])
-    assert numbered_facts(other)[0].text == "Lumen (term): another entity"
+    assert [f.n for f in again] == [2, 3]  # the entities' one sentence is shown once
+    other = _graph_context("Port 8443.", "another entity of Lumen", [("lumen", "tls", said)])
+    assert numbered_facts(other)[0].text == "Lumen (term): another entity of Lumen"
 
 
 def test_relations_with_one_description_are_one_fact_citing_every_pair() -> None:
@@ -490,10 +526,25 @@ def test_relations_with_one_description_are_one_fact_citing_every_pair() -> None
     relation_facts = [f for f in facts if f.relation_pairs]
     (merged,) = relation_facts
     assert merged.text == f"Lumen — Tls; Lumen — Ssl; Ssl — Tls: {said}"
-    assert len(facts) == 3 + 1  # three entities, one relation fact
+    assert len(facts) == 1 + 1  # three entities of one sentence are one fact, one relation
     assert valid_marks(f"[{merged.n}] [{merged.n + 1}]", context) == [merged.n]
     _, _, pairs = cited_keys(context, [merged.n])
     assert pairs == {("lumen", "tls"), ("lumen", "ssl"), ("ssl", "tls")}
+
+
+def test_stream_hold_never_shows_a_models_acknowledging_first_line() -> None:
+    from core.answer.not_covered import StreamHold
+
+    for pieces in (
+        ["Sure, here is what", " could be going on.\n", "The spool is full [1]."],
+        ["好的，以下是", "可能的原因：\n", "队列已满 [1]。"],
+    ):
+        hold = StreamHold()
+        shown = "".join(hold.feed(p) for p in pieces) + (hold.finish() or "")
+        assert shown == pieces[-1], shown
+    hold = StreamHold()  # an answer that starts with such a word and cites is the answer
+    pieces = ["Certainly not: ", "the gateway listens on 8443 [1]."]
+    assert "".join(hold.feed(p) for p in pieces) + (hold.finish() or "") == "".join(pieces)
 
 
 def test_stream_hold_keeps_the_spaces_between_deltas() -> None:

@@ -932,9 +932,14 @@ async def test_a_reference_in_a_question_names_the_subject_beside_what_was_found
         output("#2"),
     )
 
-    outcome = await run(plan, llm, always(context_about(TWO_DATABASES)))
+    source = always(context_about(TWO_DATABASES))
+    outcome = await run(plan, llm, source)
 
     assert outcome.ok, outcome.failure
+    # the second lookup's query says which PostgreSQL 15 (its keywords stay the value)
+    query, keywords, _ = source.calls[1]
+    assert "the database the ledger service uses" in query and "PostgreSQL 15" in query
+    assert keywords is not None and keywords.low == ("PostgreSQL 15",)
     asked = llm.calls[1].last_user
     # not "On which port does PostgreSQL 15 listen?", which both services' databases answer
     assert "PostgreSQL 15 (the database the ledger service uses)" in asked

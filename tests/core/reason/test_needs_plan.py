@@ -25,6 +25,9 @@ ROOT = REPO
         "notify-svc 谁负责，备份是谁",
         "两个集群的 GPU 总共有多少？",
         "What are the ports of lumen-gateway, lumen-ledger and lumen-dispatcher?",
+        "Is the dispatcher's webhook timeout longer than the gateway's?",
+        "Does the Orion cluster have more GPUs than the Vega cluster?",
+        "What percent of the GPU quota has vision-lab used?",
     ],
 )
 def test_several_parts_arithmetic_or_a_list_of_names_are_planned(question: str) -> None:
@@ -46,6 +49,12 @@ def test_several_parts_arithmetic_or_a_list_of_names_are_planned(question: str) 
         "what do I do?",
         "lol anyone up for lunch? the noodle place opens at 12 🍜",
         "hi there",
+        # a quantity the question gives is a condition, not a value to compute
+        "we only want replicas that are lagging more than like 10MB. which endpoint checks that?",
+        "Which alert fires when the WAL archive is more than 2 GB behind?",
+        "the disk is above 90 percent, which logs can I delete first?",
+        # a pasted error message is what was seen, not what is asked
+        "the login page shows `token longer than max length 4093`. how do I fix it?",
     ],
 )
 def test_a_single_lookup_or_chatter_is_not_planned(question: str) -> None:
