@@ -28,7 +28,6 @@ from prompts import render
 LoopVariant = Literal["base", "trial"]
 
 
-
 class LoopNERExtractor:
     def __init__(
         self,
