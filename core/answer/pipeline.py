@@ -643,7 +643,12 @@ class _Run:
         rounds = [_Round(first.text, context, extractive=first.failed)]
         shown = rounds[0]  # the round whose text the user sees now
         widen = 0
-        while not shown.extractive and self.options.feedback_rounds > 1 and shown.text:
+        # A plan whose every step found its part had each part checked by its sub-answer, and
+        # the answer reads what they found: a judge would cost a call with nothing to widen.
+        judging = self.options.feedback_rounds > 1 and not self._planned
+        if self._planned and self.trace.plan is not None:
+            self.trace.plan["judged"] = "no: every step found its part"
+        while not shown.extractive and judging and shown.text:
             current = rounds[-1]
             if current is shown:  # only a round that was shown gets judged
                 current.scores = await self._judge(current)

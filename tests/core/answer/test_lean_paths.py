@@ -83,7 +83,8 @@ async def test_a_two_part_question_makes_three_calls_in_sequence_before_its_firs
     )
     _, answer, before = await run(llm, make(stores, embedder, llm).ask("ops", PLAN_QUESTION))
     assert before == ["logic_form", "sub_answer", "sub_answer", "answer"]
-    assert llm.templates_called == [*before, "judge"]
+    # every step found its part: no judge after the answer (at most 5 calls with the gate's)
+    assert llm.templates_called == before
     assert answer.reason == "answered (logic form)"
     assert answer.trace is not None
     steps = answer.trace["plan"]["execution"]["steps"]
