@@ -137,6 +137,7 @@ async def _judge_all(
                 "light": bool(coverage and coverage.light),
                 "filtered": coverage is None,
                 "signals": dict(coverage.signals) if coverage else {},
+                "reason": coverage.reason if coverage else "",
                 "prior": decision.scores.get(PRIOR_SCORE),
                 "prior_request": decision.stage != "intent" and coverage is not None,
             }
@@ -275,6 +276,7 @@ FEATURES: tuple[str, ...] = (
     "term_x_passage",
     "passage_x_ask",
     "term_x_dense",
+    "anchored",
 )
 CAP = 3.0
 # The direction the gradient-boosted model (--model gb) is held to per feature: more evidence
@@ -291,6 +293,7 @@ RISING = {
     "term_x_passage",
     "passage_x_ask",
     "term_x_dense",
+    "anchored",
 }
 FALLING = {"off_request", "stuffed", "general"}
 
@@ -330,6 +333,7 @@ def feature_row(row: dict[str, Any]) -> list[float]:
         terms * passage,
         passage * ask,
         terms * focus,
+        _unit(s["anchored"]),
     ]
 
 
@@ -401,6 +405,9 @@ def fit(args: argparse.Namespace) -> None:
     if args.drop:
         rows = [r for r in rows if r["set"] not in args.drop.split(",")]
     x = np.asarray([feature_row(r) for r in rows])
+    if args.without:  # features left out (a feature's worth: the same folds without it)
+        out_features = set(args.without.split(","))
+        x[:, [i for i, name in enumerate(FEATURES) if name in out_features]] = 0.0
     y = np.asarray([r["label"] for r in rows])
     sets = list(dict.fromkeys(r["set"] for r in rows))
     kbs = {r["set"]: r["kb"] for r in rows}
@@ -495,11 +502,69 @@ def fit(args: argparse.Namespace) -> None:
     sweep(rows, y, rule, answered_by_model, p_held)
 
 
+# The signals whose separation `separation` reports: the rule's (Coverage.signals) and the
+# request prior's score.
+SEPARATED = (
+    "dense_max",
+    "request_dense",
+    "term_coverage",
+    "passage_coverage",
+    "ask_coverage",
+    "names_found",
+    "request_weight",
+    "anchored",
+)
+
+
+def _auc(scores: list[float], labels: list[int]) -> float:
+    """The share of (covered, not covered) pairs the score orders right (ties count half)."""
+    pos = [s for s, y in zip(scores, labels, strict=True) if y == 1]
+    neg = [s for s, y in zip(scores, labels, strict=True) if y == 0]
+    if not pos or not neg:
+        return float("nan")
+    wins = sum((p > n) + 0.5 * (p == n) for p in pos for n in neg)
+    return wins / (len(pos) * len(neg))
+
+
+def separation(args: argparse.Namespace) -> None:
+    """Why the not-covered messages the gate answers pass: each one's coverage evidence (the
+    rule's reason and signals), then per set how well each signal alone orders covered above
+    not covered (AUC, among the messages the request prior lets through, where coverage
+    decides). A signal that separates on every KB, not on one, is what a rule or a fit can
+    use; no threshold is fitted here."""
+    rows = [
+        json.loads(line)
+        for part in ("team", "firsthour")
+        if (args.work / f"{TABLE}.{part}").exists()
+        for line in (args.work / f"{TABLE}.{part}").read_text("utf-8").splitlines()
+    ]
+    wanted = set(args.sets.split(",")) if args.sets else None
+    rows = [r for r in rows if not r["filtered"] and (wanted is None or r["set"] in wanted)]
+    sets = list(dict.fromkeys(r["set"] for r in rows))
+    print("Not-covered messages the gate answers, with the rule's evidence:")
+    for r in rows:
+        if r["label"] == 0 and r["gate_answered"]:
+            s = r["signals"]
+            shown = " ".join(f"{k}={s[k]:.2f}" for k in SEPARATED if k in s)
+            print(f"- [{r['set']}] {r['text'][:100]}\n    {r.get('reason', '')}\n    {shown}")
+    print("\nAUC of each signal alone, covered vs not, among the requests the prior passes:")
+    print("| signal | " + " | ".join(sets) + " |")
+    print("|---|" + "---:|" * len(sets))
+    for name in SEPARATED:
+        cells = []
+        for st in sets:
+            mine = [r for r in rows if r["set"] == st and r["prior_request"]]
+            scores = [float(r["signals"].get(name, 0.0)) for r in mine]
+            auc = _auc(scores, [r["label"] for r in mine])
+            cells.append("–" if np.isnan(auc) else f"{auc:.2f}")
+        print(f"| {name} | " + " | ".join(cells) + " |")
+
+
 def sweep(rows: list[dict[str, Any]], y: Any, rule: Any, decide: Any, p: Any) -> None:
     """Covered refused / not covered answered, summed, at one threshold for every held-out
     score, beside the rule's: whether any threshold does better on both counts at once."""
     groups = {
-        "first hour": {"incident-handbook", "openmmlab-zh", "patroni"},
+        "first hour": {"incident-handbook", "openmmlab-zh", "patroni", "argocd"},
         "refusal": {"refusal"},
     }
     names = {r["set"] for r in rows}
@@ -535,9 +600,13 @@ def main() -> None:
     f.add_argument("--misses", action="store_true")
     f.add_argument("--model", choices=("lr", "gb"), default="lr", help="logistic or boosted")
     f.add_argument("--depth", type=int, default=2, help="tree depth of --model gb")
+    f.add_argument("--without", help="comma-separated FEATURES left out (held at 0)")
     results_md.add_arguments(f)
+    e = sub.add_parser("separation")
+    e.add_argument("--work", type=Path, required=True)
+    e.add_argument("--sets", help="comma-separated sets (default: all in the table)")
     args = parser.parse_args()
-    signals(args) if args.command == "signals" else fit(args)
+    {"signals": signals, "fit": fit, "separation": separation}[args.command](args)
 
 
 if __name__ == "__main__":

@@ -59,7 +59,7 @@ import numpy as np
 import numpy.typing as npt
 
 from core.gate import kb_terms as kb_terms_module
-from core.gate.evidence import Evidence, term_evidence, valued_line
+from core.gate.evidence import Evidence, anchored_similarity, term_evidence, valued_line
 from core.gate.kb_terms import (
     TRANSLATION_PASSAGES,
     KbTerms,
@@ -109,6 +109,10 @@ WARM_BATCH = 64
 # "[破涕为笑]"), so the share is low: a quarter is enough to tell stuffing from a question, and
 # the verdicts barely move between a tenth and a half.
 MIN_ASK = 0.25
+# The passages nearest the message read for the anchored signal (anchored_similarity): enough
+# that a term of a covered question is found among them, few enough that reading them costs
+# nothing beside the search that ranks every chunk anyway.
+ANCHOR_PASSAGES = 50
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,13 +185,15 @@ def judge(
     translated: Translations | None = None,
     ask_dense: float | None = None,
     analysis: Analysis | None = None,
+    nearest: Sequence[tuple[int, float]] = (),
 ) -> Coverage:
     """The coverage decision for one message from its dense similarities and the KB's terms.
     `request_dense` is the best chunk similarity of the request alone (None: the request is
     the whole message). `translated`: the message's words found in passages of the other
     script (CoverageRule.translations). `ask_dense`: the best chunk similarity of the words of
     the ask the best passage lacks (Coverage.unasked), when they were looked up. `analysis`:
-    analyse(text), when already made."""
+    analyse(text), when already made. `nearest`: (passage index, similarity) of the passages
+    nearest the whole message, best first (the anchored signal: anchored_similarity)."""
     o = options or CoverageOptions()
     a = analyse(text) if analysis is None else analysis
     if kb is not None:
@@ -229,7 +235,9 @@ def judge(
         not request.whole and weight < o.min_weight and (term_cov >= o.min_terms or a.refers)
     )
     looked_up = [*a.terms, *a.light]
+    anchored_terms = a.terms
     if empty or leans_on_context:
+        anchored_terms = a.whole_terms
         looked_up = [*a.whole_terms, *a.whole_light]
         evidence = term_evidence(
             a.whole_terms,
@@ -273,6 +281,7 @@ def judge(
         "valued": 1.0 if valued else 0.0,
         "general": 1.0 if a.general else 0.0,
         "context": 1.0 if empty else 0.0,
+        "anchored": anchored_similarity(anchored_terms, kb, translated, nearest),
     }
     if stuffed >= STUFFED:
         why = (
@@ -663,12 +672,14 @@ class CoverageRule:
         # script a few places down ("by Tuesday 17:00 before the Thursday release"), and only
         # there are 周四 and 最晚 compared with "Thursday" and "late".
         ranked = await self.snapshots.search(
-            "chunks", kb, np.stack(rows), limit=max(TRANSLATION_PASSAGES, limit)
+            "chunks", kb, np.stack(rows), limit=max(TRANSLATION_PASSAGES, limit, ANCHOR_PASSAGES)
         )
         hits = [h[: max(1, limit)] for h in ranked]
         best = [h[0].score if h else 0.0 for h in hits]
         translated = None
+        anchors: list[tuple[int, float]] = []
         if terms is not None:
+            anchors = [(terms.rows[h.id], h.score) for h in ranked[0] if h.id in terms.rows]
             nearest = [terms.rows[h[0].id] for h in hits if h and h[0].id in terms.rows]
             near = (hit.id for h in ranked for hit in h[1:TRANSLATION_PASSAGES])
             across = [terms.rows[i] for i in near if i in terms.rows]
@@ -683,6 +694,7 @@ class CoverageRule:
             options=self.options,
             translated=translated,
             analysis=analysis,
+            nearest=anchors,
         )
         verdict = judged()
         # The ask's similarity only counts when the passage holds none of it (judge's off_ask):

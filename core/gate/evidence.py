@@ -244,6 +244,40 @@ def term_evidence(
     )
 
 
+def anchored_similarity(
+    terms: Sequence[Term],
+    kb: KbTerms | None,
+    translated: Translations | None,
+    nearest: Sequence[tuple[int, float]],
+) -> float:
+    """How near the message the passages holding its terms are: each distinct term's weight
+    times the similarity of the nearest passage that holds it (0 for a term no passage holds),
+    over the terms' weight. `nearest`: (passage index, similarity to the message) of the
+    passages nearest the message, best first; a term held only farther down counts the last
+    similarity read (no passage farther down is nearer). Term and passage coverage say whether
+    the KB holds the words; this says whether it holds them where it writes about what the
+    message says. A question about a neighbouring tool the KB names in passing ("configure flux
+    ImageUpdateAutomation", in a comparison table) finds every term, in passages far from it."""
+    distinct = distinct_terms(terms)
+    total = sum(t.weight for t in distinct.values())
+    if kb is None or total <= 0.0 or not nearest:
+        return 0.0
+    at = np.asarray([i for i, _ in nearest], dtype=np.int32)
+    scores = np.asarray([s for _, s in nearest], dtype=np.float64)
+    floor = float(scores.min())
+    held = 0.0
+    for term in distinct.values():
+        chunks = _chunks_of(term, kb, translated)
+        if chunks is None or not chunks.size:
+            continue
+        # the postings are sorted: a binary search per passage read, not a scan of every
+        # passage holding a common term
+        place = np.minimum(np.searchsorted(chunks, at), chunks.size - 1)
+        inside = chunks[place] == at
+        held += term.weight * (float(scores[inside].max()) if inside.any() else floor)
+    return held / total
+
+
 # What finding the value a question word asks for weighs (a time, a day, a duration, a name):
 # as much as a word of middling specificity ("hotfixes" 0.72, "forbidden" 0.28, 月末 0.35), so it
 # is part of the ask and never the question's whole evidence.

@@ -604,6 +604,7 @@ async def test_the_ask_is_looked_up_only_when_the_passage_holds_none_of_it() -> 
             kb=kb,
             translated=translated,
             ask_dense=ask_dense,
+            nearest=[(3, 0.3)],  # what the rule's search found
         )
         assert looked_up == found
     # none of the ask in the passage: its similarity decides whether to veto, so it is looked up

@@ -647,6 +647,7 @@ async def test_an_unreachable_state_store_degrades_to_the_coverage_rule(
             "valued",
             "general",
             "context",
+            "anchored",
             "prior_request",
             "prior_marked",
             "prior_asks",
