@@ -25,13 +25,23 @@ def _tokens(text: str) -> int:
     return count_tokens(text)
 
 
+def entity_text(entity: Entity) -> str:
+    """An entity as the answer prompt shows it."""
+    return f"{entity.name} ({entity.type}): " + "; ".join(entity.descriptions)
+
+
+def relation_text(relation: Relation) -> str:
+    """A relation as the answer prompt shows it."""
+    head = f"{relation.source} — {relation.target} [{relation.keywords}]: "
+    return head + "; ".join(relation.descriptions)
+
+
 def entity_tokens(entity: Entity) -> int:
-    return _tokens(f"{entity.name} ({entity.type}): " + "; ".join(entity.descriptions))
+    return _tokens(entity_text(entity))
 
 
 def relation_tokens(relation: Relation) -> int:
-    head = f"{relation.source} — {relation.target} [{relation.keywords}]: "
-    return _tokens(head + "; ".join(relation.descriptions))
+    return _tokens(relation_text(relation))
 
 
 def _most_tokens(text: str) -> int:
@@ -40,12 +50,11 @@ def _most_tokens(text: str) -> int:
 
 
 def entity_most_tokens(entity: Entity) -> int:
-    return _most_tokens(f"{entity.name} ({entity.type}): " + "; ".join(entity.descriptions))
+    return _most_tokens(entity_text(entity))
 
 
 def relation_most_tokens(relation: Relation) -> int:
-    head = f"{relation.source} — {relation.target} [{relation.keywords}]: "
-    return _most_tokens(head + "; ".join(relation.descriptions))
+    return _most_tokens(relation_text(relation))
 
 
 def chunk_most_tokens(chunk: ChunkRecord) -> int:

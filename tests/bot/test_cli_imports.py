@@ -28,10 +28,11 @@ print(json.dumps(sorted(m for m in sys.modules if m.startswith("bot.commands."))
 """
 
 
-def loaded_commands(args: list[str], tmp_path: Path) -> list[str]:
+def run_probe(probe: str, args: list[str], tmp_path: Path) -> list[str]:
+    """The JSON list the probe prints last, run in a fresh interpreter with `args`."""
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TACIT_HOME": str(tmp_path / "home")}
     done = subprocess.run(
-        [sys.executable, "-c", PROBE, json.dumps(args)],
+        [sys.executable, "-c", probe, json.dumps(args)],
         capture_output=True,
         text=True,
         env=env,
@@ -39,8 +40,12 @@ def loaded_commands(args: list[str], tmp_path: Path) -> list[str]:
         timeout=120,
         check=True,
     )
-    loaded: list[str] = json.loads(done.stdout.strip().splitlines()[-1])
-    return loaded
+    printed: list[str] = json.loads(done.stdout.strip().splitlines()[-1])
+    return printed
+
+
+def loaded_commands(args: list[str], tmp_path: Path) -> list[str]:
+    return run_probe(PROBE, args, tmp_path)
 
 
 @pytest.mark.parametrize(
@@ -88,14 +93,4 @@ def test_the_client_of_a_running_server_imports_no_numpy(tmp_path: Path) -> None
         "print(json.dumps(sorted(m for m in ('numpy', 'core.index.pipeline')"
         " if m in sys.modules)))\n"
     )
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    done = subprocess.run(
-        [sys.executable, "-c", probe],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=tmp_path,
-        timeout=120,
-        check=True,
-    )
-    assert json.loads(done.stdout.strip().splitlines()[-1]) == []
+    assert run_probe(probe, [], tmp_path) == []

@@ -41,6 +41,15 @@ def ask(cli: Cli, question: str) -> dict[str, Any]:
     }
 
 
+def index_docs(cli: Cli, tmp_path: Path) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for name, text in DOCS.items():
+        (docs / name).write_text(text, encoding="utf-8")
+    code, _, err = cli("index", str(docs))
+    assert code == 0, err
+
+
 def kept(home: Path) -> list[str]:
     return sorted(p.name.split("-")[0] for p in (home / "snapshots").rglob("*") if p.is_file())
 
@@ -48,12 +57,7 @@ def kept(home: Path) -> list[str]:
 def test_answers_from_kept_copies_are_those_from_the_stores(
     cli: Cli, home: Path, tmp_path: Path
 ) -> None:
-    docs = tmp_path / "docs"
-    docs.mkdir()
-    for name, text in DOCS.items():
-        (docs / name).write_text(text, encoding="utf-8")
-    code, _, err = cli("index", str(docs))
-    assert code == 0, err
+    index_docs(cli, tmp_path)
     # indexing kept every collection and the term postings
     assert set(kept(home)) == {"chunks", "entities", "relations", "kb_terms"}
 
@@ -111,12 +115,7 @@ def one_shot(home: Path, tmp_path: Path, question: str) -> tuple[dict[str, Any],
 def test_a_one_shot_ask_on_kept_copies_opens_no_vector_store(
     cli: Cli, home: Path, tmp_path: Path
 ) -> None:
-    docs = tmp_path / "docs"
-    docs.mkdir()
-    for name, text in DOCS.items():
-        (docs / name).write_text(text, encoding="utf-8")
-    code, _, err = cli("index", str(docs))
-    assert code == 0, err
+    index_docs(cli, tmp_path)
 
     from_files, opened = one_shot(home, tmp_path, QUESTIONS[0])
     assert not opened
