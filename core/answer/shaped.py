@@ -98,12 +98,17 @@ def with_second_part(
     if not ordered:
         return shaped
     located = ordered[0]
-    block = located.blocks[located.at]
-    line = located.sentence or _bounded(_render(block, drop=None), block)
-    if _section_key(located.chunk) in cited or plain(line) in plain(shaped.text):
+    line = located.sentence
+    # A code block alone is no answer to a part: which command of which page it is, only a
+    # line that introduces it says (a lead-in brings its block below).
+    if not line or _section_key(located.chunk) in cited or plain(line) in plain(shaped.text):
         return shaped
     k = len(shaped.chunks) + 1
     body, sources = shaped.text.rsplit("\n\n", 1)
+    if not re.search(r"\[\d+\]", body):
+        # Marks are numbered in order of appearance: the first source's [1] comes before
+        # [2]. After a closing fence a mark would leave the fence open ("``` [1]").
+        body = f"{body}\n\n[1]" if body.endswith(("```", "~~~")) else f"{body} [1]"
     _, label = _window(located)
     part = f"{as_shown(line)} [{k}]"
     after = located.at + 1

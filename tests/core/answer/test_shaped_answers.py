@@ -325,7 +325,7 @@ def test_a_second_part_answered_in_another_section_is_cited_as_a_second_source()
     )
     assert both.chunks == (TEMPLATE, PROCESS)
     assert both.text == (
-        "Each follow-up ticket gets two tags:\n\n- `sev1_YYYYMMDD`\n- `sev1`\n\n"
+        "Each follow-up ticket gets two tags:\n\n- `sev1_YYYYMMDD`\n- `sev1` [1]\n\n"
         "Schedule the postmortem meeting within 3 calendar days of the incident. [2]\n\n"
         "[1] after/post_mortem_template.md › Action items\n"
         "[2] after/post_mortem_process.md › Scheduling"
@@ -333,6 +333,27 @@ def test_a_second_part_answered_in_another_section_is_cited_as_a_second_source()
     # A part whose best line stands in the section already cited adds nothing.
     same = ranked((1, "Each follow-up ticket gets two tags:"))
     assert with_second_part(shaped, same, evidence, evidence) is shaped
+
+
+def test_a_second_part_is_never_a_bare_code_block_and_never_opens_a_fence() -> None:
+    metrics = chunk(
+        "advance/metrics.md",
+        "Usage",
+        "```bash\nlmdeploy serve proxy --server-port 8000\n```\n",
+    )
+    evidence = [TEMPLATE, metrics]
+    shaped = shape(
+        "what tags do the tickets need, and how do I start the proxy?",
+        ranked((1, "Each follow-up ticket gets two tags:")),
+        evidence,
+        evidence,
+        language="en",
+    )
+    assert shaped is not None
+    # The code block's first line is its best line: which page's command it is, no line says.
+    code_line = ranked((2, "lmdeploy serve proxy --server-port 8000"))
+    assert with_second_part(shaped, code_line, evidence, evidence) is shaped
+    assert "``` [" not in shaped.text
 
 
 def test_a_line_of_links_to_other_pages_votes_for_nothing() -> None:
