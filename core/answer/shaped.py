@@ -42,8 +42,15 @@ BODY_CHARS = 1200
 MAX_BLOCK_CHARS = 2400
 # A question that asks for output or logs gets the sample output blocks too.
 _ASKS_OUTPUT = re.compile(r"\b(?:output|outputs|log|logs|print|prints|look like)\b|输出|日志|打印")
+# A question that asks for a command: a line of a code block may then answer it.
+_ASKS_COMMAND = re.compile(
+    r"\b(?:cmd|commands?|cli|syntax|flags?|one-liner|kubectl|curl)\b|命令|指令|怎么写", re.I
+)
 # How a line that introduces the block under it ends: a colon, or a comma before a list.
 _INTRODUCES = (":", "：", ",", "，")
+# A list item's marker, and a code fence, as an item's lines write them.
+_LIST_MARKER = re.compile(r"^\s*(?:[-*+•]|\d+[.)])\s+")
+_FENCES = ("```", "~~~")
 # The heading path as the indexer writes it ("Runbook > Queue lag"), shown with ›.
 _PATH_SEPARATOR = " > "
 
@@ -76,7 +83,7 @@ def shape(
     """The answer from the best line of `ranked` (scored lines of `evidence`, numbered as it is)
     that can anchor one, in the section the best lines vote for (_by_votes), with its section
     read from `pool` (every retrieved chunk); None when no line can."""
-    ordered = _by_votes(ranked, evidence, pool)
+    ordered = _by_votes(ranked, evidence, pool, code=bool(_ASKS_COMMAND.search(question)))
     return _compose(question, ordered[0], language) if ordered else None
 
 
@@ -94,7 +101,7 @@ def with_second_part(
     the deadline in the process page). Within a cited section, the part is answered already:
     the answer stays one source."""
     cited = {_section_key(c) for c in shaped.chunks}
-    ordered = _by_votes(ranked, evidence, pool)
+    ordered = _by_votes(ranked, evidence, pool, code=False)
     if not ordered:
         return shaped
     located = ordered[0]
@@ -125,6 +132,8 @@ def _by_votes(
     ranked: Sequence[EvidenceSentence],
     evidence: Sequence[ScoredChunk],
     pool: Sequence[ScoredChunk],
+    *,
+    code: bool,
 ) -> list[_Located]:
     """The lines that can anchor an answer, located in their sections, in the order they are
     tried: the section most of the best evidence falls in first, within it the best line
@@ -134,7 +143,11 @@ def _by_votes(
     weakest line ranked, so one strong line still outweighs several barely ranked ones; a line
     that can anchor nothing (front matter, sample output, a line of links to other pages)
     votes for nothing. Sections, not documents, are counted: an index page or a long course
-    holds a few middling lines under each of its many headings."""
+    holds a few middling lines under each of its many headings. A line of a code block
+    anchors only when `code` (the question asks for a command): a config dump or a command
+    reference's examples write every option's name, and so resemble every question about one
+    ("what is the default maximum_lag_on_failover" is answered by the parameter's entry, not
+    by a diff that prints it); a section a prose line anchors still shows its code whole."""
     if not ranked:
         return []
     floor = min(s.score for s in ranked)
@@ -143,7 +156,7 @@ def _by_votes(
     for s in ranked:
         chunk = evidence[s.n - 1]
         located = _locate(s, chunk, pool)
-        if located is None:
+        if located is None or (located.blocks[located.at].kind == "code" and not code):
             continue
         key = _section_key(chunk)
         votes[key] = votes.get(key, 0.0) + s.score - floor
@@ -247,7 +260,8 @@ def _compose(question: str, at: _Located, language: str) -> Shaped:
     if language == "zh" and detect_language(section_text) == "en":
         lines.append(SECTION_IN_ENGLISH["zh"].format(section=label))
     if not leads:
-        lines.append(f"{as_shown(first)} [1]")
+        # The line alone, not as the item of a numbered list it was ("1. Create …").
+        lines.append(f"{as_shown(_LIST_MARKER.sub('', first))} [1]")
     if body:
         lines.append("\n\n".join(body))
     lines.append(f"[1] {label}")
@@ -296,12 +310,54 @@ def _render(block: Block, *, drop: str | None) -> str:
     if block.kind == "table":
         return _render_table(block, drop)
     if block.kind == "list":
-        items = [i for i in block.items if drop is None or drop not in _sentences("\n".join(i))]
-        return as_shown("\n".join(line for item in items for line in item))
+        lines: list[str] = []
+        for item in block.items:
+            if drop is not None and drop in _sentences("\n".join(item)):
+                lines.extend(_without(item, drop))
+            else:
+                lines.extend(item)
+        return as_shown("\n".join(lines))
     sentences = _sentences(block.text)
     if drop is not None and drop in sentences:
         return as_shown(" ".join(s for s in sentences if s != drop))
     return as_shown(" ".join(block.lines))
+
+
+def _without(item: list[str], drop: str) -> list[str]:
+    """A list item without the line shown first, and the rest of the item kept: the sentences
+    after it on its line, its nested lines, the cause and fix under an FAQ's error message ("-
+    Under Windows, it fails with: ```…error code: 193``` **Cause:** … **Solution:** …"). A code
+    block left empty by it goes too. An item that does not write the line as one of its lines
+    (its emphasis or markers differ) goes whole, as the line already shown says it."""
+    at = next((i for i, line in enumerate(item) if drop in line), None)
+    if at is None:
+        return []
+    kept = list(item)
+    rest = kept[at].replace(drop, "", 1)
+    if _LIST_MARKER.sub("", rest).strip():
+        kept[at] = re.sub(r"(?<=\S) {2,}", " ", rest.rstrip())
+    elif at == 0 and len(kept) > 1:
+        # The item's lead goes: its marker moves to the next line.
+        marker = _LIST_MARKER.match(kept[0])
+        nxt = kept[1].strip()
+        if marker and not nxt.startswith(_FENCES):
+            kept[1] = f"{marker.group()}{nxt}"
+            del kept[0]
+        else:
+            kept[0] = marker.group().rstrip() if marker else ""
+    else:
+        del kept[at]
+    out: list[str] = []
+    opened = False  # the last fence seen opens a block
+    for line in kept:
+        if line.strip().startswith(_FENCES):
+            if opened and out[-1].strip().startswith(_FENCES):
+                out.pop()  # an opening fence right before its closing one: an empty block
+                opened = False
+                continue
+            opened = not opened
+        out.append(line)
+    return [line for line in out if line.strip()]
 
 
 def _render_table(block: Block, drop: str | None) -> str:
@@ -310,7 +366,7 @@ def _render_table(block: Block, drop: str | None) -> str:
         return "\n".join(block.lines)
     header = _cells(rows[0])
     shown = [_with_header(r, header) for r in rows[1:]]
-    return "\n".join(f"- {r}" for r in shown if r != drop)
+    return "\n".join(f"- {as_shown(r)}" for r in shown if r != drop)
 
 
 def _bounded(rendered: str, block: Block) -> str:
