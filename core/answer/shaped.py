@@ -42,10 +42,6 @@ BODY_CHARS = 1200
 MAX_BLOCK_CHARS = 2400
 # A question that asks for output or logs gets the sample output blocks too.
 _ASKS_OUTPUT = re.compile(r"\b(?:output|outputs|log|logs|print|prints|look like)\b|输出|日志|打印")
-# A question that asks for a command: a line of a code block may then answer it.
-_ASKS_COMMAND = re.compile(
-    r"\b(?:cmd|commands?|cli|syntax|flags?|one-liner|kubectl|curl)\b|命令|指令|怎么写", re.I
-)
 # How a line that introduces the block under it ends: a colon, or a comma before a list.
 _INTRODUCES = (":", "：", ",", "，")
 # A list item's marker, and a code fence, as an item's lines write them.
@@ -83,7 +79,7 @@ def shape(
     """The answer from the best line of `ranked` (scored lines of `evidence`, numbered as it is)
     that can anchor one, in the section the best lines vote for (_by_votes), with its section
     read from `pool` (every retrieved chunk); None when no line can."""
-    ordered = _by_votes(ranked, evidence, pool, code=bool(_ASKS_COMMAND.search(question)))
+    ordered = _by_votes(ranked, evidence, pool)
     return _compose(question, ordered[0], language) if ordered else None
 
 
@@ -101,7 +97,7 @@ def with_second_part(
     the deadline in the process page). Within a cited section, the part is answered already:
     the answer stays one source."""
     cited = {_section_key(c) for c in shaped.chunks}
-    ordered = _by_votes(ranked, evidence, pool, code=False)
+    ordered = _by_votes(ranked, evidence, pool)
     if not ordered:
         return shaped
     located = ordered[0]
@@ -132,8 +128,6 @@ def _by_votes(
     ranked: Sequence[EvidenceSentence],
     evidence: Sequence[ScoredChunk],
     pool: Sequence[ScoredChunk],
-    *,
-    code: bool,
 ) -> list[_Located]:
     """The lines that can anchor an answer, located in their sections, in the order they are
     tried: the section most of the best evidence falls in first, within it the best line
@@ -143,11 +137,7 @@ def _by_votes(
     weakest line ranked, so one strong line still outweighs several barely ranked ones; a line
     that can anchor nothing (front matter, sample output, a line of links to other pages)
     votes for nothing. Sections, not documents, are counted: an index page or a long course
-    holds a few middling lines under each of its many headings. A line of a code block
-    anchors only when `code` (the question asks for a command): a config dump or a command
-    reference's examples write every option's name, and so resemble every question about one
-    ("what is the default maximum_lag_on_failover" is answered by the parameter's entry, not
-    by a diff that prints it); a section a prose line anchors still shows its code whole."""
+    holds a few middling lines under each of its many headings."""
     if not ranked:
         return []
     floor = min(s.score for s in ranked)
@@ -156,7 +146,7 @@ def _by_votes(
     for s in ranked:
         chunk = evidence[s.n - 1]
         located = _locate(s, chunk, pool)
-        if located is None or (located.blocks[located.at].kind == "code" and not code):
+        if located is None:
             continue
         key = _section_key(chunk)
         votes[key] = votes.get(key, 0.0) + s.score - floor

@@ -503,44 +503,6 @@ def test_a_list_items_rest_is_kept_when_its_line_leads_the_answer() -> None:
     assert "```\n```" not in shaped.text.replace("  ", "")
 
 
-def test_a_line_of_a_code_block_anchors_only_when_a_command_is_asked() -> None:
-    dump = chunk(
-        "docs/patronictl.md",
-        "edit-config > Examples",
-        "Change `loop_wait`:\n\n```diff\npatronictl edit-config --set loop_wait=15\n"
-        "-loop_wait: 10\n+loop_wait: 15\nmaximum_lag_on_failover: 1048576\n```\n",
-    )
-    settings = chunk(
-        "docs/configuration.md",
-        "Dynamic settings",
-        "- **maximum_lag_on_failover**: the lag in bytes a replica may have to take part in a "
-        "failover, 1048576 by default.\n",
-    )
-    evidence = [dump, settings]
-    lines = ranked(
-        (1, "maximum_lag_on_failover: 1048576"),
-        (
-            2,
-            "maximum_lag_on_failover: the lag in bytes a replica may have to take part in a "
-            "failover, 1048576 by default.",
-        ),
-    )
-    shaped = shape(
-        "whats the default maximum_lag_on_failover", lines, evidence, evidence, language="en"
-    )
-    assert shaped is not None and shaped.chunks == (settings,)
-    # Asked for a command, the code block's line may answer.
-    asked = shape(
-        "what's the command to change loop_wait?",
-        ranked((1, "patronictl edit-config --set loop_wait=15")),
-        evidence,
-        evidence,
-        language="en",
-    )
-    assert asked is not None and asked.chunks == (dump,)
-    assert "```diff\npatronictl edit-config --set loop_wait=15" in asked.text
-
-
 def test_a_kramdown_attribute_list_is_not_shown() -> None:
     agenda = chunk(
         "after/post_mortem_process.md",
