@@ -21,8 +21,11 @@ _BOLD = re.compile(r"\*\*(?=\S)([^*\n]+?)(?<=\S)\*\*")
 _CODE = re.compile(r"`([^`\n]+)`")
 _HEADING = re.compile(r"^#{1,6}\s+(.+?)\s*#*\s*$", re.MULTILINE)
 _BULLET = re.compile(r"^(\s*)[-*+]\s+(?=\S)", re.MULTILINE)
-# A complete fenced block: its opening fence (with a language, or none), its lines, its close.
-_FENCED = re.compile(r"^(```|~~~)[ \t]*([\w+-]*)[ \t]*\n(.*?)^\1[ \t]*$", re.MULTILINE | re.DOTALL)
+# A complete fenced block: its opening fence (with a language, or none), its lines, its close;
+# indented too, as under a list item ("- Fails with:\n  ```\n  error 193\n  ```").
+_FENCED = re.compile(
+    r"^([ \t]*)(```|~~~)[ \t]*([\w+-]*)[ \t]*\n(.*?)^[ \t]*\2[ \t]*$", re.MULTILINE | re.DOTALL
+)
 
 CITATIONS_MARK = "📚"  # language-neutral heading of the source list
 
@@ -41,10 +44,20 @@ def _outside_code(
     last = 0
     for match in _FENCED.finditer(markdown):
         out.append(convert(markdown[last : match.start()]))
-        out.append(code(match.group(2), match.group(3)))
+        out.append(code(match.group(3), _dedented(match.group(4), match.group(1))))
         last = match.end()
     out.append(convert(markdown[last:]))
     return "".join(out)
+
+
+def _dedented(body: str, indent: str) -> str:
+    """A block's lines without the indentation of its fence (the list item's it stands under)."""
+    if not indent:
+        return body
+    return "".join(
+        line[len(indent) :] if line.startswith(indent) else line.lstrip(" \t")
+        for line in body.splitlines(keepends=True)
+    )
 
 
 def to_slack_mrkdwn(markdown: str) -> str:

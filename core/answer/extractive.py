@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from core.language.asked_values import ASKED_VALUES
+from core.language.asked_values import ANSWERED_VALUES
 from core.language.rows import StepPattern
 from core.language.terms import LATIN_WORD, Term, content_terms, term_key
 from core.language.text import CJK_RUN, LEADS_IN, cjk_pairs, split_sentences
@@ -311,7 +311,7 @@ def _overlap(
     ]
     found = [set(terms) if whole else f for f, whole in zip(found, held, strict=True)]
     named = {s for s, t in terms.items() if t.name}
-    for kind, asks, writes in ASKED_VALUES:
+    for kind, asks, writes in ANSWERED_VALUES:
         if asks.search(question):
             # "How long …?" asks for a duration, "who …?" for a person: a line about what is
             # named that writes one holds what is asked ("his.retry.max: 1440 = 24 hours of
@@ -488,6 +488,34 @@ def asked_of(names: Sequence[str], asked: Sequence[str]) -> StepPattern:
     """What a row or line holds when it answers: one of the names and every word asked of it
     (core.language.rows matching: "owns" is held by a table headed `Owner`)."""
     return StepPattern.of([f"{name} {' '.join(asked)}" for name in names], ())
+
+
+def with_asked_values(
+    question: str,
+    evidence: Sequence[ScoredChunk],
+    pool: Sequence[ScoredChunk],
+) -> list[ScoredChunk]:
+    """The evidence, then the retrieved chunks past it that write a value of a kind the
+    question asks for (ANSWERED_VALUES: a count for "how many", a duration for "how often")
+    beside one of its terms. The first chunks are the ones most alike the question, and a
+    value is one word of its line: "how many people can report directly to the IC?" is
+    answered by the line "more than 7 or 8 people directly reporting to the Incident
+    Commander" ranked sixth, under a heading ("Getting everyone on the call") that says
+    nothing of it, while the first five are about the IC in general."""
+    writers = [writes for _, asks, writes in ANSWERED_VALUES if asks.search(question)]
+    if not writers:
+        return list(evidence)
+    terms = list(content_terms(question))
+    seen = {item.chunk.id for item in evidence}
+    added = []
+    for item in pool:
+        if item.chunk.id in seen:
+            continue
+        lines = _sentences(item.chunk.text)
+        if any(any(w(line) for w in writers) and _held(terms, fold(line)) for line in lines):
+            added.append(item)
+            seen.add(item.chunk.id)
+    return [*evidence, *added]
 
 
 def with_entries(

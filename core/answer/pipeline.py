@@ -58,6 +58,7 @@ from core.answer.extractive import (
     best_sentences,
     compose,
     named_and_asked,
+    with_asked_values,
     with_entries,
 )
 from core.answer.metered_llm import MeteredLLM
@@ -1086,6 +1087,7 @@ class _Run:
         cited by the chunk's number in `evidence` (and no chunks: the numbering is evidence's).
         `asked_of_names`: named_and_asked of the question."""
         names, asked = asked_of_names
+        evidence = with_asked_values(self.query, evidence, pool)
         sentences = await best_sentences(
             self.query,
             evidence,

@@ -32,6 +32,13 @@ _QUESTION_END = ("?", "？")
 # An HTML tag written inline in Markdown, and a code span, in which nothing is a tag.
 _HTML_TAG = re.compile(r"</?[A-Za-z][\w-]*(?:\s[^<>]*)?/?>")
 _CODE_SPAN = re.compile(r"(`+[^`]*`+)")
+# A kramdown attribute list after a link or a block ({:target="_blank" }): the page applies
+# it, it shows nothing.
+_ATTRIBUTES = re.compile(r"\{:[^{}\n]*\}")
+# A Markdown backslash escape of a punctuation character (reST rewritten as Markdown escapes
+# the underscores of names: on\_role\_change).
+# Not * or `: shown bare, they would open bold or code in a chat.
+_ESCAPED = re.compile(r"\\([\\_{}\[\]()#+\-.!|<>~])")
 # A thematic break ("---", "***"): in slides written as Markdown, the border between two.
 _RULE = re.compile(r"^(?:-{3,}|\*{3,}|_{3,})$")
 # An FAQ entry's question written as one: "Q: …", "问：…".
@@ -84,12 +91,17 @@ def plain(text: str) -> str:
 
 def as_shown(text: str) -> str:
     """Text as the page shows it, for a chat: a link to another page of the documentation as
-    its words (in a chat it leads nowhere), and inline HTML without its tags (a page renders
-    `<input type="checkbox" />` as a box, a chat would show the tag), except inside code
-    spans, which are shown as written."""
+    its words (in a chat it leads nowhere), inline HTML without its tags (a page renders
+    `<input type="checkbox" />` as a box, a chat would show the tag), kramdown attribute lists
+    without them (`{:target="_blank"}`), and a character escaped with a backslash as itself (a
+    page shows `on\\_role\\_change` as on_role_change; Slack and Telegram would show the
+    backslashes, and a reader searching the docs for the name would not find it), except
+    inside code spans, which are shown as written."""
     pieces = _CODE_SPAN.split(text)
     for i in range(0, len(pieces), 2):  # the pieces between code spans
-        pieces[i] = _HTML_TAG.sub("", _RELATIVE_LINK.sub(r"\1", pieces[i]))
+        piece = _HTML_TAG.sub("", _RELATIVE_LINK.sub(r"\1", pieces[i]))
+        piece = _ATTRIBUTES.sub("", piece)
+        pieces[i] = _ESCAPED.sub(r"\1", piece)
     return "".join(pieces)
 
 

@@ -44,6 +44,9 @@ MAX_BLOCK_CHARS = 2400
 _ASKS_OUTPUT = re.compile(r"\b(?:output|outputs|log|logs|print|prints|look like)\b|输出|日志|打印")
 # How a line that introduces the block under it ends: a colon, or a comma before a list.
 _INTRODUCES = (":", "：", ",", "，")
+# A list item's marker, and a code fence, as an item's lines write them.
+_LIST_MARKER = re.compile(r"^\s*(?:[-*+•]|\d+[.)])\s+")
+_FENCES = ("```", "~~~")
 # The heading path as the indexer writes it ("Runbook > Queue lag"), shown with ›.
 _PATH_SEPARATOR = " > "
 
@@ -98,12 +101,17 @@ def with_second_part(
     if not ordered:
         return shaped
     located = ordered[0]
-    block = located.blocks[located.at]
-    line = located.sentence or _bounded(_render(block, drop=None), block)
-    if _section_key(located.chunk) in cited or plain(line) in plain(shaped.text):
+    line = located.sentence
+    # A code block alone is no answer to a part: which command of which page it is, only a
+    # line that introduces it says (a lead-in brings its block below).
+    if not line or _section_key(located.chunk) in cited or plain(line) in plain(shaped.text):
         return shaped
     k = len(shaped.chunks) + 1
     body, sources = shaped.text.rsplit("\n\n", 1)
+    if not re.search(r"\[\d+\]", body):
+        # Marks are numbered in order of appearance: the first source's [1] comes before
+        # [2]. After a closing fence a mark would leave the fence open ("``` [1]").
+        body = f"{body}\n\n[1]" if body.endswith(("```", "~~~")) else f"{body} [1]"
     _, label = _window(located)
     part = f"{as_shown(line)} [{k}]"
     after = located.at + 1
@@ -242,7 +250,8 @@ def _compose(question: str, at: _Located, language: str) -> Shaped:
     if language == "zh" and detect_language(section_text) == "en":
         lines.append(SECTION_IN_ENGLISH["zh"].format(section=label))
     if not leads:
-        lines.append(f"{as_shown(first)} [1]")
+        # The line alone, not as the item of a numbered list it was ("1. Create …").
+        lines.append(f"{as_shown(_LIST_MARKER.sub('', first))} [1]")
     if body:
         lines.append("\n\n".join(body))
     lines.append(f"[1] {label}")
@@ -291,12 +300,54 @@ def _render(block: Block, *, drop: str | None) -> str:
     if block.kind == "table":
         return _render_table(block, drop)
     if block.kind == "list":
-        items = [i for i in block.items if drop is None or drop not in _sentences("\n".join(i))]
-        return as_shown("\n".join(line for item in items for line in item))
+        lines: list[str] = []
+        for item in block.items:
+            if drop is not None and drop in _sentences("\n".join(item)):
+                lines.extend(_without(item, drop))
+            else:
+                lines.extend(item)
+        return as_shown("\n".join(lines))
     sentences = _sentences(block.text)
     if drop is not None and drop in sentences:
         return as_shown(" ".join(s for s in sentences if s != drop))
     return as_shown(" ".join(block.lines))
+
+
+def _without(item: list[str], drop: str) -> list[str]:
+    """A list item without the line shown first, and the rest of the item kept: the sentences
+    after it on its line, its nested lines, the cause and fix under an FAQ's error message ("-
+    Under Windows, it fails with: ```…error code: 193``` **Cause:** … **Solution:** …"). A code
+    block left empty by it goes too. An item that does not write the line as one of its lines
+    (its emphasis or markers differ) goes whole, as the line already shown says it."""
+    at = next((i for i, line in enumerate(item) if drop in line), None)
+    if at is None:
+        return []
+    kept = list(item)
+    rest = kept[at].replace(drop, "", 1)
+    if _LIST_MARKER.sub("", rest).strip():
+        kept[at] = re.sub(r"(?<=\S) {2,}", " ", rest.rstrip())
+    elif at == 0 and len(kept) > 1:
+        # The item's lead goes: its marker moves to the next line.
+        marker = _LIST_MARKER.match(kept[0])
+        nxt = kept[1].strip()
+        if marker and not nxt.startswith(_FENCES):
+            kept[1] = f"{marker.group()}{nxt}"
+            del kept[0]
+        else:
+            kept[0] = marker.group().rstrip() if marker else ""
+    else:
+        del kept[at]
+    out: list[str] = []
+    opened = False  # the last fence seen opens a block
+    for line in kept:
+        if line.strip().startswith(_FENCES):
+            if opened and out[-1].strip().startswith(_FENCES):
+                out.pop()  # an opening fence right before its closing one: an empty block
+                opened = False
+                continue
+            opened = not opened
+        out.append(line)
+    return [line for line in out if line.strip()]
 
 
 def _render_table(block: Block, drop: str | None) -> str:
@@ -305,7 +356,7 @@ def _render_table(block: Block, drop: str | None) -> str:
         return "\n".join(block.lines)
     header = _cells(rows[0])
     shown = [_with_header(r, header) for r in rows[1:]]
-    return "\n".join(f"- {r}" for r in shown if r != drop)
+    return "\n".join(f"- {as_shown(r)}" for r in shown if r != drop)
 
 
 def _bounded(rendered: str, block: Block) -> str:

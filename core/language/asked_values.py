@@ -142,6 +142,47 @@ ASKED_VALUES = (
 )
 
 
+# What the answer also reads as asking for a value, beside the question words the coverage rule
+# reads (ASKED_VALUES): "how many" and 多少 ask for a count, a number the answering line writes
+# ("more than 7 or 8 people"); "how often", "how fast" and a noun that names a span of time (a
+# timeout, a cadence, an interval) ask for a duration ("set your escalation timeout to 5
+# minutes"). The answer picks its line by them; the gate does not widen what it asks for.
+ASKS_COUNT = re.compile(
+    r"\bhow\s+many\b|\bnumber\s+of\b|\bmax(?:imum)?\s+(?:number|count)\b|多少(?![秒分小天周个月])"
+    r"|几(?:个|位|名|次|台|人|条|项|种)",
+    re.I,
+)
+ASKS_SPAN = re.compile(
+    r"\bhow\s+(?:fast|quickly|soon|often|frequently|early|late)\b"
+    r"|\b(?:timeouts?|cadence|intervals?|frequency|delays?|retention|ttl)\b"
+    r"|多快|多频繁|频率|间隔|超时|多久一次",
+    re.I,
+)
+# A count as a line writes it: digits not glued to a word or an identifier ("SEV-1", "v2" name
+# things), or a small number in words.
+_COUNT = re.compile(
+    r"(?<![\w.,-])\d+(?:[.,]\d+)?(?![\w-])"
+    r"|\b(?:two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|fifteen|twenty|dozen)\b"
+    r"|[一二两三四五六七八九十百千万]+\s?(?:个|位|名|次|台|人|条|项|种)",
+    re.I,
+)
+
+
+def writes_count(text: str) -> bool:
+    return bool(_COUNT.search(text))
+
+
+def writes_span(text: str) -> bool:
+    return writes_duration(text) or bool(_SPELT_DURATION.search(text))
+
+
+COUNT, SPAN = "\x00count", "\x00span"
+ANSWERED_VALUES = (
+    *ASKED_VALUES,
+    (COUNT, ASKS_COUNT, writes_count),
+    (SPAN, ASKS_SPAN, writes_span),
+)
+
 # The gate reads "who" more narrowly than the answerer: in chat "有谁遇到过…" and "anyone who
 # knows…" ask whether someone can help, not for a person's name, and the rule would then look for
 # a name in the passage that answers the question.

@@ -180,3 +180,38 @@ def test_a_shaped_answer_keeps_its_command_block_list_and_two_sources_in_both_ch
     assert telegram.endswith(
         "[1] runbooks/replica_lag.md › Replica lag › Mitigation\n[2] limits.md › Alerts"
     )
+
+
+def test_a_code_block_under_a_list_item_of_a_shaped_answer_is_code_in_both_chats() -> None:
+    faq = ScoredChunk(
+        ChunkRecord(
+            "f#0",
+            "docs/en/faq.md",
+            0,
+            "- Under Windows, visualizing fails with the following error:\n"
+            "  ```\n  Failed to load library, error code: 193\n  ```\n"
+            "  **Cause:** two dlls are on the system path:\n"
+            "  ```\n  C:\\Windows\\System32\\**onnxruntime**.dll\n  # <the system one>\n  ```\n"
+            "  1. Copy the dll next to the ops dll.\n",
+            "FAQ > ONNX Runtime",
+        ),
+        0.5,
+    )
+    shaped = shape(
+        "sdk inference fails: 'Failed to load library, error code: 193'. how to fix?",
+        [EvidenceSentence(1, 0, "Failed to load library, error code: 193", 0.9)],
+        [faq],
+        [faq],
+        language="en",
+    )
+    assert shaped is not None
+    block = "C:\\Windows\\System32\\**onnxruntime**.dll\n# &lt;the system one&gt;"
+    slack = to_slack_mrkdwn(shaped.text)
+    # The block, dedented from its item, is code: ** stays, # is no heading.
+    assert f"```\n{block}\n```" in slack
+    assert "*Cause:* two dlls" in slack and "1. Copy the dll next to the ops dll." in slack
+    telegram = to_telegram_html(shaped.text)
+    assert f"<pre>{block}</pre>" in telegram
+    assert "<b>Cause:</b> two dlls" in telegram
+    assert "```" not in telegram
+    assert telegram.endswith("[1] docs/en/faq.md › FAQ › ONNX Runtime")

@@ -12,6 +12,7 @@ from core.answer.extractive import (
     asked_of,
     best_sentences,
     named_and_asked,
+    with_asked_values,
 )
 from core.language.asked_values import ASKED_VALUES
 from core.models import ChunkRecord
@@ -313,3 +314,61 @@ def test_only_a_question_whose_ask_is_when_asks_for_a_time() -> None:
     assert _asked_kinds("When I run labctl smoke, it fails — why?") == []
     assert _asked_kinds("When the breaker opens, how long does it stay open?") == ["duration"]
     assert _asked_kinds("nightly backup 几点跑，保留多少天") == ["duration", "time of day"]
+
+
+async def test_a_timeout_and_how_often_ask_for_a_duration(embedder: USEEmbedder) -> None:
+    evidence = _evidence(
+        (
+            "On-call > Recommendations",
+            "The third level of your escalation, after the backup schedule, should probably be "
+            "your entire team.\n\n"
+            "- Always have a backup schedule.\n"
+            "- We recommend you set your escalation timeout to 5 minutes.\n",
+        ),
+    )
+    chosen = await best_sentences(
+        "what should the escalation timeout be before it rolls over to the backup?",
+        evidence,
+        embedder,
+        count=3,
+    )
+    # A timeout is a span of time: the line that writes one answers, not the one most alike.
+    assert "5 minutes" in chosen[0].text
+
+
+async def test_how_many_asks_for_a_count(embedder: USEEmbedder) -> None:
+    evidence = _evidence(
+        (
+            "Anti-patterns > Getting everyone on the call",
+            "When too many people on the call report to the incident commander at once, it is "
+            "too much for the commander.\n\n"
+            "If you have more than 7 or 8 people reporting to the incident commander, things "
+            "get overwhelming.\n",
+        ),
+    )
+    chosen = await best_sentences(
+        "how many people can report to the incident commander on the call before it is too much?",
+        evidence,
+        embedder,
+        count=3,
+    )
+    assert "7 or 8" in chosen[0].text
+
+
+def test_chunks_past_the_first_that_write_the_asked_value_are_read_too() -> None:
+    first = _evidence(("IC > Introduction", "The incident commander runs the call."))
+    counted, silent, unrelated = (
+        ScoredChunk(ChunkRecord(f"p{i}", f"more{i}.md", 0, text), 0.1)
+        for i, text in enumerate(
+            [
+                "If more than 7 or 8 people report to the incident commander, it gets hard.",
+                "People talking over one another on a call is a problem for the commander.",
+                "The dashboard has 12 panels.",
+            ]
+        )
+    )
+    question = "how many people can report to the incident commander?"
+    pool = [*first, counted, silent, unrelated]
+    assert with_asked_values(question, first, pool) == [*first, counted]
+    # A question that asks for no value reads the first chunks only.
+    assert with_asked_values("who is the incident commander?", first, pool) == first

@@ -68,7 +68,8 @@ def test_the_first_line_holds_the_answer_and_is_not_repeated_below() -> None:
     )
     assert shaped is not None
     lines = shaped.text.splitlines()
-    assert lines[0] == "2. Wait five minutes. [1]"
+    # The line alone, not as the second item of a numbered list.
+    assert lines[0] == "Wait five minutes. [1]"
     assert shaped.text.count("Wait five minutes") == 1
     assert "```shell\npatronictl restart main pg-2\n```" in shaped.text  # the section stays
 
@@ -325,7 +326,7 @@ def test_a_second_part_answered_in_another_section_is_cited_as_a_second_source()
     )
     assert both.chunks == (TEMPLATE, PROCESS)
     assert both.text == (
-        "Each follow-up ticket gets two tags:\n\n- `sev1_YYYYMMDD`\n- `sev1`\n\n"
+        "Each follow-up ticket gets two tags:\n\n- `sev1_YYYYMMDD`\n- `sev1` [1]\n\n"
         "Schedule the postmortem meeting within 3 calendar days of the incident. [2]\n\n"
         "[1] after/post_mortem_template.md › Action items\n"
         "[2] after/post_mortem_process.md › Scheduling"
@@ -333,6 +334,27 @@ def test_a_second_part_answered_in_another_section_is_cited_as_a_second_source()
     # A part whose best line stands in the section already cited adds nothing.
     same = ranked((1, "Each follow-up ticket gets two tags:"))
     assert with_second_part(shaped, same, evidence, evidence) is shaped
+
+
+def test_a_second_part_is_never_a_bare_code_block_and_never_opens_a_fence() -> None:
+    metrics = chunk(
+        "advance/metrics.md",
+        "Usage",
+        "```bash\nlmdeploy serve proxy --server-port 8000\n```\n",
+    )
+    evidence = [TEMPLATE, metrics]
+    shaped = shape(
+        "what tags do the tickets need, and how do I start the proxy?",
+        ranked((1, "Each follow-up ticket gets two tags:")),
+        evidence,
+        evidence,
+        language="en",
+    )
+    assert shaped is not None
+    # The code block's first line is its best line: which page's command it is, no line says.
+    code_line = ranked((2, "lmdeploy serve proxy --server-port 8000"))
+    assert with_second_part(shaped, code_line, evidence, evidence) is shaped
+    assert "``` [" not in shaped.text
 
 
 def test_a_line_of_links_to_other_pages_votes_for_nothing() -> None:
@@ -425,3 +447,76 @@ def test_a_second_part_whose_line_introduces_a_list_brings_the_list() -> None:
         "A general agenda for the meeting would be something like, [2]\n\n"
         "1. Review the timeline.\n2. Discuss the action items.\n\n[1] "
     ) in both.text
+
+
+def test_a_name_escaped_in_markdown_is_shown_as_the_page_shows_it() -> None:
+    # reST rewritten as Markdown escapes a name's underscores; a chat would show backslashes.
+    hooks = chunk(
+        "docs/yaml_configuration.md",
+        "Callbacks",
+        "-  **on\\_role\\_change**: run this script when the postgres is being promoted or "
+        "demoted.\n-  **on\\_start**: run this script when the postgres starts.\n\n"
+        "| Hook | Runs |\n|---|---|\n| on\\_stop | when it stops |\n",
+    )
+    shaped = shape(
+        "is there a hook to run a script when a node is promoted?",
+        ranked(
+            (
+                1,
+                "on\\_role\\_change: run this script when the postgres is being promoted or "
+                "demoted.",
+            )
+        ),
+        [hooks],
+        [hooks],
+        language="en",
+    )
+    assert shaped is not None
+    assert "on_role_change" in shaped.text and "on_start" in shaped.text
+    assert "Hook: on_stop" in shaped.text
+    assert "\\_" not in shaped.text
+
+
+def test_a_list_items_rest_is_kept_when_its_line_leads_the_answer() -> None:
+    faq = chunk(
+        "docs/en/faq.md",
+        "FAQ > ONNX Runtime",
+        "- Under Windows, visualizing fails with the following error:\n"
+        "  ```\n  Failed to load library, error code: 193\n  ```\n"
+        "  **Cause:** two `onnxruntime.dll` are on the system path.\n"
+        "  1. Copy the dll next to `mmdeploy_onnxruntime_ops.dll`.\n"
+        "- Another problem.\n",
+    )
+    shaped = shape(
+        "sdk inference fails: 'Failed to load library, error code: 193'. how to fix?",
+        ranked((1, "Failed to load library, error code: 193")),
+        [faq],
+        [faq],
+        language="en",
+    )
+    assert shaped is not None
+    # The error leads; the cause and the fix under it in its item follow, the error not twice.
+    assert shaped.text.startswith("Failed to load library, error code: 193 [1]")
+    assert "**Cause:** two `onnxruntime.dll`" in shaped.text
+    assert "mmdeploy_onnxruntime_ops.dll" in shaped.text
+    assert shaped.text.count("error code: 193") == 1
+    assert "```\n```" not in shaped.text.replace("  ", "")
+
+
+def test_a_kramdown_attribute_list_is_not_shown() -> None:
+    agenda = chunk(
+        "after/post_mortem_process.md",
+        "Postmortem Meeting",
+        "1. Discuss how the problem could've been caught.\n"
+        '    * Did it show up in [canary](https://example.test/canary){:target="_blank" }?\n',
+    )
+    shaped = shape(
+        "what do we discuss in the postmortem meeting?",
+        ranked((1, "1. Discuss how the problem could've been caught.")),
+        [agenda],
+        [agenda],
+        language="en",
+    )
+    assert shaped is not None
+    assert "[canary](https://example.test/canary)?" in shaped.text
+    assert "{:" not in shaped.text
