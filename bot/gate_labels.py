@@ -280,6 +280,24 @@ async def refit(
             held.extend(int(i) for i in rng.choice(pool, size=take, replace=False))
     old_f1: float | None = None
     new_f1 = 0.0
+
+    def report(
+        stored: bool, reason: str, contradicted: Sequence[Contradiction] = ()
+    ) -> RefitReport:
+        return RefitReport(
+            kb,
+            len(texts),
+            len(labelled),
+            before,
+            after,
+            len(held),
+            old_f1,
+            new_f1,
+            stored,
+            reason,
+            tuple(contradicted),
+        )
+
     if held and stored_fit is not None:
         kept = [i for i in range(len(texts)) if i not in set(held)]
         held_texts = [texts[i] for i in held]
@@ -294,15 +312,7 @@ async def refit(
         new_scores = await gate.score_with(kb, trial, held_texts)
         new_f1 = confusion(y[held], new_scores >= trial.threshold).f1
         if new_f1 < old_f1:
-            return RefitReport(
-                kb,
-                len(texts),
-                len(labelled),
-                before,
-                after,
-                len(held),
-                old_f1,
-                new_f1,
+            return report(
                 False,
                 f"kept the stored fit: on {len(held)} held-back chat examples it scores F1 "
                 f"{old_f1:.3f}, the new one {new_f1:.3f}",
@@ -317,36 +327,20 @@ async def refit(
             f"scored {c.score:.2f} vs threshold {c.threshold:.2f})"
             for c in contradicted[:3]
         )
-        return RefitReport(
-            kb,
-            len(texts),
-            len(labelled),
-            before,
-            after,
-            len(held),
-            old_f1,
-            new_f1,
+        return report(
             False,
             f"kept the stored fit: the new one contradicts {len(contradicted)} admin "
             f"label(s): {shown}",
-            tuple(contradicted),
+            contradicted,
         )
     await gate.keep_fit(kb, fit)
     overruled = f"; it overrules {len(contradicted)} admin label(s)" if contradicted else ""
     compared = f" (held-back F1 {old_f1:.3f} → {new_f1:.3f})" if old_f1 is not None else ""
-    return RefitReport(
-        kb,
-        len(texts),
-        len(labelled),
-        before,
-        after,
-        len(held),
-        old_f1,
-        new_f1,
+    return report(
         True,
         f"stored a new fit on {len(merged_good)} answerable and {len(merged_bad)} other "
         f"messages, {len(labelled)} of them labelled in the chat{compared}{overruled}",
-        tuple(contradicted),
+        contradicted,
     )
 
 
