@@ -3,6 +3,7 @@ proxy, and the session cookie is HttpOnly, SameSite=Strict, and Secure over http
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -51,6 +52,26 @@ def client(app: Starlette, peer: str, base: str = "http://console.test") -> http
 
 
 PROXY = {"trusted_user_header": "X-Forwarded-User", "trusted_proxies": ["10.0.0.0/24"]}
+# The user the trusted proxy vouches for, on every request of the console's page tests.
+PROXIED_USER = {"X-Forwarded-User": "ana@corp"}
+
+
+def csrf_of(page: str) -> str:
+    found = re.search(r'<meta name="csrf-token" content="([^"]+)">', page)
+    assert found is not None
+    return found.group(1)
+
+
+async def logged_in(http: httpx.AsyncClient, path: str) -> str:
+    """The CSRF token of a session the proxied user opens by reading the page at `path`."""
+    page = await http.get(path, headers=PROXIED_USER)
+    assert page.status_code == 200
+    return csrf_of(page.text)
+
+
+def action(token: str, base: str = "http://console.test") -> dict[str, str]:
+    """The headers of an htmx action of that session from the console's own origin."""
+    return {"Origin": base, "X-CSRF-Token": token, "HX-Request": "true"}
 
 
 async def test_a_trusted_proxys_user_gets_a_session(store: RedisStateStore, tmp_path: Path) -> None:

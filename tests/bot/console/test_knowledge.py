@@ -32,7 +32,7 @@ from bot.gate_labels import GateLabels
 from bot.settings import ChannelSettings, ConsoleSettings, ConversationSettings, Settings
 from bot.wiring import Services
 from core.conversation import FinalReply, Message
-from tests.bot.console.test_auth import PROXY, client
+from tests.bot.console.test_auth import PROXY, action, client, logged_in
 from tests.fakes.hash_embedder import HashEmbedder
 from tests.fakes.scripted_answerer import ScriptedAnswerer
 
@@ -88,22 +88,6 @@ async def site(tmp_path: Path) -> AsyncIterator[Site]:
         await graph.aclose()
 
 
-def csrf_of(page: str) -> str:
-    found = re.search(r'<meta name="csrf-token" content="([^"]+)">', page)
-    assert found is not None
-    return found.group(1)
-
-
-async def logged_in(http: httpx.AsyncClient) -> str:
-    page = await http.get("/console/knowledge", headers=USER)
-    assert page.status_code == 200
-    return csrf_of(page.text)
-
-
-def action(token: str) -> dict[str, str]:
-    return {"Origin": BASE, "X-CSRF-Token": token, "HX-Request": "true"}
-
-
 def job_id(fragment: str) -> str:
     found = re.search(r'id="job-([0-9a-f]+)"', fragment)
     assert found is not None, fragment
@@ -140,7 +124,7 @@ async def test_an_upload_re_indexed_stays_one_document(site: Site) -> None:
     """The bug: "Re-index" indexed the upload folder as a source, so each upload was stored
     twice ("zorbulator.md" and "default/zorbulator.md") and cited twice."""
     async with client(site.app, "10.0.0.7") as http:
-        token = await logged_in(http)
+        token = await logged_in(http, "/console/knowledge")
         sent = await upload(http, token, "zorbulator.md", NOTE)
         assert sent.status_code == 200, sent.text
         done = await wait_done(http, job_id(sent.text))
@@ -167,7 +151,7 @@ async def test_an_upload_re_indexed_stays_one_document(site: Site) -> None:
 
 async def test_a_run_is_started_once_however_often_its_form_is_sent(site: Site) -> None:
     async with client(site.app, "10.0.0.7") as http:
-        token = await logged_in(http)
+        token = await logged_in(http, "/console/knowledge")
         first, second = await asyncio.gather(
             upload(http, token, "zorbulator.md", NOTE), upload(http, token, "zorbulator.md", NOTE)
         )
@@ -200,7 +184,7 @@ async def test_a_run_is_started_once_however_often_its_form_is_sent(site: Site) 
 
 async def test_a_run_that_ends_tells_the_page_to_reload_its_tables(site: Site) -> None:
     async with client(site.app, "10.0.0.7") as http:
-        token = await logged_in(http)
+        token = await logged_in(http, "/console/knowledge")
         sent = await upload(http, token, "zorbulator.md", NOTE)
         assert "HX-Trigger" not in sent.headers
         done = await wait_done(http, job_id(sent.text))
@@ -216,7 +200,7 @@ async def test_a_run_that_ends_tells_the_page_to_reload_its_tables(site: Site) -
 
 async def test_kbs_come_from_the_home_and_are_created_here(site: Site) -> None:
     async with client(site.app, "10.0.0.7") as http:
-        token = await logged_in(http)
+        token = await logged_in(http, "/console/knowledge")
         # A KB indexed from the console that no setting names is listed and picked.
         sent = await upload(http, token, "manual.md", NOTE, kb="manuals")
         await wait_done(http, job_id(sent.text))
@@ -252,7 +236,7 @@ async def test_a_kb_created_here_is_in_every_pages_picker(site: Site) -> None:
     # The Gate, Labels and "To document" pickers and the overview listed the configuration's
     # and the log's KBs only: a KB created (or indexed) on the Knowledge page was missing there.
     async with client(site.app, "10.0.0.7") as http:
-        token = await logged_in(http)
+        token = await logged_in(http, "/console/knowledge")
         created = await http.post(
             "/console/knowledge/create", data={"name": "runbooks"}, headers=action(token)
         )
@@ -271,7 +255,7 @@ async def test_the_overview_and_the_knowledge_page_agree_on_last_indexed(site: S
     # The overview showed only the console's own runs ("—" for a KB the CLI indexed) beside
     # the Knowledge page's time of the newest document.
     async with client(site.app, "10.0.0.7") as http:
-        token = await logged_in(http)
+        token = await logged_in(http, "/console/knowledge")
         await wait_done(http, job_id((await upload(http, token, "note.md", NOTE)).text))
         # as if indexed by `tacit index`: no console run recorded
         await site.store.delete(indexed_key("default"))
@@ -328,7 +312,7 @@ def selected(row: str, name: str) -> str:
 
 async def test_the_console_and_tacit_mode_share_one_binding(site: Site) -> None:
     async with client(site.app, "10.0.0.7") as http:
-        token = await logged_in(http)
+        token = await logged_in(http, "/console/knowledge")
         await http.post(
             "/console/knowledge/create", data={"name": "runbooks"}, headers=action(token)
         )
@@ -416,7 +400,7 @@ async def test_a_channels_traffic_comes_from_the_decision_log(site: Site) -> Non
             }
         )
     async with client(site.app, "10.0.0.7") as http:
-        await logged_in(http)
+        await logged_in(http, "/console/knowledge")
         row = await channel_row(http, "http::ops")
         assert "2 answered" in row and "1 declined" in row and "1 silent" in row
         assert "of 4" in row
@@ -431,7 +415,7 @@ async def test_documents_show_status_time_size_and_error_searched_and_sorted(
     (shared / "beta.md").write_text("# Beta\n\nBeta is short.\n")
     (shared / "broken.pdf").write_bytes(b"%PDF-1.4 not really a pdf")
     async with client(site.app, "10.0.0.7") as http:
-        token = await logged_in(http)
+        token = await logged_in(http, "/console/knowledge")
         sent = await http.post(
             "/console/knowledge/index", data={"kb": "default", "path": str(shared)},
             headers=action(token),

@@ -31,7 +31,7 @@ from bot.settings import ConsoleSettings, Settings, SourceSettings
 from bot.sources import DeclaredSources, SourceSync
 from bot.wiring import Services
 from core.sources.sync import SourceState, SourceStates, SyncReport
-from tests.bot.console.test_auth import PROXY, client
+from tests.bot.console.test_auth import PROXY, action, client, logged_in
 from tests.fakes.hash_embedder import HashEmbedder
 
 pytestmark = pytest.mark.timeout(120)
@@ -127,22 +127,6 @@ async def site(tmp_path: Path) -> AsyncIterator[Site]:
         await graph.aclose()
 
 
-def csrf_of(page: str) -> str:
-    found = re.search(r'<meta name="csrf-token" content="([^"]+)">', page)
-    assert found is not None
-    return found.group(1)
-
-
-async def logged_in(http: httpx.AsyncClient) -> str:
-    page = await http.get("/console/sources", headers=USER)
-    assert page.status_code == 200
-    return csrf_of(page.text)
-
-
-def action(token: str) -> dict[str, str]:
-    return {"Origin": BASE, "X-CSRF-Token": token, "HX-Request": "true"}
-
-
 ACTIONS = (
     ("/console/sources/sync", {"name": "handbook"}),
     ("/console/sources/declare", {"name": "notes", "kind": "folder", "where": "/tmp"}),
@@ -172,7 +156,7 @@ async def test_without_a_session_nothing_is_shown_or_done(site: Site) -> None:
 
 async def test_every_action_needs_the_sessions_csrf_token_and_this_origin(site: Site) -> None:
     async with client(site.app, "10.0.0.7") as http:
-        token = await logged_in(http)
+        token = await logged_in(http, "/console/sources")
         page = (await http.get("/console/sources", headers=USER)).text
         # Every form carries the token (htmx also sends it as a header, from <body>).
         forms = re.findall(r"<form .*?</form>", page, flags=re.S)
@@ -200,7 +184,7 @@ async def test_sources_show_where_masked_their_last_run_and_hostile_text_escaped
     failed.error = f"git fetch failed: repository not found {HOSTILE}"
     await states.put("runbooks", SourceState(revision="0123456789abcdef99", last=failed))
     async with client(site.app, "10.0.0.7") as http:
-        await logged_in(http)
+        await logged_in(http, "/console/sources")
         page = (await http.get("/console/sources", headers=USER)).text
     assert "<script>alert(1)</script>" not in page and "&lt;script&gt;" in page
     assert SECRET not in page  # masked as `tacit sources list` masks it
@@ -241,7 +225,7 @@ async def test_sync_now_runs_once_however_often_clicked_and_the_table_shows_it(
     site: Site,
 ) -> None:
     async with client(site.app, "10.0.0.7") as http:
-        token = await logged_in(http)
+        token = await logged_in(http, "/console/sources")
         first, second = await asyncio.gather(
             *(
                 http.post("/console/sources/sync", data={"name": "handbook"}, headers=action(token))
@@ -279,7 +263,7 @@ async def test_candidates_are_edited_approved_and_dropped_with_each_outcome_in_p
     site: Site,
 ) -> None:
     async with client(site.app, "10.0.0.7") as http:
-        token = await logged_in(http)
+        token = await logged_in(http, "/console/sources")
         post = http.post
         empty = await post(
             "/console/sources/candidates/edit",
@@ -351,7 +335,7 @@ async def test_a_declared_source_is_listed_synced_and_removed_with_an_audit_line
     (notes / "oncall.md").write_text("# On call\n\nPage the secondary after ten minutes.\n")
     caplog.set_level("INFO", logger="tacit.console")
     async with client(site.app, "10.0.0.7") as http:
-        token = await logged_in(http)
+        token = await logged_in(http, "/console/sources")
         added = await http.post(
             "/console/sources/declare",
             data={"name": "notes", "kind": "folder", "where": str(notes), "kb": "ops",
@@ -406,7 +390,7 @@ async def test_a_declared_source_is_refused_field_by_field_and_shown_escaped(
     site: Site, tmp_path: Path
 ) -> None:
     async with client(site.app, "10.0.0.7") as http:
-        token = await logged_in(http)
+        token = await logged_in(http, "/console/sources")
 
         async def declare(**data: str) -> httpx.Response:
             return await http.post("/console/sources/declare", data=data, headers=action(token))
@@ -446,7 +430,7 @@ async def test_the_config_may_open_networks_to_console_declared_web_sources(
 ) -> None:
     site.console.settings.console.source_networks = ["10.20.0.0/16"]
     async with client(site.app, "10.0.0.7") as http:
-        token = await logged_in(http)
+        token = await logged_in(http, "/console/sources")
         inside = await http.post(
             "/console/sources/declare",
             data={"name": "intranet", "kind": "web", "where": "http://10.20.1.5/",
@@ -470,7 +454,7 @@ async def test_the_declare_form_suggests_the_homes_kbs(site: Site) -> None:
     # created on the Knowledge page had to be typed from memory here.
     await home_kbs.create_kb(site.console, "runbooks")
     async with client(site.app, "10.0.0.7") as http:
-        await logged_in(http)
+        await logged_in(http, "/console/sources")
         page = (await http.get("/console/sources", headers=USER)).text
         form = page.split('id="declare-form"', 1)[1].split("</form>", 1)[0]
         assert 'list="declare-kbs"' in form
