@@ -65,7 +65,7 @@ async def test_without_a_session_the_forms_do_nothing_and_the_tables_show_nothin
 
 async def test_every_form_needs_the_sessions_csrf_token_and_this_origin(site: Site) -> None:
     async with client(site.app, "10.0.0.7") as http:
-        token = await logged_in(http)
+        token = await logged_in(http, "/console/knowledge")
         for path, data in ACTIONS:
             no_token = await http.post(path, data=data, headers={"Origin": BASE})
             assert no_token.status_code == 403, path
@@ -104,7 +104,7 @@ BAD_KB_NAMES = (
 
 async def test_kb_names_that_leave_the_home_or_are_not_names_are_refused(site: Site) -> None:
     async with client(site.app, "10.0.0.7") as http:
-        token = await logged_in(http)
+        token = await logged_in(http, "/console/knowledge")
         for name in BAD_KB_NAMES:
             created = await http.post(
                 "/console/knowledge/create", data={"name": name}, headers=action(token)
@@ -139,7 +139,7 @@ async def test_kb_names_that_leave_the_home_or_are_not_names_are_refused(site: S
 
 async def test_hostile_channel_ids_are_refused_or_shown_as_text(site: Site) -> None:
     async with client(site.app, "10.0.0.7") as http:
-        token = await logged_in(http)
+        token = await logged_in(http, "/console/knowledge")
         for channel in (
             "http::ops\n",
             "http::ops\x1b[31m",
@@ -179,7 +179,7 @@ async def test_hostile_document_names_and_errors_are_shown_as_text(site: Site) -
     (folder / odd).write_text("# Odd\n\nA document with a hostile name.\n")
     (folder / f"{HOSTILE_FILE}.pdf").write_bytes(b"%PDF-1.4 broken " + HOSTILE.encode())
     async with client(site.app, "10.0.0.7") as http:
-        token = await logged_in(http)
+        token = await logged_in(http, "/console/knowledge")
         sent = await http.post(
             "/console/knowledge/index",
             data={"kb": "default", "path": str(folder)},
@@ -219,7 +219,7 @@ async def test_hostile_document_names_and_errors_are_shown_as_text(site: Site) -
 
 async def test_a_job_id_or_a_fragment_query_cannot_reach_past_the_page(site: Site) -> None:
     async with client(site.app, "10.0.0.7") as http:
-        await logged_in(http)
+        await logged_in(http, "/console/knowledge")
         for job in ("../../etc/passwd", HOSTILE, "0" * 500):
             status = await http.get(f"/console/jobs/{job}", headers={"HX-Request": "true"})
             assert status.status_code in (404, 307, 308), job
