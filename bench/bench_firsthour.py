@@ -140,11 +140,14 @@ def materialise(entry: FirstHourSet, work: Path, git_dirs: dict[str, Path]) -> P
         names = _git("--git-dir", str(git_dir), "ls-tree", "-r", "--name-only", commit)
     except subprocess.CalledProcessError:
         raise SystemExit(f"{entry.name}: {git_dir} does not hold commit {commit}") from None
+    # fnmatch's "*" crosses "/" (the first sets were chosen so); a corpus.toml with
+    # `star = "segment"` means git's and a shell's "*", one path segment.
+    matches = _segment_match if corpus.get("star") == "segment" else fnmatch.fnmatch
     chosen = [
         name
         for name in names.decode().splitlines()
-        if any(fnmatch.fnmatch(name, pattern) for pattern in corpus.get("include", ["*"]))
-        and not any(fnmatch.fnmatch(name, pattern) for pattern in corpus.get("exclude", []))
+        if any(matches(name, pattern) for pattern in corpus.get("include", ["*"]))
+        and not any(matches(name, pattern) for pattern in corpus.get("exclude", []))
     ]
     if not chosen:
         raise SystemExit(f"{entry.name}: no file of commit {commit} matches its include globs")
@@ -155,6 +158,14 @@ def materialise(entry: FirstHourSet, work: Path, git_dirs: dict[str, Path]) -> P
         destination.write_bytes(_git("--git-dir", str(git_dir), "show", f"{commit}:{name}"))
     (target / ".complete").write_text(f"{corpus['repository']} {commit}\n", "utf-8")
     return target
+
+
+def _segment_match(name: str, pattern: str) -> bool:
+    """Whether `name` matches `pattern` with "*" and "?" inside one path segment."""
+    parts, globs = name.split("/"), pattern.split("/")
+    return len(parts) == len(globs) and all(
+        fnmatch.fnmatchcase(p, g) for p, g in zip(parts, globs, strict=True)
+    )
 
 
 def docs_of(entry: FirstHourSet, work: Path, git_dirs: dict[str, Path]) -> Path:

@@ -101,6 +101,42 @@ def test_a_corpus_is_taken_at_its_pinned_commit_with_its_globs(tmp_path: Path) -
         bench.docs_of(other, work, {"other": tmp_path / "upstream" / ".git"})
 
 
+def test_a_corpus_whose_star_is_one_segment_leaves_deeper_files_out(tmp_path: Path) -> None:
+    pinned = _repo(tmp_path / "upstream")
+    deeper = tmp_path / "upstream" / "docs" / "dev"
+    deeper.mkdir()
+    (deeper / "b.rst").write_text("deeper\n", "utf-8")
+    subprocess.run(["git", "add", "."], cwd=tmp_path / "upstream", check=True)
+    subprocess.run(["git", "commit", "-q", "-m", "three"], cwd=tmp_path / "upstream", check=True)
+    head = subprocess.run(
+        ["git", "rev-parse", "HEAD"],
+        cwd=tmp_path / "upstream",
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    assert head != pinned
+
+    def files_of(name: str, star: str | None) -> list[str]:
+        corpus: dict[str, Any] = {
+            "repository": "https://example.invalid/tiny",
+            "commit": head,
+            "licence": "MIT",
+            "include": ["docs/*.rst"],
+        }
+        if star is not None:
+            corpus["star"] = star
+        entry = bench.FirstHourSet(
+            name=name, kb=name, kind="", questions=tmp_path / "q.jsonl", docs=None, corpus=corpus
+        )
+        docs = bench.docs_of(entry, tmp_path / "work", {name: tmp_path / "upstream" / ".git"})
+        return sorted(p.relative_to(docs).as_posix() for p in docs.rglob("*.rst"))
+
+    # fnmatch's "*" crosses "/" (the first sets were chosen so); "segment" stops at it
+    assert files_of("crossing", None) == ["docs/a.rst", "docs/dev/b.rst", "docs/releases.rst"]
+    assert files_of("segment", "segment") == ["docs/a.rst", "docs/releases.rst"]
+
+
 def _row(right: int, wrong: int, refused: int, calls: float = 0) -> dict[str, Any]:
     covered = {"messages": right + wrong + refused, "right": right, "wrong": wrong}
     return {
