@@ -410,6 +410,12 @@ class AnswerSettings(Section):
         description="with an LLM: the logic form, then dual-level retrieval when it cannot "
         "answer (multi), or one of them alone (for ablations)",
     )
+    sub_answers: Literal["read", "every"] = Field(
+        "read",
+        description="which lookups of a plan get a sub-answer before the answer: only those a "
+        "later step reads (read: the answer reads the others' passages, fewer calls), or every "
+        "one (every)",
+    )
     check: Literal["pre", "post", "none"] = Field(
         "pre",
         description="whether the logic form's context supports an answer is asked before "

@@ -394,6 +394,7 @@ class Services:
             llm=None if offline else self.llm,
             options=PipelineOptions(
                 stages=answer.stages,
+                sub_answers=answer.sub_answers,
                 check=answer.check,
                 feedback_rounds=answer.feedback_rounds,
                 feedback_threshold=answer.feedback_threshold,

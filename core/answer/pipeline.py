@@ -147,6 +147,11 @@ class PipelineOptions:
     # ("across_languages": a question in the KB's language retrieves on NLP keywords, one call
     # fewer; see _Run._retrieve).
     keywords_call: Literal["always", "across_languages"] = "across_languages"
+    # Which of a plan's lookups get a sub-answer before the answer on the multi path: only
+    # those a later step reads ("read": the answer reads the others' passages itself, one call
+    # fewer in sequence), or every one, as HuixiangDou2 writes it ("every"). The logic form
+    # alone always asks every step: its answer is written from the sub-answers.
+    sub_answers: Literal["read", "every"] = "read"
 
 
 @dataclass(slots=True)
@@ -572,6 +577,10 @@ class _Run:
                     llm=self.llm,
                     language=self.language,
                     timeout=self.options.stage_timeout,
+                    # The lean path's one answer call reads every lookup's passages: a lookup
+                    # no later step reads needs no sub-answer before it.
+                    ask_unread=self.options.stages != "multi"
+                    or self.options.sub_answers == "every",
                 )
             except LLMError as exc:
                 record.outcome = "failed"
@@ -645,9 +654,12 @@ class _Run:
         shown = rounds[0]  # the round whose text the user sees now
         widen = 0
         # A plan whose every step found its part had each part checked by its sub-answer, and
-        # the answer reads what they found: a judge would cost a call with nothing to widen.
-        judging = self.options.feedback_rounds > 1 and not self._planned
-        if self._planned and self.trace.plan is not None:
+        # the answer reads what they found: a judge would cost a call with nothing to widen. A
+        # lookup retrieved without a sub-answer (no later step reads it) was checked by no call:
+        # the judge reads the answer for it as for a single lookup.
+        checked = self._planned and self._found is not None and not self._found.unchecked
+        judging = self.options.feedback_rounds > 1 and not checked
+        if checked and self.trace.plan is not None:
             self.trace.plan["judged"] = "no: every step found its part"
         while not shown.extractive and judging and shown.text:
             current = rounds[-1]

@@ -20,6 +20,12 @@ same time; "#k" in a later step stands for what step k found (StepResult.stands_
 - deduce: the LLM answers the sub-question from everything gathered so far.
 - output: names the step(s) whose results answer the question.
 
+With `ask_unread=False` (the lean model path) a retrieve step whose result no later step reads
+(only the output step names it) gets no sub-answer: the final answer reads its passages anyway,
+so a sub-answer would only repeat that read one call earlier. Its narrowed context still comes
+first in PlanOutcome.read, and PlanOutcome.unchecked names it, since no call checked that its
+context answers it.
+
 Any failure — an empty step, a model that breaks its JSON, a step over the time left, an
 operator with nothing to work on — ends the plan with ok=False and says why: the pipeline then
 falls through to dual-level retrieval. Every step is timed and traced.
@@ -89,6 +95,9 @@ STEP_GRAPH_ITEMS = 20
 # the closest to the predicate in any language (ContextSource.entries): a Chinese predicate
 # against an English table shares no word with it, and the query's ranking may miss the row.
 ENTRY_CHUNKS = 4
+# The passages of a lookup answered by the final answer alone (ask_unread=False) that stand
+# first in its context, as a sub-answer's sources would.
+UNREAD_FIRST = 2
 # A sub-answer's subject is a few words; a model that writes a paragraph there is cut, so a
 # later question that names it stays a question.
 _SUBJECT_CHARS = 160
@@ -117,6 +126,9 @@ class PlanOutcome:
     # sources do not cover instead of guessing it. Not a skipped step, nor one that failed for
     # a technical reason (a timeout, an LLM error): those say nothing of the knowledge base.
     unanswered: tuple[str, ...] = ()
+    # The sub-questions, in plan order, of the lookups that were retrieved but not asked
+    # (ask_unread=False): whether their context answers them is the final answer's to find.
+    unchecked: tuple[str, ...] = ()
 
 
 class ContextSource(Protocol):
@@ -144,10 +156,13 @@ async def execute_plan(
     # A parameter, not the caller's asyncio.timeout: the loop then knows which step ran out
     # and still returns the partial trace.
     timeout: float | None = None,  # noqa: ASYNC109
+    ask_unread: bool = True,
 ) -> PlanOutcome:
     """Run every step in order; `timeout` (seconds) bounds the whole plan, each step getting
-    the time the earlier ones left. Never raises for a failing step: see PlanOutcome.ok."""
-    return await _Run(kb=kb, source=source, llm=llm, language=language).execute(plan, timeout)
+    the time the earlier ones left. Never raises for a failing step: see PlanOutcome.ok.
+    `ask_unread`: whether a lookup no later step reads gets a sub-answer of its own."""
+    run = _Run(kb=kb, source=source, llm=llm, language=language, ask_unread=ask_unread)
+    return await run.execute(plan, timeout)
 
 
 class _NotAnswered(StepFailed):
@@ -170,6 +185,7 @@ class _Run:
     source: ContextSource
     llm: LLM
     language: Language
+    ask_unread: bool = True
     results: dict[int, StepResult] = field(default_factory=dict)
     questions: dict[int, str] = field(default_factory=dict)  # each run step's sub-question
     found: dict[int, RetrievedContext] = field(default_factory=dict)  # per retrieve step
@@ -182,6 +198,8 @@ class _Run:
     failures: list[_Stop] = field(default_factory=list)  # the steps that failed
     ended: set[int] = field(default_factory=set)  # failed, or skipped after a failed one
     unanswered: set[int] = field(default_factory=set)  # ran, and found no answer (found=false)
+    unread: frozenset[int] = frozenset()  # lookups only the output step reads
+    unchecked: set[int] = field(default_factory=set)  # retrieved, not asked (ask_unread=False)
 
     async def execute(self, plan: Plan, timeout: float | None) -> PlanOutcome:  # noqa: ASYNC109
         """Every step starts as soon as the steps it depends on are done: independent
@@ -191,6 +209,16 @@ class _Run:
         for step in plan.steps:
             direct = step_dependencies(plan, step)
             self.depends[step.id] = direct.union(*(self.depends[d] for d in direct))
+        if not self.ask_unread:
+            read_later = {
+                d
+                for s in plan.steps
+                if not isinstance(s, OutputStep)
+                for d in step_dependencies(plan, s)
+            }
+            self.unread = frozenset(
+                s.id for s in plan.steps if isinstance(s, RetrieveStep) and s.id not in read_later
+            )
         done = {step.id: asyncio.Event() for step in plan.steps}
         answer: str | None = None
         failure: str | None = None
@@ -287,7 +315,7 @@ class _Run:
         return [
             (self.questions[s.id], self.results[s.id].text)
             for s in self._in_order(ids)
-            if not isinstance(s, OutputStep)
+            if not isinstance(s, OutputStep) and s.id not in self.unchecked
         ]
 
     def _supports(self) -> list[Support]:
@@ -295,7 +323,7 @@ class _Run:
         return [
             self.support.get(s.id, Support())
             for s in self._in_order()
-            if not isinstance(s, OutputStep)
+            if not isinstance(s, OutputStep) and s.id not in self.unchecked
         ]
 
     def _supported(self) -> RetrievedContext:
@@ -348,6 +376,9 @@ class _Run:
             supported=supported,
             unanswered=tuple(
                 self.questions[s.id] for s in self._plan.steps if s.id in self.unanswered
+            ),
+            unchecked=tuple(
+                self.questions[s.id] for s in self._plan.steps if s.id in self.unchecked
             ),
         )
 
@@ -406,7 +437,7 @@ class _Run:
         if len(results) == 1:
             return results[0]
         # A question in two parts: each part's result, in the order the plan names them.
-        return StepResult(text="; ".join(r.text for r in results))
+        return StepResult(text="; ".join(r.text for r in results if r.text))
 
     async def _retrieve(self, step: RetrieveStep, record: dict[str, Any]) -> StepResult:
         low: list[str] = []
@@ -458,6 +489,14 @@ class _Run:
         self.found[step.id] = found
         narrow = _narrowed(found, StepPattern.of(low, high), [c.chunk.id for c in entries])
         self.narrow[step.id] = narrow
+        if step.id in self.unread:
+            # Only the output step reads it: the final answer reads these passages itself. Its
+            # best ones stand first in the answer's context beside the other parts', so that a
+            # budget the first part's document fills still holds this part.
+            self.unchecked.add(step.id)
+            self.support[step.id] = Support(tuple(c.chunk.id for c in narrow.chunks[:UNREAD_FIRST]))
+            record["asked"] = False
+            return StepResult(text="")
         # A lookup reads only the sub-answers it builds on, not every step's.
         return await self._ask(
             step.id, question, narrow, self._history(self.depends[step.id]), None

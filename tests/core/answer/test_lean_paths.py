@@ -42,16 +42,22 @@ async def run(
 
 
 def make(stores, embedder, llm, **options):  # type: ignore[no-untyped-def]
-    """The pipeline tests' answerer with the lean default: no keywords call for a question
-    in its passages' language."""
+    """The pipeline tests' answerer with the lean defaults: no keywords call for a question
+    in its passages' language, no sub-answer for a lookup no later step reads."""
     return test_pipeline.make(
-        stores, embedder, llm, **{"keywords_call": "across_languages", **options}
+        stores,
+        embedder,
+        llm,
+        **{"keywords_call": "across_languages", "sub_answers": "read", **options},
     )
 
 
 def make_narrow(stores, embedder, llm, **options):  # type: ignore[no-untyped-def]
     return test_pipeline.make_narrow(
-        stores, embedder, llm, **{"keywords_call": "across_languages", **options}
+        stores,
+        embedder,
+        llm,
+        **{"keywords_call": "across_languages", "sub_answers": "read", **options},
     )
 
 
@@ -69,27 +75,67 @@ async def test_a_single_lookup_makes_two_calls_before_its_first_token_three_in_a
     assert not answer.refused
 
 
-async def test_a_two_part_question_makes_three_calls_in_sequence_before_its_first_token(
+async def test_a_two_part_question_makes_two_calls_in_sequence_before_its_first_token(
     stores, embedder
 ) -> None:
-    # plan → the two sub-answers (at the same time: independent steps) → answer; the plan's
-    # steps name the keywords, and no pre-check runs before the answer.
+    # plan → answer: no later step reads either lookup, so neither gets a sub-answer (the
+    # answer reads both lookups' passages); the plan's steps name the keywords, and no
+    # pre-check runs before the answer. No call checked the parts, so the judge reads it after.
     llm = (
         FakeLLM()
         .script("logic_form", PLAN_TWO_LOOKUPS)
-        .script("sub_answer", {"found": True, "answer": "8443"}, {"found": True, "answer": "9090"})
         .script("answer", "Port 8443 [1], metrics on 9090 [1].")
         .script("judge", {"faithfulness": 1, "completeness": 1})
     )
     _, answer, before = await run(llm, make(stores, embedder, llm).ask("ops", PLAN_QUESTION))
-    assert before == ["logic_form", "sub_answer", "sub_answer", "answer"]
-    # every step found its part: no judge after the answer (at most 5 calls with the gate's)
-    assert llm.templates_called == before
+    assert before == ["logic_form", "answer"]
+    assert llm.templates_called == ["logic_form", "answer", "judge"]
     assert answer.reason == "answered (logic form)"
     assert answer.trace is not None
     steps = answer.trace["plan"]["execution"]["steps"]
-    # the two lookups overlapped: one call in sequence between the plan and the answer
-    assert steps[0]["outcome"] == steps[1]["outcome"] == "ok"
+    assert [s["outcome"] for s in steps] == ["ok", "ok", "ok"]
+    assert [s.get("asked") for s in steps[:2]] == [False, False]
+    # both lookups' passages reach the answer: the metrics port's as well as the gateway's
+    answer_prompt = next(c for c in llm.calls if c.template == "answer").last_user
+    assert "8443" in answer_prompt and "9090" in answer_prompt
+
+
+async def test_a_lookup_a_later_step_reads_still_gets_its_sub_answer(stores, embedder) -> None:
+    # Step 2 looks up what step 1 found, so step 1's value is needed before step 2 can run:
+    # plan → sub-answer → answer, three calls in sequence; step 2, which only the output step
+    # reads, is answered by the answer call itself.
+    plan = {
+        "steps": [
+            {
+                "id": 1,
+                "op": "retrieve",
+                "args": {"subject": "Lumen gateway", "predicate": "metrics", "object": "?m"},
+                "question": "What serves the Lumen gateway's metrics?",
+            },
+            {
+                "id": 2,
+                "op": "retrieve",
+                "args": {"subject": "#1", "predicate": "port", "object": "?p"},
+                "question": "On which port does #1 serve?",
+            },
+            {"id": 3, "op": "output", "args": {"of": "#2"}, "question": ""},
+        ]
+    }
+    llm = (
+        FakeLLM()
+        .script("logic_form", plan)
+        .script("sub_answer", {"found": True, "answer": "Prometheus metrics", "sources": [1]})
+        .script("answer", "Metrics are served on port 9090 [1].")
+        .script("judge", {"faithfulness": 1, "completeness": 1})
+    )
+    _, answer, before = await run(llm, make(stores, embedder, llm).ask("ops", PLAN_QUESTION))
+    assert before == ["logic_form", "sub_answer", "answer"]
+    assert llm.templates_called == ["logic_form", "sub_answer", "answer", "judge"]
+    assert answer.trace is not None
+    steps = answer.trace["plan"]["execution"]["steps"]
+    assert [s.get("asked") for s in steps[:2]] == [None, False]
+    answer_prompt = next(c for c in llm.calls if c.template == "answer").last_user
+    assert "Prometheus metrics" in answer_prompt  # step 1's sub-answer is shown
 
 
 async def test_an_uncovered_question_is_refused_in_two_calls(stores, embedder) -> None:
@@ -253,9 +299,44 @@ async def test_a_planned_answer_reads_its_steps_sources_and_the_matched_document
     prompts = []
     for budget in (100_000, 1):
         fake = llm()
-        answerer = make(stores, embedder, fake, answer_chunk_budget=budget)
+        # every lookup sub-answered, so that the sources the sub-answers name are what stays
+        answerer = make(stores, embedder, fake, answer_chunk_budget=budget, sub_answers="every")
         await run(fake, answerer.ask("ops", PLAN_QUESTION))
         prompts.append(next(c for c in fake.calls if c.template == "answer").last_user)
     wide, narrow = prompts
     assert "rollback.md" in wide
     assert "ports.md" in narrow and "rollback.md" not in narrow
+
+
+async def test_each_lookup_answered_by_the_answer_keeps_its_best_passage_within_the_budget(
+    stores, embedder
+) -> None:
+    # Two parts in two documents, neither sub-answered: the answer's budget (one token here)
+    # would keep only the first part's document; each lookup's best passage stands first.
+    plan = {
+        "steps": [
+            PLAN_TWO_LOOKUPS["steps"][0],
+            {
+                "id": 2,
+                "op": "retrieve",
+                "args": {"subject": "rollback", "predicate": "takes how long", "object": "?t"},
+                "question": "How long does a rollback of the gateway take?",
+            },
+            {"id": 3, "op": "output", "args": {"of": ["#1", "#2"]}, "question": ""},
+        ]
+    }
+    llm = (
+        FakeLLM()
+        .script("logic_form", plan)
+        .script("answer", "Port 8443 [1]; a rollback takes about four minutes [2].")
+        .script("judge", {"faithfulness": 1, "completeness": 1})
+    )
+    answerer = make(stores, embedder, llm, answer_chunk_budget=1)
+    await run(
+        llm,
+        answerer.ask("ops", "Which port does the gateway use, and how long does a rollback take?"),
+    )
+    assert llm.templates_called == ["logic_form", "answer", "judge"]
+    prompt = next(c for c in llm.calls if c.template == "answer").last_user
+    sources = prompt.split("Knowledge-graph facts")[0]  # a fact names its file too
+    assert "(docs/ports.md" in sources and "(docs/rollback.md" in sources

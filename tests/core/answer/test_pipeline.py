@@ -91,9 +91,11 @@ async def stores(
 def make(stores: Any, embedder: USEEmbedder, llm: Any = None, **options: Any) -> MultiStageAnswerer:
     graph, vectors = stores
     retriever = Retriever(embedder=embedder, vectors=vectors, graph=graph, llm=llm)
-    # These tests script the model's retrieval keywords: a keywords call on every question
-    # (the lean default, keywords_call="across_languages", is tests/core/answer/test_lean_paths)
-    options = {"keywords_call": "always", **options}
+    # These tests script the model's retrieval keywords and every step's sub-answer: a
+    # keywords call on every question, a sub-answer for every lookup of a plan (the lean
+    # defaults, keywords_call="across_languages" and sub_answers="read", are
+    # tests/core/answer/test_lean_paths)
+    options = {"keywords_call": "always", "sub_answers": "every", **options}
     return MultiStageAnswerer(
         retriever=retriever, embedder=embedder, llm=llm, options=PipelineOptions(**options)
     )
@@ -493,7 +495,7 @@ def make_narrow(stores: Any, embedder: USEEmbedder, llm: Any, **options: Any) ->
         llm=llm,
         options=RetrievalOptions(chunk_top_k=1),
     )
-    options = {"keywords_call": "always", **options}
+    options = {"keywords_call": "always", "sub_answers": "every", **options}  # as make's
     return MultiStageAnswerer(
         retriever=retriever, embedder=embedder, llm=llm, options=PipelineOptions(**options)
     )
