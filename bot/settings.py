@@ -416,6 +416,12 @@ class AnswerSettings(Section):
         "later step reads (read: the answer reads the others' passages, fewer calls), or every "
         "one (every)",
     )
+    parts: Literal["retrieve", "plan"] = Field(
+        "retrieve",
+        description="a question that only asks several things: each part retrieved and one "
+        "answer call reads them (retrieve), or a plan first (plan); arithmetic, counts and "
+        "lists of names are planned either way",
+    )
     check: Literal["pre", "post", "none"] = Field(
         "pre",
         description="whether the logic form's context supports an answer is asked before "

@@ -395,6 +395,7 @@ class Services:
             options=PipelineOptions(
                 stages=answer.stages,
                 sub_answers=answer.sub_answers,
+                parts=answer.parts,
                 check=answer.check,
                 feedback_rounds=answer.feedback_rounds,
                 feedback_threshold=answer.feedback_threshold,

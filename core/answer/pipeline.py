@@ -83,7 +83,7 @@ from core.ports import LLM, Embedder
 from core.reason.executor import PlanOutcome, execute_plan, history_lines
 from core.reason.followup import standalone_question
 from core.reason.judge import FeedbackPolicy, JudgeScores, judge, nothing_answered
-from core.reason.needs_plan import asking_parts, plan_reason
+from core.reason.needs_plan import asking_parts, independent_parts, plan_reason
 from core.reason.plan import (
     REFERENCE,
     OutputStep,
@@ -114,6 +114,10 @@ DEFERRED_NOTE = "(deferred by the gate: its word rule did not cover the question
 # The best lines an extractive answer tries, in turn, as the anchor of its section: a line of
 # front matter, sample output or links to other pages anchors none.
 _ANCHOR_CANDIDATES = 12
+# A part's best passages that stand first in the answer's context (see _part_passages), and
+# the whole question's low-level keywords a part is retrieved with besides its own.
+PARTS_FIRST = 2
+PART_SUBJECT_KEYWORDS = 2
 Stages = Literal["multi", "logic_form", "dual_level"]
 Check = Literal["pre", "post", "none"]
 
@@ -152,6 +156,11 @@ class PipelineOptions:
     # fewer in sequence), or every one, as HuixiangDou2 writes it ("every"). The logic form
     # alone always asks every step: its answer is written from the sub-answers.
     sub_answers: Literal["read", "every"] = "read"
+    # A question whose only reason for a plan is that it asks several things, on the multi
+    # path: each part retrieved on its own words and one answer call reads them ("retrieve":
+    # no plan call, and no part waits for another), or planned ("plan"). A question with
+    # arithmetic, a count or a list of named things is planned either way.
+    parts: Literal["retrieve", "plan"] = "retrieve"
 
 
 @dataclass(slots=True)
@@ -293,6 +302,9 @@ class _Run:
         self._unanswered: tuple[str, ...] = ()
         # Every step of the plan found its part: the answer is the logic form's.
         self._planned = False
+        # The asking parts of a question of several independent asks (options.parts): each
+        # is retrieved for, and its best passages stand first in the answer's context.
+        self._parts: list[str] = []
 
     def _status(self, stage: Stage, **values: object) -> Status:
         return Status(STAGE_STATUS[stage][self.language].format(**values), stage)
@@ -344,6 +356,15 @@ class _Run:
         why = plan_reason(self.query)
         if not why:
             self.trace.plan = {"planned": False, "why": "a single lookup (core.reason.needs_plan)"}
+            async for event in self._dual_level():
+                yield event
+            return
+        parts = independent_parts(self.query) if self.options.parts == "retrieve" else []
+        if parts:
+            # Parts that need no value of each other need no plan: a retrieval each, one
+            # answer (a plan call before it, and an uncovered question refused in 3 calls).
+            self.trace.plan = {"planned": False, "why": f"{why}, each retrieved", "parts": parts}
+            self._parts = parts
             async for event in self._dual_level():
                 yield event
             return
@@ -620,7 +641,9 @@ class _Run:
             rest = focused(rest, self.options.answer_chunk_budget)
             context = self._fit(found.merged(rest))
         elif context is not None:
-            context = focused(context, self.options.answer_chunk_budget)
+            rest = focused(context, self.options.answer_chunk_budget)
+            pinned = await self._part_passages() if self._parts else RetrievedContext()
+            context = self._fit(pinned.merged(rest)) if pinned.chunks else rest
         if context is None or not context.chunks:
             yield self._refusal("retrieval found no evidence")
             return
@@ -829,6 +852,33 @@ class _Run:
             self._first = asyncio.create_task(self._retrieve(widen=0))
         # Shielded: a background answer that is stopped must not stop the retrieval with it.
         return await asyncio.shield(self._first)
+
+    async def _part_passages(self) -> RetrievedContext:
+        """The best passages of each asking part's own retrieval (PARTS_FIRST each), in part
+        order: the answer's budget, filled from the matched document of the whole question,
+        can leave a second part's document out. A part is retrieved on its own keywords and
+        the whole question's first names (its subject, which a part like "can it be
+        changed?" refers back to). None when the question's keywords were asked of the model
+        in the passages' language: a part's own words are then in the wrong language."""
+        if self.keywords is not None and self.keywords.source == "llm":
+            return RetrievedContext()
+        limit = self.retriever.options.max_keywords
+        subject = self.keywords.low[:PART_SUBJECT_KEYWORDS] if self.keywords else ()
+        with self.trace.stage("parts", parts=len(self._parts)) as record:
+
+            async def one(part: str) -> RetrievedContext:
+                own = nlp_keywords(part, limit=limit)
+                low = tuple(dict.fromkeys((*own.low, *subject)))
+                return await self.retriever.retrieve(
+                    self.kb, part, keywords=Keywords(high=own.high, low=low, source="nlp")
+                )
+
+            found = await self._within(asyncio.gather(*(one(part) for part in self._parts)), record)
+            pinned = RetrievedContext()
+            for context in found or ():
+                pinned = pinned.merged(RetrievedContext(chunks=context.chunks[:PARTS_FIRST]))
+            record.detail["passages"] = [c.chunk.id for c in pinned.chunks]
+            return pinned
 
     def _fit(self, context: RetrievedContext) -> RetrievedContext:
         options = self.retriever.options

@@ -124,9 +124,21 @@ def plan_reason(question: str) -> str:
     return ""
 
 
+def independent_parts(question: str) -> list[str]:
+    """The asking parts of a question whose only reason for a plan is that it asks several
+    things ([] otherwise): no arithmetic, no count and no list of named things, so no part
+    needs a value another part finds, and each part can be retrieved for on its own."""
+    if _ARITHMETIC.search(_GIVEN_QUANTITY.sub(" ", _QUOTED.sub(" ", question))):
+        return []
+    if _COUNT.search(question) or len(named_things(question)) >= SEVERAL_NAMES:
+        return []
+    asks = asking_parts(question)
+    return asks if len(asks) >= SEVERAL_ASKS else []
+
+
 def needs_plan(question: str) -> bool:
     """Whether the question has several parts or needs arithmetic (the module's rule)."""
     return bool(plan_reason(question))
 
 
-__all__ = ["asking_parts", "named_things", "needs_plan", "plan_reason"]
+__all__ = ["asking_parts", "independent_parts", "named_things", "needs_plan", "plan_reason"]

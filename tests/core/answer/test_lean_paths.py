@@ -24,6 +24,19 @@ from tests.fakes.fake_llm import FakeLLM
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 UNCOVERED = "Which TLS cipher suites does the Lumen gateway accept?"
+# Two lookups in two documents (ports.md, rollback.md) that only the output step reads.
+TWO_DOCUMENTS_PLAN = {
+    "steps": [
+        PLAN_TWO_LOOKUPS["steps"][0],
+        {
+            "id": 2,
+            "op": "retrieve",
+            "args": {"subject": "rollback", "predicate": "takes how long", "object": "?t"},
+            "question": "How long does a rollback of the gateway take?",
+        },
+        {"id": 3, "op": "output", "args": {"of": ["#1", "#2"]}, "question": ""},
+    ]
+}
 
 
 async def run(
@@ -43,12 +56,18 @@ async def run(
 
 def make(stores, embedder, llm, **options):  # type: ignore[no-untyped-def]
     """The pipeline tests' answerer with the lean defaults: no keywords call for a question
-    in its passages' language, no sub-answer for a lookup no later step reads."""
+    in its passages' language, no plan for a question that only asks several things, no
+    sub-answer for a lookup no later step reads."""
     return test_pipeline.make(
         stores,
         embedder,
         llm,
-        **{"keywords_call": "across_languages", "sub_answers": "read", **options},
+        **{
+            "keywords_call": "across_languages",
+            "parts": "retrieve",
+            "sub_answers": "read",
+            **options,
+        },
     )
 
 
@@ -57,7 +76,12 @@ def make_narrow(stores, embedder, llm, **options):  # type: ignore[no-untyped-de
         stores,
         embedder,
         llm,
-        **{"keywords_call": "across_languages", "sub_answers": "read", **options},
+        **{
+            "keywords_call": "across_languages",
+            "parts": "retrieve",
+            "sub_answers": "read",
+            **options,
+        },
     )
 
 
@@ -75,29 +99,45 @@ async def test_a_single_lookup_makes_two_calls_before_its_first_token_three_in_a
     assert not answer.refused
 
 
-async def test_a_two_part_question_makes_two_calls_in_sequence_before_its_first_token(
+async def test_a_two_part_question_makes_one_call_before_its_first_token_and_no_plan(
     stores, embedder
 ) -> None:
-    # plan → answer: no later step reads either lookup, so neither gets a sub-answer (the
-    # answer reads both lookups' passages); the plan's steps name the keywords, and no
-    # pre-check runs before the answer. No call checked the parts, so the judge reads it after.
+    # It only asks two things: no part needs a value the other finds, so no plan. Each part
+    # is retrieved for, and one answer reads them; no call checked the parts, so the judge
+    # reads the answer after it.
     llm = (
         FakeLLM()
-        .script("logic_form", PLAN_TWO_LOOKUPS)
         .script("answer", "Port 8443 [1], metrics on 9090 [1].")
         .script("judge", {"faithfulness": 1, "completeness": 1})
     )
     _, answer, before = await run(llm, make(stores, embedder, llm).ask("ops", PLAN_QUESTION))
-    assert before == ["logic_form", "answer"]
-    assert llm.templates_called == ["logic_form", "answer", "judge"]
-    assert answer.reason == "answered (logic form)"
+    assert before == ["answer"]
+    assert llm.templates_called == ["answer", "judge"]
+    assert answer.reason == "answered (dual-level)"
     assert answer.trace is not None
-    steps = answer.trace["plan"]["execution"]["steps"]
-    assert [s["outcome"] for s in steps] == ["ok", "ok", "ok"]
-    assert [s.get("asked") for s in steps[:2]] == [False, False]
-    # both lookups' passages reach the answer: the metrics port's as well as the gateway's
-    answer_prompt = next(c for c in llm.calls if c.template == "answer").last_user
-    assert "8443" in answer_prompt and "9090" in answer_prompt
+    assert answer.trace["plan"]["planned"] is False
+    assert len(answer.trace["plan"]["parts"]) == 2
+    assert "parts" in {s["name"] for s in answer.trace["stages"]}
+
+
+async def test_each_part_of_a_two_part_question_keeps_its_best_passage_within_the_budget(
+    stores, embedder
+) -> None:
+    # Two parts in two documents: the answer's budget (one token here) keeps the whole
+    # question's matched document only; each part's best passage stands first beside it.
+    question = "Which port does the gateway use, and how long does a rollback take?"
+    prompts = {}
+    for parts in ("retrieve", "plan"):
+        llm = FakeLLM().script("answer", "Port 8443 [1]; about four minutes [2].")
+        llm.script("judge", {"faithfulness": 1, "completeness": 1})
+        if parts == "plan":  # the plan of the same two lookups, neither sub-answered
+            llm.script("logic_form", TWO_DOCUMENTS_PLAN)
+        answerer = make(stores, embedder, llm, answer_chunk_budget=1, parts=parts)
+        await run(llm, answerer.ask("ops", question))
+        prompt = next(c for c in llm.calls if c.template == "answer").last_user
+        prompts[parts] = prompt.split("Knowledge-graph facts")[0]  # a fact names its file too
+    for sources in prompts.values():
+        assert "(docs/ports.md" in sources and "(docs/rollback.md" in sources
 
 
 async def test_a_lookup_a_later_step_reads_still_gets_its_sub_answer(stores, embedder) -> None:
@@ -128,7 +168,8 @@ async def test_a_lookup_a_later_step_reads_still_gets_its_sub_answer(stores, emb
         .script("answer", "Metrics are served on port 9090 [1].")
         .script("judge", {"faithfulness": 1, "completeness": 1})
     )
-    _, answer, before = await run(llm, make(stores, embedder, llm).ask("ops", PLAN_QUESTION))
+    answerer = make(stores, embedder, llm, parts="plan")
+    _, answer, before = await run(llm, answerer.ask("ops", PLAN_QUESTION))
     assert before == ["logic_form", "sub_answer", "answer"]
     assert llm.templates_called == ["logic_form", "sub_answer", "answer", "judge"]
     assert answer.trace is not None
@@ -300,43 +341,11 @@ async def test_a_planned_answer_reads_its_steps_sources_and_the_matched_document
     for budget in (100_000, 1):
         fake = llm()
         # every lookup sub-answered, so that the sources the sub-answers name are what stays
-        answerer = make(stores, embedder, fake, answer_chunk_budget=budget, sub_answers="every")
+        answerer = make(
+            stores, embedder, fake, answer_chunk_budget=budget, parts="plan", sub_answers="every"
+        )
         await run(fake, answerer.ask("ops", PLAN_QUESTION))
         prompts.append(next(c for c in fake.calls if c.template == "answer").last_user)
     wide, narrow = prompts
     assert "rollback.md" in wide
     assert "ports.md" in narrow and "rollback.md" not in narrow
-
-
-async def test_each_lookup_answered_by_the_answer_keeps_its_best_passage_within_the_budget(
-    stores, embedder
-) -> None:
-    # Two parts in two documents, neither sub-answered: the answer's budget (one token here)
-    # would keep only the first part's document; each lookup's best passage stands first.
-    plan = {
-        "steps": [
-            PLAN_TWO_LOOKUPS["steps"][0],
-            {
-                "id": 2,
-                "op": "retrieve",
-                "args": {"subject": "rollback", "predicate": "takes how long", "object": "?t"},
-                "question": "How long does a rollback of the gateway take?",
-            },
-            {"id": 3, "op": "output", "args": {"of": ["#1", "#2"]}, "question": ""},
-        ]
-    }
-    llm = (
-        FakeLLM()
-        .script("logic_form", plan)
-        .script("answer", "Port 8443 [1]; a rollback takes about four minutes [2].")
-        .script("judge", {"faithfulness": 1, "completeness": 1})
-    )
-    answerer = make(stores, embedder, llm, answer_chunk_budget=1)
-    await run(
-        llm,
-        answerer.ask("ops", "Which port does the gateway use, and how long does a rollback take?"),
-    )
-    assert llm.templates_called == ["logic_form", "answer", "judge"]
-    prompt = next(c for c in llm.calls if c.template == "answer").last_user
-    sources = prompt.split("Knowledge-graph facts")[0]  # a fact names its file too
-    assert "(docs/ports.md" in sources and "(docs/rollback.md" in sources

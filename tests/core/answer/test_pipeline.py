@@ -91,11 +91,12 @@ async def stores(
 def make(stores: Any, embedder: USEEmbedder, llm: Any = None, **options: Any) -> MultiStageAnswerer:
     graph, vectors = stores
     retriever = Retriever(embedder=embedder, vectors=vectors, graph=graph, llm=llm)
-    # These tests script the model's retrieval keywords and every step's sub-answer: a
-    # keywords call on every question, a sub-answer for every lookup of a plan (the lean
-    # defaults, keywords_call="across_languages" and sub_answers="read", are
+    # These tests script the model's retrieval keywords, its plans and every step's
+    # sub-answer: a keywords call on every question, a plan for a question of several asks, a
+    # sub-answer for every lookup of a plan (the lean defaults, keywords_call=
+    # "across_languages", parts="retrieve" and sub_answers="read", are
     # tests/core/answer/test_lean_paths)
-    options = {"keywords_call": "always", "sub_answers": "every", **options}
+    options = {"keywords_call": "always", "parts": "plan", "sub_answers": "every", **options}
     return MultiStageAnswerer(
         retriever=retriever, embedder=embedder, llm=llm, options=PipelineOptions(**options)
     )
@@ -495,7 +496,7 @@ def make_narrow(stores: Any, embedder: USEEmbedder, llm: Any, **options: Any) ->
         llm=llm,
         options=RetrievalOptions(chunk_top_k=1),
     )
-    options = {"keywords_call": "always", "sub_answers": "every", **options}  # as make's
+    options = {"keywords_call": "always", "parts": "plan", "sub_answers": "every", **options}
     return MultiStageAnswerer(
         retriever=retriever, embedder=embedder, llm=llm, options=PipelineOptions(**options)
     )

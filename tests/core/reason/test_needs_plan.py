@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from core.reason.needs_plan import needs_plan, plan_reason
+from core.reason.needs_plan import independent_parts, needs_plan, plan_reason
 from tests.conftest import REPO
 
 ROOT = REPO
@@ -81,3 +81,39 @@ def test_most_chat_questions_of_the_team_sets_are_single_lookups() -> None:
         questions = [q for q in lines.splitlines() if q.strip() and not q.startswith("#")]
         planned = sum(needs_plan(q) for q in questions)
         assert planned * 5 <= len(questions), (team.name, planned, len(questions))
+
+
+@pytest.mark.parametrize(
+    ("question", "parts"),
+    [
+        (
+            "Which port does the Lumen gateway listen on, and where are its metrics served?",
+            ["Which port does the Lumen gateway listen on", "where are its metrics served?"],
+        ),
+        (
+            "argocd 默认多久去 git 拉一次变更? 这个间隔能调吗",
+            ["argocd 默认多久去 git 拉一次变更", "这个间隔能调吗"],
+        ),
+    ],
+)
+def test_a_question_that_only_asks_several_things_splits_into_its_asking_parts(
+    question: str, parts: list[str]
+) -> None:
+    assert independent_parts(question) == parts
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        # arithmetic, a count, a list of names: a part may need a value another finds
+        "What is the total of the rollback and the failover time, and which is longer?",
+        "How many components does Jonas Berg own, and who approves their changes?",
+        "What do lumen-gateway, lumen-mailer and ledger-db run on, and who owns them?",
+        # one ask
+        "Which port does the Lumen gateway listen on?",
+    ],
+)
+def test_a_question_planned_for_arithmetic_a_count_or_names_has_no_independent_parts(
+    question: str,
+) -> None:
+    assert independent_parts(question) == []
