@@ -33,7 +33,7 @@ from core.conversation import (
     TextDelta,
     Thinking,
 )
-from core.decision import is_deferred
+from core.decision import ScreenedKeywords, is_deferred
 from core.errors import InputError, StoreError, TacitError
 from core.language.text import detect_language
 from core.language.wording import FAILED, NOT_COVERED, SLOW_DOWN
@@ -77,7 +77,9 @@ class AnswerSource(Protocol):
     rule did not cover the question and left it to the model (GateDecision.deferred).
     `covered`: the gate judged the KB covers it; the source does not judge coverage again.
     `screening` (passed only while the gate's LLM screening runs): whether the screening lets
-    the message through, which the source's model calls after its first wait for."""
+    the message through, which the source's model calls after its first wait for.
+    `screened_keywords` (passed with it): the search keywords the screening names in the KB's
+    other languages (high level, low level), or None."""
 
     def ask(
         self,
@@ -88,6 +90,7 @@ class AnswerSource(Protocol):
         deferred: bool = False,
         covered: bool = False,
         screening: Awaitable[bool] | None = None,
+        screened_keywords: Awaitable[ScreenedKeywords] | None = None,
     ) -> AsyncIterator[AnswerEvent]: ...
 
 
@@ -466,7 +469,14 @@ class TacitAssistant:
         held: Delta | None = None  # the first delta waits until we know it is no refusal
         released = False
         restart = False  # a Retract came: the next text shown replaces what was streamed
-        extra: dict[str, Any] = {} if screening is None else {"screening": _lets_through(screening)}
+        extra: dict[str, Any] = (
+            {}
+            if screening is None
+            else {
+                "screening": _lets_through(screening),
+                "screened_keywords": _keywords_named(screening),
+            }
+        )
         asked = self.answerer.ask(
             config.kb, message.text, history=history, deferred=deferred, covered=covered, **extra
         )
@@ -735,6 +745,23 @@ def _lets_through(verdict: asyncio.Future[GateVerdict]) -> asyncio.Future[bool]:
 
     verdict.add_done_callback(settle)
     return through
+
+
+def _keywords_named(verdict: asyncio.Future[GateVerdict]) -> asyncio.Future[ScreenedKeywords]:
+    """The search keywords the screening named in the KB's other languages (GateDecision's
+    `keywords`), as the answerer waits for them: None when it named none, refused, failed or
+    was cancelled (the answer then asks for its keywords itself, or stops)."""
+    named: asyncio.Future[ScreenedKeywords] = asyncio.get_running_loop().create_future()
+
+    def settle(done: asyncio.Future[GateVerdict]) -> None:
+        if named.done():
+            return
+        ok = not done.cancelled() and done.exception() is None and not done.result().refused
+        # a gatekeeper whose verdicts carry no keywords names none
+        named.set_result(getattr(done.result(), "keywords", None) if ok else None)
+
+    verdict.add_done_callback(settle)
+    return named
 
 
 def _rounded(scores: Mapping[str, float]) -> dict[str, float]:

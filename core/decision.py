@@ -24,6 +24,10 @@ def is_deferred(scores: Mapping[str, float]) -> bool:
     return scores.get(DEFERRED_SCORE, 0.0) > 0.0
 
 
+# The search keywords a screening named for a message, (high level, low level), or None.
+ScreenedKeywords = tuple[tuple[str, ...], tuple[str, ...]] | None
+
+
 @dataclass(frozen=True, slots=True)
 class GateDecision:
     """One decision: what to do, which stage decided, and the evidence behind it.
@@ -44,6 +48,12 @@ class GateDecision:
     # into `reason`: classify() judges a screened answer again from it, not by unpicking the
     # reason's text. Not part of the decision's record (as_dict).
     coverage_reason: str = field(default="", compare=False, repr=False)
+    # The languages the KB's passages are written in besides the message's (screen()): the
+    # LLM's screening then also names the message's search keywords in them, so that the
+    # answer needs no keywords call of its own (classify()). Not part of the record either.
+    other_languages: tuple[Language, ...] = field(default=(), compare=False, repr=False)
+    # Those keywords, (high level, low level), when the screening named them.
+    keywords: ScreenedKeywords = field(default=None, compare=False, repr=False)
 
     @property
     def refused(self) -> bool:

@@ -67,6 +67,7 @@ from core.answer.screened_llm import ScreenedLLM, ScreenedOut
 from core.answer.shaped import Shaped, numbered, shape, with_second_part
 from core.answer.trace import StageRecord, Trace
 from core.answer.widening import Seen, cited_keys, fit, recut
+from core.decision import ScreenedKeywords
 from core.errors import EmbedderError, InputError, LLMError, StoreError
 from core.language.text import Language, detect_language
 from core.language.wording import (
@@ -209,6 +210,7 @@ class MultiStageAnswerer:
         deferred: bool = False,
         covered: bool = False,
         screening: Awaitable[bool] | None = None,
+        screened_keywords: Awaitable[ScreenedKeywords] | None = None,
     ) -> AsyncIterator[AnswerEvent]:
         """Status events, text deltas (and Retracts), and always exactly one Final at the end.
         `deferred`: the gate's coverage rule did not cover the question and left it to the
@@ -216,7 +218,9 @@ class MultiStageAnswerer:
         KB covers it (by its rule, its fit or an admin's label): one judgment per message, so
         the answerer does not refuse it on coverage again. `screening`: the gate's LLM
         screening, running beside the answer (True: answer it); the answer's model calls after
-        its first wait for it (core.answer.screened_llm)."""
+        its first wait for it (core.answer.screened_llm). `screened_keywords`: the search
+        keywords that screening names in the KB's other languages (None when it names none):
+        a question asked across languages is retrieved on them, with no keywords call."""
         question = question.strip()
         if not question:
             raise InputError("the question is empty")
@@ -229,6 +233,7 @@ class MultiStageAnswerer:
             deferred=deferred,
             covered=covered and not deferred,
             screening=screening,
+            screened_keywords=screened_keywords,
         )
         try:
             async for event in run.events(history):
@@ -269,8 +274,10 @@ class _Run:
         deferred: bool = False,
         covered: bool = False,
         screening: Awaitable[bool] | None = None,
+        screened_keywords: Awaitable[ScreenedKeywords] | None = None,
     ) -> None:
         self.options = owner.options
+        self.screened_keywords = screened_keywords
         self.embedder = owner.embedder
         llm = owner.llm
         if llm is not None and screening is not None:
@@ -918,12 +925,16 @@ class _Run:
         assert self.llm is not None
         with self.trace.stage("keywords") as record:
             record.detail["passages_language"] = written_in
-            keywords = await extract_keywords(
-                self.llm,
-                self.query,
-                limit=limit,
-                kb_language=LANGUAGE_NAME[self.language][written_in],
-            )
+            keywords = await self._screened_keywords()
+            if keywords is not None:
+                record.detail["from"] = "the gate's screening (no keywords call)"
+            else:
+                keywords = await extract_keywords(
+                    self.llm,
+                    self.query,
+                    limit=limit,
+                    kb_language=LANGUAGE_NAME[self.language][written_in],
+                )
         # the question's own keywords too: what the first retrieval found stays findable
         both = Keywords(
             high=tuple(dict.fromkeys((*keywords.high, *own.high)))[: 2 * limit],
@@ -936,6 +947,20 @@ class _Run:
             return context
         self.keywords = both
         return again[0]
+
+    async def _screened_keywords(self) -> Keywords | None:
+        """The keywords the gate's screening named in the KB's other languages, when it named
+        some for the question as asked (a follow-up rewritten since is another question)."""
+        if self.screened_keywords is None or self.query != self.question:
+            return None
+        try:
+            named = await asyncio.shield(self.screened_keywords)
+        except (asyncio.CancelledError, Exception):  # no verdict: the keywords call stands in
+            return None
+        if named is None:
+            return None
+        high, low = named
+        return Keywords(high=tuple(high), low=tuple(low), source="llm")
 
     async def _retrieve_for(
         self, *, widen: int, lacking: str, keywords: Keywords | None = None

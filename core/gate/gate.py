@@ -28,7 +28,7 @@ from __future__ import annotations
 import asyncio
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -37,7 +37,7 @@ from pydantic import BaseModel
 
 import prompts
 from core.conversation import Message
-from core.decision import DEFERRED_SCORE, INTENTS, GateDecision, Intent, Stage
+from core.decision import DEFERRED_SCORE, INTENTS, GateDecision, Intent, ScreenedKeywords, Stage
 from core.errors import InputError, LLMBadResponse, LLMError, StoreError, StoreUnavailable
 from core.gate.coverage import CoverageOptions, CoverageRule
 from core.gate.features import content_to_score, message_content
@@ -47,7 +47,13 @@ from core.gate.signals import CHUNKS_PER_MESSAGE, has_graph_vectors, kb_features
 from core.gate.store import fit_command, fit_stamp, load_fit, save_fit
 from core.kb import validate_kb_name
 from core.language.text import Language, detect_language
-from core.language.wording import DECLINE_NOT_A_QUESTION, DECLINE_UNSAFE, KB_EMPTY, NOT_COVERED
+from core.language.wording import (
+    DECLINE_NOT_A_QUESTION,
+    DECLINE_UNSAFE,
+    KB_EMPTY,
+    LANGUAGE_NAME,
+    NOT_COVERED,
+)
 from core.language.words import normalise
 from core.models import VectorHit
 from core.ports import LLM, Embedder, StateStore, VectorStore
@@ -90,7 +96,33 @@ class SafetyReply(BaseModel):
 
 
 class GateReply(IntentReply, SafetyReply):
-    """The LLM's screening of a message: its intent and whether it is safe, in one reply."""
+    """The LLM's screening of a message: its intent and whether it is safe, in one reply;
+    with the search keywords in the KB's other languages when the prompt asked for them."""
+
+    keywords: Any = None  # read leniently (screened_keywords): a broken one is no keywords
+
+
+# Keywords of each level the screening names for a question asked across languages (the
+# keywords prompt's own limit), and the characters a keyword may have: a phrase, not a text.
+SCREENING_KEYWORDS = 8
+_KEYWORD_CHARS = 80
+
+
+def screened_keywords(value: Any) -> ScreenedKeywords:
+    """The (high level, low level) keywords of a screening reply's "keywords" field, read
+    leniently: an object of two lists ("high_level"/"low_level", or "high"/"low"); a string
+    for a list is one keyword. None when it names none: the answer then asks for them."""
+    if not isinstance(value, dict):
+        return None
+
+    def level(*names: str) -> tuple[str, ...]:
+        found: Any = next((value[n] for n in names if n in value), [])
+        items = [found] if isinstance(found, str) else found if isinstance(found, list) else []
+        kept = [" ".join(i.split())[:_KEYWORD_CHARS] for i in items if isinstance(i, str)]
+        return tuple(dict.fromkeys(k for k in kept if k))[:SCREENING_KEYWORDS]
+
+    high, low = level("high_level", "high"), level("low_level", "low")
+    return (high, low) if high or low else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +132,7 @@ class _Screening:
     note: str = ""  # why the reply was not taken as given
     # The LLM's intent slot decided (or will, in classify()): then the request prior does not.
     llm_intent: bool = False
+    keywords: ScreenedKeywords = None
 
 
 # scores, covered, reason, the request prior's score (unfitted gates only), and whether a
@@ -181,7 +214,13 @@ class Gate:
             return empty
         pending = _Screening(llm_intent=self._llm_intent_enabled)  # classify() asks the LLM
         coverage = await self._refusal(kb, text, addressed)
-        return self._verdict(language, addressed, coverage, pending)
+        decision = self._verdict(language, addressed, coverage, pending)
+        if decision.refused or not self._llm_intent_enabled:
+            return decision
+        # The KB's other languages: the screening names the message's keywords in them too.
+        terms = await self.coverage.kb_terms(kb)
+        other = sorted(terms.written_in() - {language}) if terms is not None else []
+        return replace(decision, other_languages=tuple(other))
 
     async def classify(
         self, message: Message | str, screened: GateDecision, *, addressed: bool = False
@@ -192,7 +231,7 @@ class Gate:
         if isinstance(prepared, GateDecision) or screened.refused:
             return screened
         text, language, addressed = prepared
-        screening = await self._screening(text, language)
+        screening = await self._screening(text, language, keywords_in=screened.other_languages)
         # an unfitted decision (its scores hold the prior's): the prior stands in for an
         # intent slot that failed
         prior = self._prior_score(text)[0] if PRIOR_SCORE in screened.scores else None
@@ -201,7 +240,8 @@ class Gate:
         if screened.deferred:  # judged again: the screening may leave no evidence of a question
             scores = {k: v for k, v in screened.scores.items() if k != DEFERRED_SCORE}
             coverage = (scores, False, said, prior, True)
-        return self._verdict(language, addressed, coverage, screening)
+        decision = self._verdict(language, addressed, coverage, screening)
+        return replace(decision, keywords=screening.keywords) if screening.keywords else decision
 
     def _prepare(
         self, message: Message | str, addressed: bool
@@ -391,11 +431,18 @@ class Gate:
             return None, prior
         return prior.score(text, threshold=self.options.prior_threshold), ""
 
-    async def _screening(self, text: str, language: Language) -> _Screening:
+    async def _screening(
+        self, text: str, language: Language, *, keywords_in: Sequence[Language] = ()
+    ) -> _Screening:
         """The LLM's intent slot and safety verdict, from one call. Any failure to get them —
         the endpoint fails, the reply is unreadable, a draft inside <think> (never read) —
         counts as a safe question: the banned-topic list has already run, later stages
-        catch chatter, and the answer comes from the team's documents."""
+        catch chatter, and the answer comes from the team's documents.
+
+        `keywords_in`: the KB's languages other than the message's. The same call then names
+        the message's search keywords in them as well: the answer's retrieval would otherwise
+        ask for them in a call of its own, one more in sequence before its first token (a
+        question asked across languages: core.answer.pipeline _retrieve_own_words)."""
         if self.llm is None or not (self.options.llm_intent or self.options.llm_safety):
             return _Screening()
         prompt = prompts.render(
@@ -403,6 +450,8 @@ class Gate:
             language,
             message=text,
             banned_topics=[t.strip() for t in self.options.banned_topics if t.strip()],
+            keywords_in=[LANGUAGE_NAME[language][other] for other in keywords_in],
+            max_keywords=SCREENING_KEYWORDS,
         )
         try:
             reply = await self.llm.chat_json(prompt, GateReply)
@@ -425,7 +474,8 @@ class Gate:
         if self.options.llm_safety and not reply.safe:
             unsafe = reply.topic.strip() or "unspecified"
         decided = self.options.llm_intent and not note  # an unknown intent decides nothing
-        return _Screening(intent, unsafe, note, llm_intent=decided)
+        keywords = screened_keywords(reply.keywords) if keywords_in else None
+        return _Screening(intent, unsafe, note, llm_intent=decided, keywords=keywords)
 
     async def _refusal(self, kb: str, text: str, addressed: bool) -> _Coverage:
         # Two operating points of one rule (or one fit): addressed, its own bar; overheard,

@@ -258,6 +258,10 @@ class KbTerms:
                 counts[word] = counts.get(word, 0) + 1
         return sorted(counts, key=lambda word: -counts[word])[:limit]
 
+    def written_in(self) -> frozenset[Language]:
+        """The languages the KB's passages are written in."""
+        return frozenset(self.languages)
+
     def script_words(self, cjk: bool) -> list[str]:
         """Every word (words()) of the passages written in CJK script (`cjk`) or in the other:
         the KB's own words for what a word of that script may translate (core.gate.rivals)."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +42,7 @@ class ScreeningGate:
         self.delay = delay
         self.answer_started_before_verdict = False
         self.decide_calls = 0
+        self.keywords: Any = None  # what the screening names for a question across languages
 
     async def decide(self, kb: str, message: str, *, addressed: bool = False) -> GateDecision:
         self.decide_calls += 1
@@ -55,7 +57,7 @@ class ScreeningGate:
         await asyncio.sleep(self.delay)
         self.answer_started_before_verdict = bool(self.answerer.calls)
         if self.intent == "question":
-            return screened  # type: ignore[no-any-return]
+            return replace(screened, keywords=self.keywords) if self.keywords else screened
         return GateDecision(
             "decline" if addressed else "silent",
             "intent",
@@ -81,6 +83,30 @@ async def test_the_answer_starts_while_the_llm_screens_and_shows_after_it_agrees
     assert isinstance(reply, FinalReply) and reply.text == ANSWER
     assert "".join(e.text for e in events if isinstance(e, TextDelta)) == ANSWER
     assert gate.decide_calls == 0
+
+
+async def test_the_keywords_the_screening_names_are_handed_to_the_answerer(
+    store: RedisStateStore, answerer: ScriptedAnswerer
+) -> None:
+    gate = ScreeningGate(answerer, "question")
+    gate.keywords = (("rollback",), ("deployctl",))
+    assistant = make(store, answerer)
+    assistant.gate = gate
+    await run(assistant, message(QUESTION))
+    assert answerer.screened_keywords is not None
+    assert await answerer.screened_keywords == (("rollback",), ("deployctl",))
+
+
+async def test_a_screening_that_overturns_names_no_keywords(
+    store: RedisStateStore, answerer: ScriptedAnswerer
+) -> None:
+    gate = ScreeningGate(answerer, "chitchat")
+    gate.keywords = (("rollback",), ("deployctl",))
+    assistant = make(store, answerer)
+    assistant.gate = gate
+    await run(assistant, message(QUESTION))
+    assert answerer.screened_keywords is not None
+    assert await answerer.screened_keywords is None
 
 
 async def test_a_screening_that_overturns_stops_the_answer_and_declines(

@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator, Awaitable, Sequence
 from dataclasses import dataclass, field
 
 from core.answer.events import Answer, AnswerEvent, Citation, Delta, Final, Status
+from core.decision import ScreenedKeywords
 from core.errors import InputError, TacitError
 from core.language.text import detect_language
 from core.language.wording import NOT_COVERED
@@ -36,6 +37,7 @@ class ScriptedAnswerer:
     calls: list[AskCall] = field(default_factory=list)
     delay: float = 0.0  # seconds per delta, to hold an answer in flight
     screening: Awaitable[bool] | None = None  # what the last ask() was given
+    screened_keywords: Awaitable[ScreenedKeywords] | None = None  # and the keywords with it
 
     async def ask(
         self,
@@ -46,8 +48,10 @@ class ScriptedAnswerer:
         deferred: bool = False,
         covered: bool = False,
         screening: Awaitable[bool] | None = None,
+        screened_keywords: Awaitable[ScreenedKeywords] | None = None,
     ) -> AsyncIterator[AnswerEvent]:
         self.screening = screening  # the gate's screening verdict, when one runs beside it
+        self.screened_keywords = screened_keywords
         self.calls.append(AskCall(kb, question, tuple(history), deferred, covered))
         if not question.strip():
             raise InputError("the question is empty")

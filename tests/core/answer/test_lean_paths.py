@@ -349,3 +349,29 @@ async def test_a_planned_answer_reads_its_steps_sources_and_the_matched_document
     wide, narrow = prompts
     assert "rollback.md" in wide
     assert "ports.md" in narrow and "rollback.md" not in narrow
+
+
+@pytest.mark.parametrize("named", [True, False])
+async def test_keywords_the_screening_named_spare_the_keywords_call(
+    stores, embedder, named: bool
+) -> None:
+    # The gate's screening named the English keywords of a Chinese question over English
+    # passages: the answer retrieves on them, one call fewer before its first token. When it
+    # named none, the keywords call stands in.
+    llm = FakeLLM()
+    if not named:
+        llm.script("keywords", {"high_level": ["network ports"], "low_level": ["Lumen gateway"]})
+    llm.script("answer", "Lumen 网关监听 8443 端口 [1]。")
+    llm.script("judge", {"faithfulness": 1, "completeness": 1})
+    keywords: asyncio.Future[object] = asyncio.get_running_loop().create_future()
+    keywords.set_result((("network ports",), ("Lumen gateway",)) if named else None)
+    asked = make(stores, embedder, llm).ask(
+        "ops", "Lumen gateway 监听哪个端口？", screened_keywords=keywords
+    )
+    _, answer, before = await run(llm, asked)
+    assert before == (["answer"] if named else ["keywords", "answer"])
+    assert answer.trace is not None
+    assert answer.trace["retrieved"]["keywords"]["low"][0] == "Lumen gateway"
+    stage = next(s for s in answer.trace["stages"] if s["name"] == "keywords")
+    assert ("screening" in stage["detail"].get("from", "")) is named
+    assert not answer.refused

@@ -14,7 +14,7 @@ import pytest_asyncio
 from adapters.embedders.use import USEEmbedder
 from adapters.state import RedisStateStore
 from adapters.vector.milvus_store import MilvusVectorStore
-from core.gate.gate import Gate, GateOptions
+from core.gate.gate import Gate, GateOptions, screened_keywords
 from core.index.pipeline import IndexOptions
 from core.models import Prompt
 from tests.fakes.fake_llm import FakeLLM
@@ -144,3 +144,58 @@ async def test_classify_does_not_call_the_llm_for_a_refused_message(stores, embe
     assert screened.refused
     assert await gate.classify("What's a good recipe for banana bread?", screened) is screened
     assert llm.calls == []
+
+
+async def test_a_question_across_languages_has_its_keywords_named_by_the_screening(
+    stores, embedder
+) -> None:
+    # The KB is written in English; a Chinese question's answer would ask the model for
+    # English keywords in a call of its own. The screening names them in the same call.
+    question = "deployctl rollback --to previous 要多久？"
+    llm = FakeLLM().script(
+        "gate_classify",
+        {
+            "intent": "question",
+            "safe": True,
+            "topic": "",
+            "keywords": {"high_level": ["rollback duration"], "low_level": ["deployctl rollback"]},
+        },
+    )
+    gate = make_gate(stores, embedder, llm)
+    screened = await gate.screen(KB, question, addressed=True)
+    assert screened.action == "answer" and screened.other_languages == ("en",)
+    final = await gate.classify(question, screened, addressed=True)
+    assert final.action == "answer"
+    assert final.keywords == (("rollback duration",), ("deployctl rollback",))
+    assert "团队的文档也有用英文写的" in llm.calls[0].prompt.messages[0].content
+
+
+async def test_a_question_in_the_kbs_own_language_is_screened_without_keywords(
+    stores, embedder
+) -> None:
+    llm = FakeLLM().script("gate_classify", {"intent": "question", "safe": True, "topic": ""})
+    gate = make_gate(stores, embedder, llm)
+    screened = await gate.screen(KB, QUESTION, addressed=True)
+    assert screened.other_languages == ()
+    final = await gate.classify(QUESTION, screened, addressed=True)
+    assert final.action == "answer" and final.keywords is None
+    assert '"keywords"' not in llm.calls[0].prompt.messages[0].content
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ({"high_level": ["a", " b  c "], "low_level": "x"}, (("a", "b c"), ("x",))),
+        ({"high": [], "low": ["y", "y", 3]}, ((), ("y",))),
+        ({"high_level": [], "low_level": []}, None),
+        ("keywords", None),
+        (None, None),
+        # repeats count once, and at most SCREENING_KEYWORDS (8) of a level are kept
+        (
+            {"high_level": ["k"] * 20 + [str(i) for i in range(20)]},
+            (("k", *map(str, range(7))), ()),
+        ),
+    ],
+)
+def test_screened_keywords_are_read_leniently(value: object, expected: object) -> None:
+    assert screened_keywords(value) == expected
