@@ -217,9 +217,14 @@ class Gate:
         decision = self._verdict(language, addressed, coverage, pending)
         if decision.refused or not self._llm_intent_enabled:
             return decision
-        # The KB's other languages: the screening names the message's keywords in them too.
+        # The languages most of the KB is written in, when the message's is not among them:
+        # the screening names the message's keywords in them too. Its own words then mostly
+        # find passages in another language, and the answer would ask for such keywords in a
+        # call of its own; a KB mostly in the message's language is searched on its words.
         terms = await self.coverage.kb_terms(kb)
-        other = sorted(terms.written_in() - {language}) if terms is not None else []
+        counts = terms.passages_in() if terms is not None else {}
+        own = counts.get(language, 0)
+        other = sorted(lang for lang, n in counts.items() if lang != language and n > own)
         return replace(decision, other_languages=tuple(other))
 
     async def classify(

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import itertools
 import re
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -258,9 +259,9 @@ class KbTerms:
                 counts[word] = counts.get(word, 0) + 1
         return sorted(counts, key=lambda word: -counts[word])[:limit]
 
-    def written_in(self) -> frozenset[Language]:
-        """The languages the KB's passages are written in."""
-        return frozenset(self.languages)
+    def passages_in(self) -> dict[Language, int]:
+        """How many of the KB's passages are written in each language."""
+        return dict(Counter(self.languages))
 
     def script_words(self, cjk: bool) -> list[str]:
         """Every word (words()) of the passages written in CJK script (`cjk`) or in the other:
