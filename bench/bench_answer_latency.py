@@ -7,7 +7,7 @@ The endpoint is an OpenAI-compatible server on 127.0.0.1 (this file) whose repli
 time a 7B model on one data-centre GPU would: the first token after 0.05 s + prompt tokens /
 8,000 s, then 60 tokens/s, at most 8 requests at a time (the rest queue). Its replies are
 well-formed for each prompt, recognised by the prompt's text: the gate's intent-and-safety
-JSON, dual-level keywords, a plan (two lookups when the question asks two things, else one),
+JSON (with the keywords it asks for across languages), dual-level keywords, a plan (two lookups when the question asks two things, else one),
 sub-answers, "yes" verdicts, answers citing [1], judge scores of 0.9.
 
 Every question runs alone, through the real LLM adapter (OpenAICompatibleLLM), as the bot runs
@@ -237,7 +237,11 @@ def reply_for(template: str, messages: list[dict[str, Any]]) -> str:
     """A well-formed reply of a plausible length for each prompt."""
     question = _question(messages)
     if template == "gate_classify":
-        return json.dumps({"intent": "question", "safe": True, "topic": ""})
+        screened: dict[str, Any] = {"intent": "question", "safe": True, "topic": ""}
+        if '"keywords"' in str(messages[0].get("content", "")):  # asked across languages
+            words = _words(question)
+            screened["keywords"] = {"high_level": words[:2], "low_level": words[:5]}
+        return json.dumps(screened, ensure_ascii=False)
     if template == "keywords":
         words = _words(question)
         return json.dumps({"high_level": words[:2], "low_level": words[:5]}, ensure_ascii=False)

@@ -48,8 +48,8 @@ import dataclasses
 import functools
 import hashlib
 import logging
-from collections import OrderedDict
-from collections.abc import Sequence
+from collections import Counter, OrderedDict
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -76,6 +76,7 @@ from core.language import terms as terms_module
 from core.language import text as text_module
 from core.language import words as words_module
 from core.language.terms import Term, distinct_terms, is_cjk, month_in
+from core.language.text import Language
 from core.models import Collection, VectorHit
 from core.ports import Embedder, Vectors
 from core.vector_cache import SavedParts, Snapshot
@@ -113,6 +114,9 @@ MIN_ASK = 0.25
 # that a term of a covered question is found among them, few enough that reading them costs
 # nothing beside the search that ranks every chunk anyway.
 ANCHOR_PASSAGES = 50
+# The passages nearest a message whose language says which language its answer's retrieval
+# will mostly find (the answer reads the language of its best three: core.answer.pipeline).
+NEAR_PASSAGES = 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,6 +166,9 @@ class Coverage:
     light: bool = False
     # covered at the overheard operating point (CoverageOptions.overheard_margin)
     clear: bool = False
+    # the language most of the passages nearest the message are written in (NEAR_PASSAGES of
+    # them; None: no passage): a message in another language is asked across languages
+    nearest_language: Language | None = dataclasses.field(default=None, compare=False)
 
     def detail(self) -> dict[str, object]:
         """For a trace: the verdict, why, and every signal (rounded)."""
@@ -388,6 +395,13 @@ def _quiet(task: asyncio.Task[None]) -> None:
     and the look-up it prepares works without it)."""
     if not task.cancelled() and task.exception() is not None:
         log.warning("coverage: warming the word vectors failed: %s", task.exception())
+
+
+def _with_language(
+    judged: Callable[..., Coverage], language: Language | None, **kwargs: Any
+) -> Coverage:
+    """judged(**kwargs), with the language of the passages nearest the message."""
+    return dataclasses.replace(judged(**kwargs), nearest_language=language)
 
 
 def _compared(kb: KbTerms, term: Term, index: int) -> tuple[str, ...]:
@@ -696,6 +710,9 @@ class CoverageRule:
             analysis=analysis,
             nearest=anchors,
         )
+        nearby = [terms.languages[i] for i, _ in anchors[:NEAR_PASSAGES]] if terms else []
+        language = Counter(nearby).most_common(1)[0][0] if nearby else None
+        judged = functools.partial(_with_language, judged, language)
         verdict = judged()
         # The ask's similarity only counts when the passage holds none of it (judge's off_ask):
         # with some of it there, looking it up (an embedding and a search of every chunk)

@@ -194,7 +194,7 @@ class Gate:
             return empty
         # The cheap checks first: the model's intent and safety call is made only for a message
         # they let through (or one they leave to the model), never to be thrown away.
-        coverage = await self._refusal(kb, text, addressed)
+        coverage, _ = await self._refusal(kb, text, addressed)
         _, covered, _, _, deferrable = coverage
         if not covered and not (deferrable and addressed and self._defers):
             return self._verdict(language, addressed, coverage, _Screening())
@@ -213,19 +213,15 @@ class Gate:
         if empty is not None:
             return empty
         pending = _Screening(llm_intent=self._llm_intent_enabled)  # classify() asks the LLM
-        coverage = await self._refusal(kb, text, addressed)
+        coverage, near = await self._refusal(kb, text, addressed)
         decision = self._verdict(language, addressed, coverage, pending)
-        if decision.refused or not self._llm_intent_enabled:
+        if decision.refused or near is None or near == language:
             return decision
-        # The languages most of the KB is written in, when the message's is not among them:
-        # the screening names the message's keywords in them too. Its own words then mostly
-        # find passages in another language, and the answer would ask for such keywords in a
-        # call of its own; a KB mostly in the message's language is searched on its words.
-        terms = await self.coverage.kb_terms(kb)
-        counts = terms.passages_in() if terms is not None else {}
-        own = counts.get(language, 0)
-        other = sorted(lang for lang, n in counts.items() if lang != language and n > own)
-        return replace(decision, other_languages=tuple(other))
+        # Most of the passages nearest the message are written in another language: the
+        # answer's retrieval on the message's own words would find them too, and ask the
+        # model for keywords in their language in a call of its own (core.answer.pipeline,
+        # _retrieve_own_words). The screening names them instead, in the call it makes anyway.
+        return replace(decision, other_languages=(near,))
 
     async def classify(
         self, message: Message | str, screened: GateDecision, *, addressed: bool = False
@@ -482,7 +478,11 @@ class Gate:
         keywords = screened_keywords(reply.keywords) if keywords_in else None
         return _Screening(intent, unsafe, note, llm_intent=decided, keywords=keywords)
 
-    async def _refusal(self, kb: str, text: str, addressed: bool) -> _Coverage:
+    async def _refusal(
+        self, kb: str, text: str, addressed: bool
+    ) -> tuple[_Coverage, Language | None]:
+        """The coverage verdict (its scores, whether covered, why), and the language most of
+        the passages nearest the message are written in (Coverage.nearest_language)."""
         # Two operating points of one rule (or one fit): addressed, its own bar; overheard,
         # a bar raised by CoverageOptions.overheard_margin (a message nobody asked the bot is
         # answered only when the KB clearly covers it).
@@ -512,6 +512,7 @@ class Gate:
             request_embedding=vectors[1] if len(vectors) > 1 else None,
             limit=1 if fit is None else CHUNKS_PER_MESSAGE,
         )
+        near = coverage.nearest_language
         if fit is None:
             scores = dict(coverage.signals)
             prior, why_not = self._prior_score(text)
@@ -531,7 +532,7 @@ class Gate:
             if coverage.covered and not covered:
                 reason = f"not clearly covered (overheard, every bar raised): {reason}"
             # the stuffing veto is no question the model could answer from the KB
-            return scores, covered, reason, prior, not coverage.off_request
+            return (scores, covered, reason, prior, not coverage.off_request), near
         features = await self._features(
             kb, [text], embedding, fit, chunk_hits=None if nearest is None else [nearest]
         )
@@ -544,9 +545,9 @@ class Gate:
         covered = probability >= threshold
         if covered and coverage.off_request:
             # KB words around an off-topic request: the fit saw the words, not what is asked
-            return scores, False, f"not answerable: {coverage.reason}", None, False
+            return (scores, False, f"not answerable: {coverage.reason}", None, False), near
         verdict = "answerable" if covered else "not answerable"
-        return (
+        said = (
             scores,
             covered,
             (
@@ -557,6 +558,7 @@ class Gate:
             None,
             False,  # a fit decides: nothing is deferred
         )
+        return said, near
 
     async def _features(
         self,

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import itertools
 import re
-from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -258,10 +257,6 @@ class KbTerms:
             for word in self.words(index):
                 counts[word] = counts.get(word, 0) + 1
         return sorted(counts, key=lambda word: -counts[word])[:limit]
-
-    def passages_in(self) -> dict[Language, int]:
-        """How many of the KB's passages are written in each language."""
-        return dict(Counter(self.languages))
 
     def script_words(self, cjk: bool) -> list[str]:
         """Every word (words()) of the passages written in CJK script (`cjk`) or in the other:

@@ -158,6 +158,12 @@ PREPOSITIONS = words(
     """
 )
 VERB_PARTICLES = words("back away")
+# Words an English sentence does not end on (an article, a possessive, a conjunction, a
+# preposition that needs its object): a text that stops on one was cut off.
+CANNOT_END = words(
+    "the a an my our your their its every each and or but nor than as of to for with from by "
+    "into onto whether because"
+)
 # Lowercase words that may sit inside a name: "Prime Minister of Australia", "Kiss and Tell".
 NAME_CONNECTORS = words("of the de la le du des von van der den di da del y and for")
 # Words a sentence or a question capitalises by grammar, never a name's first word.

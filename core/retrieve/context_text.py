@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from core.citation import Citation
+from core.language.lexicon import CANNOT_END
 from core.language.text import CJK_CHAR, CJK_RUN, detect_language
 from core.language.words import zipf
 from core.models import LAYOUT_TYPES, UNKNOWN_TYPE
@@ -46,6 +47,9 @@ from prompts import fenced, inline
 _KEY_VALUE = re.compile(r"[a-z][\w.-]*:\s+\S[^\n]*")
 _MARKUP = re.compile(r"<[^>]*>|[`*_#>|\[\](){}]")
 _WORD = re.compile(r"[^\W\d_]{2,}|\d+")
+# The last word of a text, when it is a Latin word with no punctuation after it.
+_LAST_WORD = re.compile(r"\b([A-Za-z]+)$")
+
 # Words (a Chinese character counts as half of one) a description with markup needs to state
 # something: an HTML cell or a quoted name alone does not.
 MIN_STATEMENT_WORDS = 3
@@ -126,11 +130,11 @@ def _facts(context: RetrievedContext) -> list[Fact]:
     languages = {detect_language(item.chunk.text) for item in context.chunks}
     shown: set[str] = set()  # the descriptions an earlier fact holds
 
-    def stated(descriptions: Sequence[str]) -> str | None:
+    def stated(descriptions: Sequence[str], name: str = "") -> str | None:
         """The descriptions this fact adds, joined (see _unsaid); each is shown once."""
         kept = [
             d
-            for d in _statements(descriptions)
+            for d in _statements(descriptions, name)
             if _spaced(d) not in shown and (not languages or detect_language(d) in languages)
         ]
         if descriptions and not kept:
@@ -149,7 +153,7 @@ def _facts(context: RetrievedContext) -> list[Fact]:
         entity = scored.entity
         if not telling[entity.key] or len(facts) >= MAX_FACTS_PER_KIND:
             continue
-        described = stated(entity.descriptions)
+        described = stated(entity.descriptions, entity.name)
         if not described:
             continue  # a name alone, or only what a source or an earlier fact says
         kind = f" ({entity.type})" if entity.type and entity.type != "unknown" else ""
@@ -233,16 +237,32 @@ def _telling(name: str, kind: str = "") -> bool:
     return zipf(word, "en") < GENERIC_ZIPF
 
 
-def _statements(descriptions: Sequence[str]) -> list[str]:
+def _statements(descriptions: Sequence[str], name: str = "") -> list[str]:
     """The descriptions that state something: not a question (an FAQ's heading), a line of
-    front matter or configuration, nor markup with hardly a word in it."""
+    front matter or configuration, markup with hardly a word in it, a sentence cut off
+    before its end ("This change affects the": a line break of the source split it), nor the
+    item's own name again ("replica_imaging_and_bootstrap." for that term)."""
+    named = _word_set(name)
     return [
         d
         for d in descriptions
         if not d.rstrip().endswith(("?", "？"))
         and not _KEY_VALUE.fullmatch(d.strip())
         and not (_MARKUP.search(d) and _words(d) < MIN_STATEMENT_WORDS)
+        and not _cut_off(d)
+        and not (named and _word_set(d) <= named)
     ]
+
+
+def _word_set(text: str) -> set[str]:
+    return {w.casefold() for w in _WORD.findall(_MARKUP.sub(" ", text))}
+
+
+def _cut_off(text: str) -> bool:
+    """Whether an English sentence stops on a word that cannot end one (an article, a
+    preposition, a conjunction): the rest of it is elsewhere."""
+    last = _LAST_WORD.search(text.rstrip())
+    return last is not None and last.group(1).casefold() in CANNOT_END
 
 
 def _words(text: str) -> float:

@@ -199,37 +199,3 @@ async def test_a_question_in_the_kbs_own_language_is_screened_without_keywords(
 )
 async def test_screened_keywords_are_read_leniently(value: object, expected: object) -> None:
     assert screened_keywords(value) == expected
-
-
-@pytest.mark.parametrize(
-    ("passages", "question", "other"),
-    [
-        # a mostly English KB with a few Chinese pages: an English question is searched on its
-        # own words, a Chinese one gets English keywords
-        ({"en": 10, "zh": 2}, QUESTION, ()),
-        ({"en": 10, "zh": 2}, "deployctl rollback --to previous 要多久？", ("en",)),
-        # a mostly Chinese KB: the other way round
-        ({"en": 2, "zh": 10}, QUESTION, ("zh",)),
-        ({"en": 2, "zh": 10}, "deployctl rollback --to previous 要多久？", ()),
-    ],
-)
-async def test_keywords_are_asked_in_the_languages_most_of_the_kb_is_written_in(
-    stores, embedder, passages: dict[str, int], question: str, other: tuple[str, ...]
-) -> None:
-    gate = make_gate(stores, embedder, FakeLLM())
-    terms = await gate.coverage.kb_terms(KB)
-    assert terms is not None
-
-    class Counted:
-        def __getattr__(self, name: str) -> Any:
-            return getattr(terms, name)
-
-        def passages_in(self) -> dict[str, int]:
-            return passages
-
-    async def counted(kb: str) -> Any:
-        return Counted()
-
-    gate.coverage.kb_terms = counted  # type: ignore[method-assign]
-    screened = await gate.screen(KB, question, addressed=True)
-    assert screened.action == "answer" and screened.other_languages == other

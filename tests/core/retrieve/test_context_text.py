@@ -54,6 +54,20 @@ def test_front_matter_markup_and_a_bare_name_are_no_facts() -> None:
     assert [f.name for f in numbered_facts(context)] == ["backup IC"]
 
 
+def test_a_sentence_cut_off_and_a_name_said_again_are_no_facts() -> None:
+    context = context_of(
+        [
+            Entity("change", "change affects", "term", ("This change affects the",), ("c9",)),
+            Entity("imaging", "replica imaging", "term", ("Replica imaging.",), ("c9",)),
+            Entity("wait", "--wait", "code", ("Waits until the restart is done with",), ("c9",)),
+            Entity("pause", "patronictl pause", "code", ("It stops automatic failover.",), ("c9",)),
+            Entity("scale", "replica scaling", "term", ("Scale the replicas back up",), ("c9",)),
+        ]
+    )
+    # a sentence may end on a particle ("back up"), never on an article or "with"
+    assert [f.name for f in numbered_facts(context)] == ["patronictl pause", "replica scaling"]
+
+
 def test_a_fact_in_a_language_no_passage_is_written_in_is_left_out() -> None:
     entities = [
         Entity("团队", "值班团队", "term", ("值班团队负责处理所有告警。",), ("c9",)),
