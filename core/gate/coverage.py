@@ -48,7 +48,7 @@ import dataclasses
 import functools
 import hashlib
 import logging
-from collections import Counter, OrderedDict
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -114,8 +114,8 @@ MIN_ASK = 0.25
 # that a term of a covered question is found among them, few enough that reading them costs
 # nothing beside the search that ranks every chunk anyway.
 ANCHOR_PASSAGES = 50
-# The passages nearest a message whose language says which language its answer's retrieval
-# will mostly find (the answer reads the language of its best three: core.answer.pipeline).
+# The passages nearest a message whose languages say which languages its answer's retrieval
+# may find (the answer reads the language of its best three: core.answer.pipeline).
 NEAR_PASSAGES = 3
 
 
@@ -166,9 +166,10 @@ class Coverage:
     light: bool = False
     # covered at the overheard operating point (CoverageOptions.overheard_margin)
     clear: bool = False
-    # the language most of the passages nearest the message are written in (NEAR_PASSAGES of
-    # them; None: no passage): a message in another language is asked across languages
-    nearest_language: Language | None = dataclasses.field(default=None, compare=False)
+    # the languages the passages nearest the message are written in (NEAR_PASSAGES of them,
+    # each language once): where the message's is not the only one, it may be asked across
+    # languages
+    nearest_languages: tuple[Language, ...] = dataclasses.field(default=(), compare=False)
 
     def detail(self) -> dict[str, object]:
         """For a trace: the verdict, why, and every signal (rounded)."""
@@ -398,10 +399,10 @@ def _quiet(task: asyncio.Task[None]) -> None:
 
 
 def _with_language(
-    judged: Callable[..., Coverage], language: Language | None, **kwargs: Any
+    judged: Callable[..., Coverage], languages: tuple[Language, ...], **kwargs: Any
 ) -> Coverage:
-    """judged(**kwargs), with the language of the passages nearest the message."""
-    return dataclasses.replace(judged(**kwargs), nearest_language=language)
+    """judged(**kwargs), with the languages of the passages nearest the message."""
+    return dataclasses.replace(judged(**kwargs), nearest_languages=languages)
 
 
 def _compared(kb: KbTerms, term: Term, index: int) -> tuple[str, ...]:
@@ -711,8 +712,7 @@ class CoverageRule:
             nearest=anchors,
         )
         nearby = [terms.languages[i] for i, _ in anchors[:NEAR_PASSAGES]] if terms else []
-        language = Counter(nearby).most_common(1)[0][0] if nearby else None
-        judged = functools.partial(_with_language, judged, language)
+        judged = functools.partial(_with_language, judged, tuple(dict.fromkeys(nearby)))
         verdict = judged()
         # The ask's similarity only counts when the passage holds none of it (judge's off_ask):
         # with some of it there, looking it up (an embedding and a search of every chunk)

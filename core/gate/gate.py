@@ -215,13 +215,15 @@ class Gate:
         pending = _Screening(llm_intent=self._llm_intent_enabled)  # classify() asks the LLM
         coverage, near = await self._refusal(kb, text, addressed)
         decision = self._verdict(language, addressed, coverage, pending)
-        if decision.refused or near is None or near == language:
+        other = tuple(lang for lang in near if lang != language)
+        if decision.refused or not other:
             return decision
-        # Most of the passages nearest the message are written in another language: the
-        # answer's retrieval on the message's own words would find them too, and ask the
-        # model for keywords in their language in a call of its own (core.answer.pipeline,
-        # _retrieve_own_words). The screening names them instead, in the call it makes anyway.
-        return replace(decision, other_languages=(near,))
+        # Passages nearest the message are written in another language: the answer's own
+        # retrieval (dense and lexical, ranked unlike this search) may find mostly those, and
+        # then asks the model for keywords in their language in a call of its own
+        # (core.answer.pipeline, _retrieve_own_words). The screening names them instead, in the
+        # call it makes anyway.
+        return replace(decision, other_languages=other)
 
     async def classify(
         self, message: Message | str, screened: GateDecision, *, addressed: bool = False
@@ -480,9 +482,9 @@ class Gate:
 
     async def _refusal(
         self, kb: str, text: str, addressed: bool
-    ) -> tuple[_Coverage, Language | None]:
-        """The coverage verdict (its scores, whether covered, why), and the language most of
-        the passages nearest the message are written in (Coverage.nearest_language)."""
+    ) -> tuple[_Coverage, tuple[Language, ...]]:
+        """The coverage verdict (its scores, whether covered, why), and the languages the
+        passages nearest the message are written in (Coverage.nearest_languages)."""
         # Two operating points of one rule (or one fit): addressed, its own bar; overheard,
         # a bar raised by CoverageOptions.overheard_margin (a message nobody asked the bot is
         # answered only when the KB clearly covers it).
@@ -512,7 +514,7 @@ class Gate:
             request_embedding=vectors[1] if len(vectors) > 1 else None,
             limit=1 if fit is None else CHUNKS_PER_MESSAGE,
         )
-        near = coverage.nearest_language
+        near = coverage.nearest_languages
         if fit is None:
             scores = dict(coverage.signals)
             prior, why_not = self._prior_score(text)
