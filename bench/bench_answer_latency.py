@@ -7,8 +7,9 @@ The endpoint is an OpenAI-compatible server on 127.0.0.1 (this file) whose repli
 time a 7B model on one data-centre GPU would: the first token after 0.05 s + prompt tokens /
 8,000 s, then 60 tokens/s, at most 8 requests at a time (the rest queue). Its replies are
 well-formed for each prompt, recognised by the prompt's text: the gate's intent-and-safety
-JSON (with the keywords it asks for across languages), dual-level keywords, a plan (two lookups when the question asks two things, else one),
-sub-answers, "yes" verdicts, answers citing [1], judge scores of 0.9.
+JSON (with the keywords it asks for across languages), dual-level keywords, a plan (two
+lookups when the question asks two things, else one), sub-answers, "yes" verdicts, answers
+citing [1], judge scores of 0.9.
 
 Every question runs alone, through the real LLM adapter (OpenAICompatibleLLM), as the bot runs
 it: the gate's cheap stages, then its LLM screening concurrently with the multi-stage answerer
@@ -433,10 +434,22 @@ async def _tacit(
         return Result(source, "refused by the gate", None, time.perf_counter() - started, [], None)
     confirmed_at: list[float] = []
     verdict = asyncio.ensure_future(gate.classify(question, screened, addressed=True))
-    verdict.add_done_callback(lambda _: confirmed_at.append(time.perf_counter()))
+    # What bot.assistant hands the answerer beside the running screening: whether it lets the
+    # message through (the answer's later model calls wait for it) and the keywords it names.
+    loop = asyncio.get_running_loop()
+    through: asyncio.Future[bool] = loop.create_future()
+    keywords: asyncio.Future[Any] = loop.create_future()
+
+    def settle(done: asyncio.Future[Any]) -> None:
+        confirmed_at.append(time.perf_counter())
+        ok = done.exception() is None and not done.result().refused
+        through.set_result(ok)
+        keywords.set_result(done.result().keywords if ok else None)
+
+    verdict.add_done_callback(settle)
     first: float | None = None
     answer = None
-    async for event in answerer.ask(kb, question):
+    async for event in answerer.ask(kb, question, screening=through, screened_keywords=keywords):
         if isinstance(event, Delta) and first is None:
             first = time.perf_counter()
         elif isinstance(event, Final):
