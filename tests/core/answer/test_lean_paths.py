@@ -54,35 +54,18 @@ async def run(
     return seen, final.answer, before if before is not None else list(llm.templates_called)
 
 
+# The lean defaults: no keywords call for a question in its passages' language, no plan for a
+# question that only asks several things, no sub-answer for a lookup no later step reads.
+LEAN = {"keywords_call": "across_languages", "parts": "retrieve", "sub_answers": "read"}
+
+
 def make(stores, embedder, llm, **options):  # type: ignore[no-untyped-def]
-    """The pipeline tests' answerer with the lean defaults: no keywords call for a question
-    in its passages' language, no plan for a question that only asks several things, no
-    sub-answer for a lookup no later step reads."""
-    return test_pipeline.make(
-        stores,
-        embedder,
-        llm,
-        **{
-            "keywords_call": "across_languages",
-            "parts": "retrieve",
-            "sub_answers": "read",
-            **options,
-        },
-    )
+    """The pipeline tests' answerer with the lean defaults (LEAN)."""
+    return test_pipeline.make(stores, embedder, llm, **{**LEAN, **options})
 
 
 def make_narrow(stores, embedder, llm, **options):  # type: ignore[no-untyped-def]
-    return test_pipeline.make_narrow(
-        stores,
-        embedder,
-        llm,
-        **{
-            "keywords_call": "across_languages",
-            "parts": "retrieve",
-            "sub_answers": "read",
-            **options,
-        },
-    )
+    return test_pipeline.make_narrow(stores, embedder, llm, **{**LEAN, **options})
 
 
 async def test_a_single_lookup_makes_two_calls_before_its_first_token_three_in_all(
