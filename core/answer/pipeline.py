@@ -119,6 +119,9 @@ _ANCHOR_CANDIDATES = 12
 # the whole question's low-level keywords a part is retrieved with besides its own.
 PARTS_FIRST = 2
 PART_SUBJECT_KEYWORDS = 2
+# Parts retrieved for at most: a message of a hundred questions is not a hundred retrievals
+# (the first ones are; the whole question's retrieval still reads every word of it).
+MAX_PARTS = 4
 Stages = Literal["multi", "logic_form", "dual_level"]
 Check = Literal["pre", "post", "none"]
 
@@ -370,8 +373,12 @@ class _Run:
         if parts:
             # Parts that need no value of each other need no plan: a retrieval each, one
             # answer (a plan call before it, and an uncovered question refused in 3 calls).
-            self.trace.plan = {"planned": False, "why": f"{why}, each retrieved", "parts": parts}
-            self._parts = parts
+            self._parts = parts[:MAX_PARTS]
+            self.trace.plan = {
+                "planned": False,
+                "why": f"{why}, each retrieved",
+                "parts": self._parts,
+            }
             async for event in self._dual_level():
                 yield event
             return

@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from core.answer.events import Answer, AnswerEvent, Delta, Final, Retract
+from core.answer.pipeline import MAX_PARTS
 from tests.core.answer import test_pipeline
 from tests.core.answer.test_pipeline import (
     PLAN_QUESTION,
@@ -358,3 +359,17 @@ async def test_keywords_the_screening_named_spare_the_keywords_call(
     stage = next(s for s in answer.trace["stages"] if s["name"] == "keywords")
     assert ("screening" in stage["detail"].get("from", "")) is named
     assert not answer.refused
+
+
+async def test_a_message_of_many_asks_retrieves_for_a_few_of_them(stores, embedder) -> None:
+    llm = (
+        FakeLLM()
+        .script("answer", "Port 8443 [1].")
+        .script("judge", {"faithfulness": 1, "completeness": 1})
+    )
+    question = " ".join(f"Which port does service {i} use?" for i in range(60))
+    _, answer, _ = await run(llm, make(stores, embedder, llm).ask("ops", question))
+    assert answer.trace is not None
+    assert len(answer.trace["plan"]["parts"]) == MAX_PARTS
+    stage = next(s for s in answer.trace["stages"] if s["name"] == "parts")
+    assert stage["detail"]["parts"] == MAX_PARTS
