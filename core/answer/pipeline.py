@@ -280,6 +280,7 @@ class _Run:
         screened_keywords: Awaitable[ScreenedKeywords] | None = None,
     ) -> None:
         self.options = owner.options
+        self.screening = screening
         self.screened_keywords = screened_keywords
         self.embedder = owner.embedder
         llm = owner.llm
@@ -666,6 +667,10 @@ class _Run:
         )
         seen = Seen()
         seen.add(context)
+        if self._screening_refused():
+            # known before the answer's call is made (it waited for the screening's keywords)
+            yield self._refusal("the gate's screening refused the message")
+            return
         yield self._status("answering")
         first = _Streamed()
         async for event in self._stream_answer(
@@ -935,6 +940,11 @@ class _Run:
             keywords = await self._screened_keywords()
             if keywords is not None:
                 record.detail["from"] = "the gate's screening (no keywords call)"
+            elif await self._screened_out():
+                # the screening refused the message: no call for an answer that will not come
+                record.outcome = "skipped"
+                self.keywords = own
+                return context
             else:
                 keywords = await extract_keywords(
                     self.llm,
@@ -954,6 +964,25 @@ class _Run:
             return context
         self.keywords = both
         return again[0]
+
+    def _screening_refused(self) -> bool:
+        """Whether the gate's screening has already refused the message (not waited for)."""
+        screening = self.screening
+        if not isinstance(screening, asyncio.Future) or not screening.done():
+            return False
+        if screening.cancelled() or screening.exception() is not None:
+            return False
+        return not screening.result()
+
+    async def _screened_out(self) -> bool:
+        """Whether the gate's screening refused the message (False: none runs, or it let the
+        message through, or it failed: the answer goes on as without one)."""
+        if self.screening is None or self.screened_keywords is None:
+            return False
+        try:
+            return not await asyncio.shield(self.screening)
+        except (asyncio.CancelledError, Exception):
+            return False
 
     async def _screened_keywords(self) -> Keywords | None:
         """The keywords the gate's screening named in the KB's other languages, when it named

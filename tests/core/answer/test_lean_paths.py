@@ -373,3 +373,25 @@ async def test_a_message_of_many_asks_retrieves_for_a_few_of_them(stores, embedd
     assert len(answer.trace["plan"]["parts"]) == MAX_PARTS
     stage = next(s for s in answer.trace["stages"] if s["name"] == "parts")
     assert stage["detail"]["parts"] == MAX_PARTS
+
+
+async def test_a_question_across_languages_the_screening_refuses_costs_no_answer_call(
+    stores, embedder
+) -> None:
+    # The answer waited for the screening's keywords; the screening refused the message, so
+    # neither the keywords call nor the answer is made.
+    llm = FakeLLM()  # unscripted: any call fails the test
+    loop = asyncio.get_running_loop()
+    verdict: asyncio.Future[bool] = loop.create_future()
+    keywords: asyncio.Future[object] = loop.create_future()
+    loop.call_later(0.05, verdict.set_result, False)
+    loop.call_later(0.05, keywords.set_result, None)
+    events, answer, _ = await run(
+        llm,
+        make(stores, embedder, llm).ask(
+            "ops", "Lumen gateway 监听哪个端口？", screening=verdict, screened_keywords=keywords
+        ),
+    )
+    assert llm.calls == []
+    assert answer.refused and "screening" in answer.reason
+    assert not any(isinstance(e, Delta) for e in events)
