@@ -48,7 +48,7 @@ class GateDecision:
     # into `reason`: classify() judges a screened answer again from it, not by unpicking the
     # reason's text. Not part of the decision's record (as_dict).
     coverage_reason: str = field(default="", compare=False, repr=False)
-    # The languages the KB's passages are written in besides the message's (screen()): the
+    # The languages of the passages nearest the message other than its own (screen()): the
     # LLM's screening then also names the message's search keywords in them, so that the
     # answer needs no keywords call of its own (classify()). Not part of the record either.
     other_languages: tuple[Language, ...] = field(default=(), compare=False, repr=False)

@@ -373,7 +373,8 @@ class _Run:
         parts = independent_parts(self.query) if self.options.parts == "retrieve" else []
         if parts:
             # Parts that need no value of each other need no plan: a retrieval each, one
-            # answer (a plan call before it, and an uncovered question refused in 3 calls).
+            # answer. A plan would cost a call before the answer, and an uncovered question
+            # a third call before its refusal.
             self._parts = parts[:MAX_PARTS]
             self.trace.plan = {
                 "planned": False,
@@ -877,8 +878,8 @@ class _Run:
         order: the answer's budget, filled from the matched document of the whole question,
         can leave a second part's document out. A part is retrieved on its own keywords and
         the whole question's first names (its subject, which a part like "can it be
-        changed?" refers back to). None when the question's keywords were asked of the model
-        in the passages' language: a part's own words are then in the wrong language."""
+        changed?" refers back to). Nothing when the question's keywords were asked of the
+        model in the passages' language: a part's own words are then in the wrong language."""
         if self.keywords is not None and self.keywords.source == "llm":
             return RetrievedContext()
         limit = self.retriever.options.max_keywords

@@ -97,7 +97,7 @@ class SafetyReply(BaseModel):
 
 class GateReply(IntentReply, SafetyReply):
     """The LLM's screening of a message: its intent and whether it is safe, in one reply;
-    with the search keywords in the KB's other languages when the prompt asked for them."""
+    with the search keywords in the documents' other language when the prompt asked for them."""
 
     keywords: Any = None  # read leniently (screened_keywords): a broken one is no keywords
 
@@ -442,10 +442,11 @@ class Gate:
         counts as a safe question: the banned-topic list has already run, later stages
         catch chatter, and the answer comes from the team's documents.
 
-        `keywords_in`: the KB's languages other than the message's. The same call then names
-        the message's search keywords in them as well: the answer's retrieval would otherwise
-        ask for them in a call of its own, one more in sequence before its first token (a
-        question asked across languages: core.answer.pipeline _retrieve_own_words)."""
+        `keywords_in`: the languages of the passages nearest the message, other than its own
+        (screen()). The same call then names the message's search keywords in them as well:
+        the answer's retrieval would otherwise ask for them in a call of its own, one more in
+        sequence before its first token (a question asked across languages:
+        core.answer.pipeline _retrieve_own_words)."""
         if self.llm is None or not (self.options.llm_intent or self.options.llm_safety):
             return _Screening()
         prompt = prompts.render(
