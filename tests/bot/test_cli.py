@@ -234,7 +234,9 @@ def test_ask_with_an_llm_endpoint_streams_a_generated_answer(
 ) -> None:
     """The whole multi-stage path over the wire: a question of two asks is planned, its unusable
     plan (and the repair) gives way to dual-level retrieval, whose answer streams and is judged
-    good enough. (A single lookup is not planned: core.reason.needs_plan.)"""
+    good enough. (A single lookup is not planned: core.reason.needs_plan; and by default nor is
+    a question that only asks two things, `[answer] parts = "retrieve"`, so this test asks for
+    the plan.)"""
     from tests.fakes.fake_openai_server import FakeOpenAIServer, Reply
 
     cli("index", str(docs), "--kb", "ops")
@@ -257,6 +259,7 @@ def test_ask_with_an_llm_endpoint_streams_a_generated_answer(
         # This test is about the answer's stream; the gate's LLM stages are tested in test_gate.
         monkeypatch.setenv("TACIT_GATE__LLM_INTENT", "false")
         monkeypatch.setenv("TACIT_GATE__LLM_SAFETY", "false")
+        monkeypatch.setenv("TACIT_ANSWER__PARTS", "plan")
         question = "How long does the session cache keep entries, and when do deploys freeze?"
         code, out, _ = cli("ask", question, "--kb", "ops", "--trace")
         assert code == 0, out
