@@ -3,30 +3,14 @@ per-set tally against the first-hour target, the table and the verdicts that mov
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
-from tests.conftest import REPO
+from tests.bench.loading import bench_module
 
-BENCH = REPO / "bench"
-
-
-def _module(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, BENCH / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    # dataclasses look their module up in sys.modules while the class is built
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-fh = _module("bench_first_hour")
+fh = bench_module("bench_first_hour")
 Row, Verdict, Tally = fh.Row, fh.Verdict, fh.Tally
 
 

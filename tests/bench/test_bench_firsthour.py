@@ -4,31 +4,16 @@ commit, and the table (no index, no `tacit` process)."""
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
-import sys
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
 
 from core.eval.datasets import read_answers
-from tests.conftest import REPO
+from tests.bench.loading import bench_module
 
-BENCH = REPO / "bench"
-
-
-def _module(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, BENCH / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # dataclasses look their module up while the class is built
-    spec.loader.exec_module(module)
-    return module
-
-
-bench = _module("bench_firsthour")
+bench = bench_module("bench_firsthour")
 
 
 def test_every_set_names_its_source_and_reads_as_eval_answers_reads_it() -> None:

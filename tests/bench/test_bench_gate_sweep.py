@@ -3,26 +3,13 @@ of the request prior's weights (no index, no gate)."""
 
 from __future__ import annotations
 
-import importlib.util
 import math
-import sys
-from types import ModuleType
 
 import pytest
 
-from tests.conftest import REPO
+from tests.bench.loading import bench_module
 
-
-def _module(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, REPO / "bench" / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # dataclasses look their module up while the class is built
-    spec.loader.exec_module(module)
-    return module
-
-
-sweep = _module("bench_gate_sweep")
+sweep = bench_module("bench_gate_sweep")
 
 
 @pytest.mark.parametrize(

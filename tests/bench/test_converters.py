@@ -2,29 +2,20 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
 from pathlib import Path
-from types import ModuleType
 
 from core.index.loaders import load_file
+from tests.bench.loading import bench_module
 from tests.conftest import REPO
 
 BENCH = REPO / "bench"
 
 
-def _module(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, BENCH / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-hotpot = _module("convert_hotpotqa")
-musique = _module("convert_musique")
+hotpot = bench_module("convert_hotpotqa")
+musique = bench_module("convert_musique")
 
 HOTPOT_HF = [
     {

@@ -3,24 +3,12 @@ builds them: a bench that takes many minutes must not fail at its very end on th
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from types import ModuleType
 from typing import Any
 
 import pytest
 
 from bench.results import Run
-from tests.conftest import REPO
-
-
-def _bench(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, REPO / "bench" / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # dataclasses look their module up while the class is built
-    spec.loader.exec_module(module)
-    return module
+from tests.bench.loading import bench_module
 
 
 def _table(rows: list[Any]) -> dict[str, tuple[str, str, str]]:
@@ -42,12 +30,12 @@ def test_faults() -> None:
         "faults": {"events": 100, "acknowledged": 99, "lost": 0, "answered_twice": 1},
         "telegram": {"updates": 20, "acknowledged": 20, "lost": 0, "answered_twice": 0},
     }
-    rows = _table(_bench("bench_faults").headline(report))
+    rows = _table(bench_module("bench_faults").headline(report))
     assert rows["burst of 50 asks with admission: admitted ask p95"][:2] == ("1.23 s", "—")
     assert rows["burst of 50 asks with admission: serve RSS growth"][:2] == ("12 MB", "80 MB")
     assert rows["100 events through the fault storm: lost / answered twice"][0] == "0 / 1"
     assert rows["20 updates through the fault storm: lost / answered twice"][0] == "0 / 0"
-    assert _bench("bench_faults").headline({}) == []
+    assert bench_module("bench_faults").headline({}) == []
 
 
 def test_console() -> None:
@@ -60,13 +48,13 @@ def test_console() -> None:
         "graph data (default KB hub, degree 17)": "/console/graph/data",
     }
     new = {name: page(10.0 + i) for i, name in enumerate(pages)}
-    rows = _table(_bench("bench_console").headline({"new": {"pages": new}}, pages))
+    rows = _table(bench_module("bench_console").headline({"new": {"pages": new}}, pages))
     assert rows["console overview: p50"][:2] == ("11 ms", "10 ms")
     # the hub's degree varies with the KB, so it stays out of the metric's name
     assert "console graph data (default KB hub): p50" in rows
     old = {name: page(20.0) for name in pages}
     runs = {"new": {"pages": new}, "baseline": {"pages": old}}
-    rows = _table(_bench("bench_console").headline(runs, pages))
+    rows = _table(bench_module("bench_console").headline(runs, pages))
     assert rows["console overview: p50"][1] == "20 ms"
 
 
@@ -75,7 +63,7 @@ def test_graph_click() -> None:
         {"driver_ms": 900, "marks": {"tap handler": 0, "data-loaded 203": 300}},
         {"driver_ms": 1100, "marks": {}},
     ]
-    rows = _table(_bench("bench_graph_click").headline(clicks, "emit-wait", False))
+    rows = _table(bench_module("bench_graph_click").headline(clicks, "emit-wait", False))
     assert rows["node click (emit-wait): driver wall time, median"][0] == "1,000 ms"
     assert rows["node click (emit-wait): tap to data-loaded in the page, median"][2] == (
         "1 of 2 runs"
@@ -83,7 +71,7 @@ def test_graph_click() -> None:
 
 
 def test_first_hour() -> None:
-    fh = _bench("bench_first_hour")
+    fh = bench_module("bench_first_hour")
     tallies = {
         "baseline abc": {"demo": fh.Tally(2, 40, 1, 20)},
         "current tree": {"demo": fh.Tally(1, 40, 0, 20)},
@@ -107,7 +95,7 @@ def test_answer_latency() -> None:
         }
 
     rows = _table(
-        _bench("bench_answer_latency").headline(
+        bench_module("bench_answer_latency").headline(
             [
                 row("tacit: overall", 1.0),
                 row("baseline: LightRAG-style hybrid", 2.0),
@@ -135,7 +123,7 @@ def test_gate() -> None:
             "baseline": {"p50_ms": 10.0, "p95_ms": 20.0},
         },
     }
-    rows = _table(_bench("bench_gate").headline(report))
+    rows = _table(bench_module("bench_gate").headline(report))
     assert rows["refusal set: F1 of the fitted gate"][:2] == ("0.812", "0.7")
     assert rows["SeedBench expert-rejected questions refused"][:2] == ("90.0%", "50.0%")
     assert rows["gate decide(), KB of 10,000 chunks: p50"][:2] == ("12.35 ms", "10 ms")
@@ -148,7 +136,7 @@ def test_telegram() -> None:
         {"server": "webhook", "p50_ms": 5.0, "p95_ms": 9.0, "lost": 0, "answered_twice": 0},
         {"server": "polling", "takeover_s": 3.5, "lost": 1, "answered_twice": 0},
     ]
-    table = _table(_bench("bench_telegram").headline(rows, 100))
+    table = _table(bench_module("bench_telegram").headline(rows, 100))
     assert table["Telegram, 100 updates, 2 replicas: webhook ack p50"][:2] == ("5 ms", "1 ms")
     assert table["Telegram, 100 updates, 2 replicas: polling takeover after a kill"][0] == "3.5 s"
     assert table["Telegram, 100 updates, 2 replicas: polling lost / answered twice"][0] == "1 / 0"
