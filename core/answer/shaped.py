@@ -111,7 +111,7 @@ def with_second_part(
     if not re.search(r"\[\d+\]", body):
         # Marks are numbered in order of appearance: the first source's [1] comes before
         # [2]. After a closing fence a mark would leave the fence open ("``` [1]").
-        body = f"{body}\n\n[1]" if body.endswith(("```", "~~~")) else f"{body} [1]"
+        body = f"{body}\n\n[1]" if body.endswith(_FENCES) else f"{body} [1]"
     _, label = _window(located)
     part = f"{as_shown(line)} [{k}]"
     after = located.at + 1

@@ -49,7 +49,7 @@ import functools
 import hashlib
 import logging
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -398,13 +398,6 @@ def _quiet(task: asyncio.Task[None]) -> None:
         log.warning("coverage: warming the word vectors failed: %s", task.exception())
 
 
-def _with_language(
-    judged: Callable[..., Coverage], languages: tuple[Language, ...], **kwargs: Any
-) -> Coverage:
-    """judged(**kwargs), with the languages of the passages nearest the message."""
-    return dataclasses.replace(judged(**kwargs), nearest_languages=languages)
-
-
 def _compared(kb: KbTerms, term: Term, index: int) -> tuple[str, ...]:
     """The passage's words a word is compared with (CoverageRule.translations): all of them in
     the other script, those written inside it in its own (within)."""
@@ -711,8 +704,6 @@ class CoverageRule:
             analysis=analysis,
             nearest=anchors,
         )
-        nearby = [terms.languages[i] for i, _ in anchors[:NEAR_PASSAGES]] if terms else []
-        judged = functools.partial(_with_language, judged, tuple(dict.fromkeys(nearby)))
         verdict = judged()
         # The ask's similarity only counts when the passage holds none of it (judge's off_ask):
         # with some of it there, looking it up (an embedding and a search of every chunk)
@@ -725,6 +716,8 @@ class CoverageRule:
             asked = np.asarray(await self.embedder.embed([" ".join(verdict.unasked)]))
             found = await self.snapshots.search("chunks", kb, asked.astype(np.float32), limit=1)
             verdict = judged(ask_dense=found[0][0].score if found and found[0] else 0.0)
+        nearby = [terms.languages[i] for i, _ in anchors[:NEAR_PASSAGES]] if terms else []
+        verdict = dataclasses.replace(verdict, nearest_languages=tuple(dict.fromkeys(nearby)))
         self._verdicts[key] = verdict
         if len(self._verdicts) > self._remember:
             self._verdicts.popitem(last=False)

@@ -26,7 +26,6 @@ from core.language.lexicon import ENGLISH_STOP_WORDS, NAME_CONNECTORS, SENTENCE_
 from core.models import unique_in_order
 from core.retrieve.keywords import quoted_terms
 
-CONNECTORS = NAME_CONNECTORS  # words that may sit inside a name (core.language.lexicon)
 # A word (starting with a letter or digit; apostrophes, dots and hyphens inside: "O'Brien",
 # "F.C.", "Buck-Tick", "2011–12") or one other visible character.
 _TOKEN = re.compile(r"[^\W_][\w'’.\-–]*|[^\w\s]")
@@ -48,7 +47,7 @@ def _trim(words: list[str]) -> list[str]:
         words = words[1:]
     # A name ends in a word: not a connector, not a number ("Manchester United F.C. of the
     # 1995–96" season).
-    while words and (words[-1].casefold() in CONNECTORS or words[-1][:1].isdigit()):
+    while words and (words[-1].casefold() in NAME_CONNECTORS or words[-1][:1].isdigit()):
         words = words[:-1]
     return words
 
@@ -108,7 +107,7 @@ def capitalised_names(text: str) -> list[str]:
             run_end = match.end()
             if ends:
                 close()
-        elif run and token.casefold() in CONNECTORS:
+        elif run and token.casefold() in NAME_CONNECTORS:
             run.append(token)
         else:
             close()
