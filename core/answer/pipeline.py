@@ -84,7 +84,7 @@ from core.ports import LLM, Embedder
 from core.reason.executor import PlanOutcome, execute_plan, history_lines
 from core.reason.followup import standalone_question
 from core.reason.judge import FeedbackPolicy, JudgeScores, judge, nothing_answered
-from core.reason.needs_plan import asking_parts, independent_parts, plan_reason
+from core.reason.needs_plan import asking_parts, plan_need
 from core.reason.plan import (
     REFERENCE,
     OutputStep,
@@ -364,13 +364,14 @@ class _Run:
         the check, and a plan that gave way hands on what its steps found (see _dual_level).
         The judge reads the answer after it has streamed.
         """
-        why = plan_reason(self.query)
+        need = plan_need(self.query)
+        why = need.why
         if not why:
             self.trace.plan = {"planned": False, "why": "a single lookup (core.reason.needs_plan)"}
             async for event in self._dual_level():
                 yield event
             return
-        parts = independent_parts(self.query) if self.options.parts == "retrieve" else []
+        parts = list(need.parts) if self.options.parts == "retrieve" else []
         if parts:
             # Parts that need no value of each other need no plan: a retrieval each, one
             # answer. A plan would cost a call before the answer, and an uncovered question

@@ -29,6 +29,7 @@ questions (bot/demo_questions.json) and the chat messages of tests/data.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 from core.language.lexicon import AUXILIARIES, CJK_QUESTION_WORDS, MODALS, WH_WORDS, alternation
 
@@ -109,31 +110,42 @@ def named_things(question: str) -> set[str]:
     return best
 
 
+@dataclass(frozen=True, slots=True)
+class PlanNeed:
+    """Why a question is worth a plan ("" when it is a single lookup), and its asking parts
+    when asking several things is the only reason: no arithmetic, no count and no list of
+    named things, so no part needs a value another part finds, and each part can be retrieved
+    for on its own."""
+
+    why: str
+    parts: tuple[str, ...] = ()
+
+
+def plan_need(question: str) -> PlanNeed:
+    """The module's rule, each of its tests read once."""
+    if _ARITHMETIC.search(_GIVEN_QUANTITY.sub(" ", _QUOTED.sub(" ", question))):
+        return PlanNeed("it asks for arithmetic or a comparison")
+    if _COUNT.search(question):
+        return PlanNeed("it asks for a count of the things something has")
+    asks = asking_parts(question)
+    names = named_things(question)
+    if len(asks) >= SEVERAL_ASKS:
+        parts = () if len(names) >= SEVERAL_NAMES else tuple(asks)
+        return PlanNeed(f"it asks {len(asks)} things", parts)
+    if len(names) >= SEVERAL_NAMES:
+        return PlanNeed(f"it names {len(names)} things")
+    return PlanNeed("")
+
+
 def plan_reason(question: str) -> str:
     """Why the question is worth a plan ("" when it is a single lookup)."""
-    if _ARITHMETIC.search(_GIVEN_QUANTITY.sub(" ", _QUOTED.sub(" ", question))):
-        return "it asks for arithmetic or a comparison"
-    if _COUNT.search(question):
-        return "it asks for a count of the things something has"
-    asks = asking_parts(question)
-    if len(asks) >= SEVERAL_ASKS:
-        return f"it asks {len(asks)} things"
-    names = named_things(question)
-    if len(names) >= SEVERAL_NAMES:
-        return f"it names {len(names)} things"
-    return ""
+    return plan_need(question).why
 
 
 def independent_parts(question: str) -> list[str]:
     """The asking parts of a question whose only reason for a plan is that it asks several
-    things ([] otherwise): no arithmetic, no count and no list of named things, so no part
-    needs a value another part finds, and each part can be retrieved for on its own."""
-    if _ARITHMETIC.search(_GIVEN_QUANTITY.sub(" ", _QUOTED.sub(" ", question))):
-        return []
-    if _COUNT.search(question) or len(named_things(question)) >= SEVERAL_NAMES:
-        return []
-    asks = asking_parts(question)
-    return asks if len(asks) >= SEVERAL_ASKS else []
+    things ([] otherwise: see PlanNeed)."""
+    return list(plan_need(question).parts)
 
 
 def needs_plan(question: str) -> bool:
@@ -141,4 +153,12 @@ def needs_plan(question: str) -> bool:
     return bool(plan_reason(question))
 
 
-__all__ = ["asking_parts", "independent_parts", "named_things", "needs_plan", "plan_reason"]
+__all__ = [
+    "PlanNeed",
+    "asking_parts",
+    "independent_parts",
+    "named_things",
+    "needs_plan",
+    "plan_need",
+    "plan_reason",
+]
