@@ -8,7 +8,9 @@ the sources (core.retrieve.context_text.numbered_facts): their count and charact
 sources' characters; and the answer prompt a single lookup sends (the context focused as the
 pipeline focuses it, core.retrieve.focus, rendered through the answer template): its characters
 at p50 and at most, the facts it holds, and for how many questions it holds a document the set
-names as the answer's source (beside how many the whole retrieved context holds one for).
+names as the answer's source (beside how many the whole retrieved context holds one for), and
+for how many its sources and facts hold a string of every fact group the set's right answer
+needs, and its sources alone (what a cut of the prompt must not lose).
 --show N prints the first N questions' facts.
 """
 
@@ -25,6 +27,7 @@ import prompts
 from bot.settings import Settings
 from bot.wiring import open_services
 from core.answer.pipeline import PipelineOptions
+from core.eval.answers import missing_facts
 from core.language.text import detect_language
 from core.retrieve.context import RetrievedContext
 from core.retrieve.context_text import knowledge_lines, numbered_facts, numbered_sources
@@ -45,13 +48,18 @@ def _holds(context: RetrievedContext, sources: list[str]) -> bool:
 
 
 async def measure(
-    home: Path, kb: str, asked: list[str], show: int, sources: list[list[str]]
+    home: Path,
+    kb: str,
+    asked: list[str],
+    show: int,
+    sources: list[list[str]],
+    facts_asked: list[list[list[str]]],
 ) -> dict[str, int]:
     async with open_services(Settings(home=home)) as services:
         retriever = services.retriever()
         facts = fact_chars = source_chars = prompt_facts = 0
         prompt_chars: list[int] = []
-        in_prompt = in_context = 0
+        in_prompt = in_context = stated = stated_by_sources = 0
         budget = PipelineOptions().answer_chunk_budget
         for i, question in enumerate(asked):
             context = await retriever.retrieve(kb, question)
@@ -65,6 +73,12 @@ async def measure(
                 not_covered="NOT_COVERED",
             )
             prompt_chars.append(sum(len(m.content) for m in prompt.messages))
+            # What the prompt gives the model to answer from (the question may already write
+            # a fact's string): its sources, and its sources with its facts.
+            passages = "\n".join(s["text"] for s in numbered_sources(read))
+            told = "\n".join([passages, *(f["text"] for f in knowledge_lines(read))])
+            stated += not missing_facts(told, facts_asked[i])
+            stated_by_sources += not missing_facts(passages, facts_asked[i])
             prompt_facts += len(numbered_facts(read))
             in_prompt += _holds(read, sources[i])
             in_context += _holds(context, sources[i])
@@ -90,6 +104,8 @@ async def measure(
         "prompt_facts": prompt_facts,
         "source_in_prompt": in_prompt,
         "source_in_context": in_context,
+        "facts_in_prompt": stated,
+        "facts_in_sources": stated_by_sources,
     }
     print(json.dumps(report))
     return report
@@ -109,7 +125,8 @@ def main() -> None:
     covered = [r for r in rows if r.get("kind") == "covered"][: args.limit]
     asked = [r["q"] for r in covered]
     sources = [list(r.get("source") or []) for r in covered]
-    report = asyncio.run(measure(args.home, args.kb, asked, args.show, sources))
+    facts_asked = [list(r.get("facts") or []) for r in covered]
+    report = asyncio.run(measure(args.home, args.kb, asked, args.show, sources, facts_asked))
     per = max(report["questions"], 1)
     run_md.write(
         [
@@ -125,7 +142,9 @@ def main() -> None:
                 baseline=20000,
                 notes=f"max {report['prompt_chars_max']}, {report['prompt_facts']} facts in all, "
                 f"a source document in {report['source_in_prompt']} prompts "
-                f"({report['source_in_context']} contexts); baseline: the target per question",
+                f"({report['source_in_context']} contexts), every fact the set asks for in "
+                f"{report['facts_in_prompt']} ({report['facts_in_sources']} by the sources "
+                "alone); baseline: the target per question",
             ),
         ]
     )

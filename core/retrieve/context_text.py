@@ -16,7 +16,10 @@ widened answer prompt of 205 numbered items and 72 KB, the same sentence five ti
 Nor does a fact about a word of general language ("value", "level", "mode", 团队: an NLP graph
 makes an entity of every noun) tell a model anything of this KB, nor a question ("How does
 Patroni create a primary Postgres node?" is a heading, not a fact); those are left out too, and
-the rest is capped (the best-ranked first): facts orient, the numbered sources answer.
+the rest is capped (the best-ranked first): facts orient, the numbered sources answer. Of
+those, a fact that writes none of the keywords the context was searched by is left out: an
+NLP graph describes an entity with every sentence that names it, most of them about something
+else.
 
 A sentence is one fact: an NLP graph files one sentence under every term in it, so the same
 sentence came as several facts; each is shown once, under the first item that has it. A
@@ -32,7 +35,7 @@ from __future__ import annotations
 import re
 from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from core.citation import Citation
@@ -47,6 +50,8 @@ from prompts import fenced, inline
 _KEY_VALUE = re.compile(r"[a-z][\w.-]*:\s+\S[^\n]*")
 _MARKUP = re.compile(r"<[^>]*>|[`*_#>|\[\](){}]")
 _WORD = re.compile(r"[^\W\d_]{2,}|\d+")
+# What a name's words are written apart by, in a keyword or a fact: one separator.
+_SEPARATORS = re.compile(r"[-_\s]+")
 # The last word of a text, when it is a Latin word with no punctuation after it.
 _LAST_WORD = re.compile(r"\b([A-Za-z]+)$")
 
@@ -209,7 +214,38 @@ def _facts(context: RetrievedContext) -> list[Fact]:
                 files=files(chunk_ids),
             )
         )
-    return facts
+    # Of the best-ranked facts, those about what was searched for, numbered again in order.
+    searched = _searched_words(context)
+    asked = [f for f in facts if _asked_about(f.text, searched)]
+    first = len(context.chunks) + 1
+    return [replace(f, n=n) for n, f in enumerate(asked, start=first)]
+
+
+def _searched_words(context: RetrievedContext) -> tuple[str, ...]:
+    """The retrieval's keywords (both levels), folded as _asked_about compares them; empty when
+    the context was not found by keywords."""
+    if context.keywords is None:
+        return ()
+    words = (_folded(k) for k in (*context.keywords.low, *context.keywords.high))
+    return tuple(dict.fromkeys(w for w in words if len(w) > 1))
+
+
+def _asked_about(text: str, searched: Sequence[str]) -> bool:
+    """Whether a fact's name and description write one of the keywords it was searched by.
+    An entity is found by a word of its name, a relation by a theme, and an NLP graph describes
+    either with every sentence that mentions it: "Cluster consists of several members" came
+    for a question about defragmenting one endpoint. Such a fact cost a sixth of the answer
+    prompt and gave a model nothing to answer from; a fact that writes what was searched for
+    stays. Hyphens, underscores and spaces are one separator (application-controller is the
+    application controller)."""
+    if not searched:
+        return True
+    folded = _folded(text)
+    return any(word in folded for word in searched)
+
+
+def _folded(text: str) -> str:
+    return " ".join(_SEPARATORS.sub(" ", text.casefold()).split())
 
 
 def _files_of(context: RetrievedContext) -> dict[str, str]:

@@ -4,7 +4,13 @@ once, no front matter, markup or bare name, in a passage's language, with its so
 from __future__ import annotations
 
 from core.models import ChunkRecord, Entity, Relation
-from core.retrieve.context import RetrievedContext, ScoredChunk, ScoredEntity, ScoredRelation
+from core.retrieve.context import (
+    Keywords,
+    RetrievedContext,
+    ScoredChunk,
+    ScoredEntity,
+    ScoredRelation,
+)
 from core.retrieve.context_text import cited, knowledge_lines, numbered_facts
 
 PASSAGE = ChunkRecord(id="p1", source="runbooks/lag.md", ordinal=0, text="Replica lag alerts.")
@@ -15,12 +21,14 @@ def context_of(
     relations: list[Relation] = (),  # type: ignore[assignment]
     passage: ChunkRecord = PASSAGE,
     fact_sources: tuple[tuple[str, str], ...] = (),
+    keywords: Keywords | None = None,
 ) -> RetrievedContext:
     return RetrievedContext(
         chunks=(ScoredChunk(passage, 0.9),),
         entities=tuple(ScoredEntity(e, 0.8 - i / 100) for i, e in enumerate(entities)),
         relations=tuple(ScoredRelation(r, 0.5) for r in relations),
         fact_sources=fact_sources,
+        keywords=keywords,
     )
 
 
@@ -89,3 +97,25 @@ def test_a_fact_names_its_file_and_its_citation_leads_there() -> None:
                     "(docs/dcs.rst)"}  # fmt: skip
     (citation,) = cited("The key expires after ttl [2].", context)
     assert citation.source == "docs/dcs.rst"
+
+
+def test_a_fact_that_writes_no_searched_keyword_is_left_out_and_the_rest_numbered_on() -> None:
+    entities = [
+        Entity("cluster", "cluster consists", "term", ("Cluster consists of members.",), ("c9",)),
+        Entity("ctl", "application controller", "code", ("It shards by replicas.",), ("c9",)),
+    ]
+    relations = [
+        Relation("cluster", "member", "", ("A cluster has an odd number of members.",), ("c9",)),
+        Relation("cluster", "endpoint", "", ("The defrag runs per endpoint.",), ("c9",)),
+    ]
+    searched = Keywords(
+        high=("memory growth",), low=("application-controller", "defrag"), source="llm"
+    )
+    facts = numbered_facts(context_of(entities, relations, keywords=searched))
+    # hyphens and spaces are one separator; a relation is kept by its description too
+    assert [(f.n, f.name) for f in facts] == [
+        (2, "application controller"),
+        (3, "cluster consists — endpoint"),
+    ]
+    # found without keywords (a plan's lookup by id): nothing to judge the facts by
+    assert len(numbered_facts(context_of(entities, relations))) == 4
