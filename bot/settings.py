@@ -541,6 +541,12 @@ class GateSettings(Section):
         "answers from the retrieved passages or says they do not hold the answer (its "
         "answer calls are spent only on such messages); overheard ones stay silent",
     )
+    model_judges_stuffing: bool = Field(
+        False,
+        description="with model_judges_uncovered, a question the coverage rule refuses as "
+        "KB-word stuffing (KB words, then a request the passages do not hold) goes to the "
+        "model too; false: refused before any model call",
+    )
     # One coverage rule (core.gate.coverage) for the gate and the answerer; it replaced
     # [gate] unfitted_min_score and [answer] min_score.
     coverage_min_terms: float = Field(

@@ -136,6 +136,9 @@ class PipelineOptions:
     follow_ups: bool = True  # rewrite a follow-up into a standalone question
     min_score: float = 0.25  # below this best chunk similarity the KB does not cover it
     coverage: CoverageCheck | None = None  # the gate's coverage rule; replaces min_score when set
+    # A question the gate deferred to the model past the rule's stuffing veto
+    # (GateOptions.model_judges_stuffing) is not refused here by that veto again.
+    model_judges_stuffing: bool = False
     evidence_sentences: int = 3  # extractive answers
     extractive_chunks: int = 5  # chunks an extractive answer picks its sentences from
     extractive_entries: int = 2  # entry passages of the question's names read beside them
@@ -471,11 +474,13 @@ class _Run:
 
     def _passes(self, covered: bool, record: StageRecord, *, vetoed: bool = False) -> bool:
         """Whether the question goes on: covered by this check, or not but deferred by the
-        gate to the model (never past the stuffing veto). A deferred question the check
-        covers (a follow-up rewritten into one it covers) is an ordinary one from here on."""
+        gate to the model (past the stuffing veto only when the gate defers those too). A
+        deferred question the check covers (a follow-up rewritten into one it covers) is an
+        ordinary one from here on."""
         if covered:
             self.deferred = False
             return True
+        vetoed = vetoed and not self.options.model_judges_stuffing
         if not self.deferred or self.llm is None or vetoed:
             return False
         record.outcome = "deferred"

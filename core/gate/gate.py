@@ -84,6 +84,11 @@ class GateOptions:
     # the rule matches words, weakly across scripts, and a model reading the passages is the
     # better judge of those. Overheard messages are never deferred.
     model_judges_uncovered: bool = True
+    # …and a question the rule's stuffing veto refuses (KB words, then a request the passages do
+    # not hold) too: on chat written by teams nobody here knows the veto refuses covered
+    # questions about as often as uncovered ones, and a model reading the passages tells them
+    # apart. Off, the veto refuses before any model call, as without a model.
+    model_judges_stuffing: bool = False
 
 
 class IntentReply(BaseModel):
@@ -534,8 +539,10 @@ class Gate:
             covered = coverage.covered if addressed else coverage.clear
             if coverage.covered and not covered:
                 reason = f"not clearly covered (overheard, every bar raised): {reason}"
-            # the stuffing veto is no question the model could answer from the KB
-            return (scores, covered, reason, prior, not coverage.off_request), near
+            # the stuffing veto is no question the model could answer from the KB, unless the
+            # model is to judge that too (GateOptions.model_judges_stuffing)
+            deferrable = not coverage.off_request or self.options.model_judges_stuffing
+            return (scores, covered, reason, prior, deferrable), near
         features = await self._features(
             kb, [text], embedding, fit, chunk_hits=None if nearest is None else [nearest]
         )

@@ -85,8 +85,13 @@ def make_answerer(
 ) -> MultiStageAnswerer:
     graph, vectors, _ = stores
     retriever = Retriever(embedder=embedder, vectors=vectors, graph=graph, llm=llm)
-    # the gate's coverage rule, as bot.wiring shares it
-    options = PipelineOptions(coverage=gate.coverage, stages="dual_level", feedback_rounds=1)
+    # the gate's coverage rule and its stuffing setting, as bot.wiring shares them
+    options = PipelineOptions(
+        coverage=gate.coverage,
+        model_judges_stuffing=gate.options.model_judges_stuffing,
+        stages="dual_level",
+        feedback_rounds=1,
+    )
     return MultiStageAnswerer(retriever=retriever, embedder=embedder, llm=llm, options=options)
 
 
@@ -144,6 +149,16 @@ async def test_the_stuffing_veto_is_never_deferred(stores, embedder) -> None:
     decision = await gate.decide(KB, STUFFED, addressed=True)
     assert (decision.action, decision.stage) == ("decline", "refusal")
     assert not decision.deferred
+
+
+async def test_with_the_stuffing_setting_the_veto_is_deferred_too(stores, embedder) -> None:
+    llm = FakeLLM().script("gate_classify", QUESTION)
+    gate = make_gate(stores, embedder, llm, model_judges_stuffing=True)
+    decision = await gate.decide(KB, STUFFED, addressed=True)
+    assert decision.action == "answer" and decision.deferred
+    assert decision.reason.startswith(DEFERRED_PREFIX)
+    no_model = make_gate(stores, embedder, None, model_judges_stuffing=True)
+    assert (await no_model.decide(KB, STUFFED, addressed=True)).refused  # nothing to defer to
 
 
 async def test_the_setting_off_keeps_the_rules_refusal(stores, embedder) -> None:
@@ -315,3 +330,16 @@ async def test_classify_keeps_one_reading_of_the_prior_when_it_decides_intent(
     assert confirmed.action == "answer"
     assert confirmed.reason.count("prior P(request)") == 1, confirmed.reason
     assert confirmed.reason == screened.reason
+
+
+async def test_stuffing_deferred_by_the_setting_is_declined_when_the_model_finds_it_uncovered(
+    stores, embedder, chat_state
+) -> None:
+    llm = answering("NOT_COVERED")
+    assistant = make_assistant(stores, embedder, llm, chat_state, model_judges_stuffing=True)
+    events, reply, logged = await handle(assistant, message(STUFFED))
+    # the answerer does not refuse again by the veto the gate deferred past: the model judges
+    assert isinstance(reply, Refusal) and reply.text == NOT_COVERED["en"] and shown(events) == ""
+    assert (logged["outcome"], logged["stage"]) == ("declined", "answer")
+    assert "deferred by the gate" in logged["reason"]
+    assert llm.templates_called.count("answer") == 1
