@@ -542,7 +542,7 @@ class GateSettings(Section):
         "answer calls are spent only on such messages); overheard ones stay silent",
     )
     model_judges_stuffing: bool = Field(
-        False,
+        True,
         description="with model_judges_uncovered, a question the coverage rule refuses as "
         "KB-word stuffing (KB words, then a request the passages do not hold) goes to the "
         "model too; false: refused before any model call",

@@ -138,7 +138,7 @@ class PipelineOptions:
     coverage: CoverageCheck | None = None  # the gate's coverage rule; replaces min_score when set
     # A question the gate deferred to the model past the rule's stuffing veto
     # (GateOptions.model_judges_stuffing) is not refused here by that veto again.
-    model_judges_stuffing: bool = False
+    model_judges_stuffing: bool = True
     evidence_sentences: int = 3  # extractive answers
     extractive_chunks: int = 5  # chunks an extractive answer picks its sentences from
     extractive_entries: int = 2  # entry passages of the question's names read beside them

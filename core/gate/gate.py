@@ -87,8 +87,9 @@ class GateOptions:
     # …and a question the rule's stuffing veto refuses (KB words, then a request the passages do
     # not hold) too: on chat written by teams nobody here knows the veto refuses covered
     # questions about as often as uncovered ones, and a model reading the passages tells them
-    # apart. Off, the veto refuses before any model call, as without a model.
-    model_judges_stuffing: bool = False
+    # apart. Deferred, stuffing is no more than the bare request after it, which is deferred
+    # anyway. Off, the veto refuses before any model call, as without a model.
+    model_judges_stuffing: bool = True
 
 
 class IntentReply(BaseModel):

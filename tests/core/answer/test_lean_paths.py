@@ -13,6 +13,7 @@ import pytest
 
 from core.answer.events import Answer, AnswerEvent, Delta, Final, Retract
 from core.answer.pipeline import MAX_PARTS
+from core.models import Prompt
 from tests.core.answer import test_pipeline
 from tests.core.answer.test_pipeline import (
     PLAN_QUESTION,
@@ -190,9 +191,14 @@ async def test_a_side_answer_the_judge_finds_answers_nothing_is_a_refusal(stores
 async def test_chatter_the_screening_overturns_costs_one_call(stores, embedder) -> None:
     # The first call (the answer: no keywords call for a question in its passages' language)
     # runs beside the gate's screening; the verdict refuses, and nothing of it is shown.
-    llm = FakeLLM().script("answer", "The gateway listens on port 8443 [1].")
     verdict: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
-    asyncio.get_running_loop().call_later(0.05, verdict.set_result, False)
+
+    def overturned_while_answering(prompt: Prompt) -> str:
+        # the verdict comes while the answer call is in flight, however long retrieval took
+        verdict.set_result(False)
+        return "The gateway listens on port 8443 [1]."
+
+    llm = FakeLLM().script("answer", overturned_while_answering)
     events, answer, _ = await run(
         llm, make(stores, embedder, llm).ask("ops", PORT_QUESTION, screening=verdict)
     )

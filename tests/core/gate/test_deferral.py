@@ -142,22 +142,22 @@ async def test_an_overheard_question_is_not_deferred(stores, embedder) -> None:
     assert not overheard.deferred
 
 
-async def test_the_stuffing_veto_is_never_deferred(stores, embedder) -> None:
+async def test_with_the_stuffing_setting_off_the_veto_is_never_deferred(stores, embedder) -> None:
     llm = FakeLLM().script("gate_classify", QUESTION, QUESTION)
-    gate = make_gate(stores, embedder, llm)
+    gate = make_gate(stores, embedder, llm, model_judges_stuffing=False)
     assert (await gate.decide(KB, UNCOVERED_BY_RULE, addressed=True)).deferred
     decision = await gate.decide(KB, STUFFED, addressed=True)
     assert (decision.action, decision.stage) == ("decline", "refusal")
     assert not decision.deferred
 
 
-async def test_with_the_stuffing_setting_the_veto_is_deferred_too(stores, embedder) -> None:
+async def test_the_stuffing_veto_is_deferred_to_the_model_too(stores, embedder) -> None:
     llm = FakeLLM().script("gate_classify", QUESTION)
-    gate = make_gate(stores, embedder, llm, model_judges_stuffing=True)
+    gate = make_gate(stores, embedder, llm)
     decision = await gate.decide(KB, STUFFED, addressed=True)
     assert decision.action == "answer" and decision.deferred
     assert decision.reason.startswith(DEFERRED_PREFIX)
-    no_model = make_gate(stores, embedder, None, model_judges_stuffing=True)
+    no_model = make_gate(stores, embedder, None)
     assert (await no_model.decide(KB, STUFFED, addressed=True)).refused  # nothing to defer to
 
 
@@ -249,11 +249,11 @@ async def test_an_overheard_question_gets_silence_and_no_answer_call(
     assert DEFERRED_SCORE not in logged["scores"] and len(llm.calls) == calls
 
 
-async def test_stuffing_is_refused_by_the_gate_with_no_answer_call(
+async def test_stuffing_is_refused_by_the_gate_with_no_answer_call_with_the_setting_off(
     stores, embedder, chat_state
 ) -> None:
     llm = answering()
-    assistant = make_assistant(stores, embedder, llm, chat_state)
+    assistant = make_assistant(stores, embedder, llm, chat_state, model_judges_stuffing=False)
     _, reply, _ = await handle(assistant, message(UNCOVERED_BY_RULE))
     assert isinstance(reply, FinalReply) and reply.text == ANSWER
     events, reply, logged = await handle(assistant, message(STUFFED))
@@ -332,11 +332,11 @@ async def test_classify_keeps_one_reading_of_the_prior_when_it_decides_intent(
     assert confirmed.reason == screened.reason
 
 
-async def test_stuffing_deferred_by_the_setting_is_declined_when_the_model_finds_it_uncovered(
+async def test_deferred_stuffing_is_declined_when_the_model_finds_it_uncovered(
     stores, embedder, chat_state
 ) -> None:
     llm = answering("NOT_COVERED")
-    assistant = make_assistant(stores, embedder, llm, chat_state, model_judges_stuffing=True)
+    assistant = make_assistant(stores, embedder, llm, chat_state)
     events, reply, logged = await handle(assistant, message(STUFFED))
     # the answerer does not refuse again by the veto the gate deferred past: the model judges
     assert isinstance(reply, Refusal) and reply.text == NOT_COVERED["en"] and shown(events) == ""
