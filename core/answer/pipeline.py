@@ -146,7 +146,8 @@ class PipelineOptions:
     max_tokens: int | None = None
     short_reply_max_tokens: int = 1024  # verdicts and rewrites: room for a reasoning model
     # Model calls an answer makes beside the gate's LLM screening before it waits for the
-    # verdict (core.answer.screened_llm): 1 costs no call in sequence, 0 costs one.
+    # verdict (core.answer.screened_llm): 1 costs no call in sequence, 0 costs one. A question
+    # the gate deferred to the model makes none.
     calls_beside_screening: int = 1
     # Tokens of passages a single lookup's first answer reads (core.retrieve.focus): the
     # matched document first; a wider round reads past it. Every token is read by the model
@@ -288,7 +289,12 @@ class _Run:
         self.embedder = owner.embedder
         llm = owner.llm
         if llm is not None and screening is not None:
-            llm = ScreenedLLM(llm, screening, free_calls=self.options.calls_beside_screening)
+            # A question the gate's rule left to the model (deferred) is the doubtful one:
+            # chatter the screening then calls chatter is most of what gets there, and its
+            # answer call would be thrown away. Its calls all wait for the verdict; one the
+            # rule let through starts its first beside the screening.
+            free = 0 if deferred else self.options.calls_beside_screening
+            llm = ScreenedLLM(llm, screening, free_calls=free)
         self.llm = MeteredLLM(llm) if llm is not None else None
         # The same retriever, its keyword calls counted on this question's meter.
         self.retriever = copy.copy(owner.retriever)

@@ -234,10 +234,9 @@ def _asked_about(text: str, searched: Sequence[str]) -> bool:
     """Whether a fact's name and description write one of the keywords it was searched by.
     An entity is found by a word of its name, a relation by a theme, and an NLP graph describes
     either with every sentence that mentions it: "Cluster consists of several members" came
-    for a question about defragmenting one endpoint. Such a fact cost a sixth of the answer
-    prompt and gave a model nothing to answer from; a fact that writes what was searched for
-    stays. Hyphens, underscores and spaces are one separator (application-controller is the
-    application controller)."""
+    for a question about defragmenting one endpoint, and gives a model nothing to answer from;
+    a fact that writes what was searched for stays. Hyphens, underscores and spaces are one
+    separator (application-controller is the application controller)."""
     if not searched:
         return True
     folded = _folded(text)

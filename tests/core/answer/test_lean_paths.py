@@ -207,6 +207,44 @@ async def test_chatter_the_screening_overturns_costs_one_call(stores, embedder) 
     assert "screening" in answer.reason
 
 
+async def test_a_deferred_message_the_screening_overturns_costs_no_answer_call(
+    stores, embedder
+) -> None:
+    # The gate's rule left it to the model: the doubtful message's answer waits for the
+    # screening instead of running beside it, and the screening calls it chatter.
+    llm = FakeLLM().script("answer", "The gateway listens on port 8443 [1].")
+    verdict: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+    # long after retrieval: a call beside the screening would have been made by then
+    asyncio.get_running_loop().call_later(1.0, verdict.set_result, False)
+    answerer = make(stores, embedder, llm)
+    events, answer, _ = await run(
+        llm, answerer.ask("ops", PORT_QUESTION, deferred=True, screening=verdict)
+    )
+    assert llm.templates_called == []
+    assert answer.refused and not any(isinstance(e, Delta) for e in events)
+
+
+async def test_a_deferred_message_the_screening_lets_through_is_answered_after_it(
+    stores, embedder
+) -> None:
+    order: list[str] = []
+    verdict: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+
+    def answered(prompt: Prompt) -> str:
+        order.append("answer" if verdict.done() else "answer before the verdict")
+        return "Port 8443 [1]."
+
+    llm = (
+        FakeLLM().script("answer", answered).script("judge", {"faithfulness": 1, "completeness": 1})
+    )
+    asyncio.get_running_loop().call_later(1.0, verdict.set_result, True)  # after retrieval
+    answerer = make(stores, embedder, llm)
+    _, answer, _ = await run(
+        llm, answerer.ask("ops", PORT_QUESTION, deferred=True, screening=verdict)
+    )
+    assert order == ["answer"] and not answer.refused
+
+
 async def test_screened_through_the_answer_goes_on_with_no_call_more(stores, embedder) -> None:
     llm = (
         FakeLLM()
