@@ -209,13 +209,17 @@ async def test_a_deferred_question_is_answered_by_the_model(stores, embedder, ch
     assert "deferred by the gate" in logged["reason"]
 
 
+# Stuffing too: the answerer does not refuse again by the veto the gate deferred past.
+@pytest.mark.parametrize(
+    ("asked", "language"), [(UNCOVERED_BY_RULE, "zh"), (STUFFED, "en")], ids=["rule", "stuffing"]
+)
 async def test_a_deferred_question_the_model_finds_not_covered_gets_the_decline(
-    stores, embedder, chat_state
+    stores, embedder, chat_state, asked: str, language: str
 ) -> None:
     llm = answering("NOT_COVERED")
     assistant = make_assistant(stores, embedder, llm, chat_state)
-    events, reply, logged = await handle(assistant, message(UNCOVERED_BY_RULE))
-    assert isinstance(reply, Refusal) and reply.text == NOT_COVERED["zh"]
+    events, reply, logged = await handle(assistant, message(asked))
+    assert isinstance(reply, Refusal) and reply.text == NOT_COVERED[language]
     assert shown(events) == ""
     assert (logged["outcome"], logged["stage"]) == ("declined", "answer")
     assert "the model found that the sources do not answer" in logged["reason"]
@@ -330,16 +334,3 @@ async def test_classify_keeps_one_reading_of_the_prior_when_it_decides_intent(
     assert confirmed.action == "answer"
     assert confirmed.reason.count("prior P(request)") == 1, confirmed.reason
     assert confirmed.reason == screened.reason
-
-
-async def test_deferred_stuffing_is_declined_when_the_model_finds_it_uncovered(
-    stores, embedder, chat_state
-) -> None:
-    llm = answering("NOT_COVERED")
-    assistant = make_assistant(stores, embedder, llm, chat_state)
-    events, reply, logged = await handle(assistant, message(STUFFED))
-    # the answerer does not refuse again by the veto the gate deferred past: the model judges
-    assert isinstance(reply, Refusal) and reply.text == NOT_COVERED["en"] and shown(events) == ""
-    assert (logged["outcome"], logged["stage"]) == ("declined", "answer")
-    assert "deferred by the gate" in logged["reason"]
-    assert llm.templates_called.count("answer") == 1
