@@ -64,19 +64,20 @@ async def measure(
         for i, question in enumerate(asked):
             context = await retriever.retrieve(kb, question)
             read = focused(context, budget)
+            shown_sources, shown_facts = numbered_sources(read), knowledge_lines(read)
             prompt = prompts.render(
                 "answer",
                 detect_language(question),
-                sources=numbered_sources(read),
-                knowledge=knowledge_lines(read),
+                sources=shown_sources,
+                knowledge=shown_facts,
                 question=question,
                 not_covered="NOT_COVERED",
             )
             prompt_chars.append(sum(len(m.content) for m in prompt.messages))
             # What the prompt gives the model to answer from (the question may already write
             # a fact's string): its sources, and its sources with its facts.
-            passages = "\n".join(s["text"] for s in numbered_sources(read))
-            told = "\n".join([passages, *(f["text"] for f in knowledge_lines(read))])
+            passages = "\n".join(s["text"] for s in shown_sources)
+            told = "\n".join([passages, *(f["text"] for f in shown_facts)])
             stated += not missing_facts(told, facts_asked[i])
             stated_by_sources += not missing_facts(passages, facts_asked[i])
             prompt_facts += len(numbered_facts(read))

@@ -137,28 +137,15 @@ def plan_need(question: str) -> PlanNeed:
     return PlanNeed("")
 
 
-def plan_reason(question: str) -> str:
-    """Why the question is worth a plan ("" when it is a single lookup)."""
-    return plan_need(question).why
-
-
-def independent_parts(question: str) -> list[str]:
-    """The asking parts of a question whose only reason for a plan is that it asks several
-    things ([] otherwise: see PlanNeed)."""
-    return list(plan_need(question).parts)
-
-
 def needs_plan(question: str) -> bool:
     """Whether the question has several parts or needs arithmetic (the module's rule)."""
-    return bool(plan_reason(question))
+    return bool(plan_need(question).why)
 
 
 __all__ = [
     "PlanNeed",
     "asking_parts",
-    "independent_parts",
     "named_things",
     "needs_plan",
     "plan_need",
-    "plan_reason",
 ]

@@ -152,7 +152,8 @@ def _facts(context: RetrievedContext) -> list[Fact]:
     def files(chunk_ids: Sequence[str]) -> tuple[str, ...]:
         return tuple(dict.fromkeys(files_of[c] for c in chunk_ids if c in files_of))
 
-    n = len(context.chunks)
+    # Numbered once the facts about what was searched for are known (below).
+    unnumbered = 0
     facts: list[Fact] = []
     for scored in context.entities:
         entity = scored.entity
@@ -162,10 +163,9 @@ def _facts(context: RetrievedContext) -> list[Fact]:
         if not described:
             continue  # a name alone, or only what a source or an earlier fact says
         kind = f" ({entity.type})" if entity.type and entity.type != "unknown" else ""
-        n += 1
         facts.append(
             Fact(
-                n,
+                unnumbered,
                 entity.name,
                 _cut(f"{entity.name}{kind}: {described}"),
                 entity.chunk_ids,
@@ -203,10 +203,9 @@ def _facts(context: RetrievedContext) -> list[Fact]:
         head = "; ".join(pairs) + (f" ({keywords})" if keywords else "")
         line = f"{head}: {described}" if described else head
         chunk_ids = tuple(dict.fromkeys(c for r in group for c in r.relation.chunk_ids))
-        n += 1
         facts.append(
             Fact(
-                n,
+                unnumbered,
                 pairs[0] if len(pairs) == 1 else "; ".join(pairs),
                 _cut(line),
                 chunk_ids,
@@ -214,7 +213,7 @@ def _facts(context: RetrievedContext) -> list[Fact]:
                 files=files(chunk_ids),
             )
         )
-    # Of the best-ranked facts, those about what was searched for, numbered again in order.
+    # Of the best-ranked facts, those about what was searched for, numbered after the chunks.
     searched = _searched_words(context)
     asked = [f for f in facts if _asked_about(f.text, searched)]
     first = len(context.chunks) + 1

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from core.reason.needs_plan import independent_parts, needs_plan, plan_reason
+from core.reason.needs_plan import needs_plan, plan_need
 from tests.conftest import REPO
 
 ROOT = REPO
@@ -58,7 +58,7 @@ def test_several_parts_arithmetic_or_a_list_of_names_are_planned(question: str) 
     ],
 )
 def test_a_single_lookup_or_chatter_is_not_planned(question: str) -> None:
-    assert not needs_plan(question), plan_reason(question)
+    assert not needs_plan(question), plan_need(question).why
 
 
 def test_on_the_demo_questions_only_the_two_asks_and_the_count_are_planned() -> None:
@@ -99,7 +99,7 @@ def test_most_chat_questions_of_the_team_sets_are_single_lookups() -> None:
 def test_a_question_that_only_asks_several_things_splits_into_its_asking_parts(
     question: str, parts: list[str]
 ) -> None:
-    assert independent_parts(question) == parts
+    assert list(plan_need(question).parts) == parts
 
 
 @pytest.mark.parametrize(
@@ -116,4 +116,4 @@ def test_a_question_that_only_asks_several_things_splits_into_its_asking_parts(
 def test_a_question_planned_for_arithmetic_a_count_or_names_has_no_independent_parts(
     question: str,
 ) -> None:
-    assert independent_parts(question) == []
+    assert list(plan_need(question).parts) == []
