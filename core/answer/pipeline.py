@@ -1074,7 +1074,7 @@ class _Run:
                 judge(
                     self.llm,
                     self.query,
-                    render_cited(current.context, numbers),
+                    render_cited(current.context, numbers, near=f"{self.query}\n{current.text}"),
                     current.text,
                     self.language,
                 ),
