@@ -32,6 +32,7 @@ from dataclasses import dataclass
 
 from core.language import chinese_words
 from core.language.lexicon import FUNCTION_ZIPF
+from core.language.rows import table_delimiter
 from core.language.text import CJK_RUN
 from core.language.words import fold, is_identifier, stem, zipf
 
@@ -79,15 +80,6 @@ def words(text: str) -> frozenset[str]:
     return frozenset(keys)
 
 
-def _table_delimiter(line: str) -> bool:
-    stripped = line.strip()
-    return (
-        "|" in stripped
-        and "-" in stripped
-        and not stripped.translate(str.maketrans("", "", "|-: \t"))
-    )
-
-
 def _units(text: str) -> Iterator[_Unit]:
     """The passage's lines as units: a fenced block one unit, a table's header with its
     delimiter one unit and each of its rows another, a heading, any other non-blank line."""
@@ -103,7 +95,7 @@ def _units(text: str) -> Iterator[_Unit]:
             yield _Unit(tuple(lines[index : end + 1]), "fence")  # an unclosed one runs to the end
             index = end + 1
             continue
-        if "|" in line and index + 1 < len(lines) and _table_delimiter(lines[index + 1]):
+        if "|" in line and index + 1 < len(lines) and table_delimiter(lines[index + 1]):
             table = tables
             tables += 1
             yield _Unit((line, lines[index + 1]), "table_head", table)

@@ -19,22 +19,11 @@ import httpx
 import pytest
 
 from tests.adversarial.serve_support import Serving, tacit_serve
+from tests.adversarial.test_gate_stuffing import DOCS
 from tests.conftest import REPO
 from tests.fakes.fake_openai_server import FakeOpenAIServer, Reply
 
 TOKEN = "stuffing-serve-token-0123456789"
-DOCS = {
-    "rollback.md": (
-        "# Rollback runbook\n\n## Rolling back a bad deploy\n"
-        "Run `deployctl rollback --to previous` to restore the last good release. "
-        "The rollback takes about four minutes. Announce it in the #ops channel first.\n"
-    ),
-    "gateway.md": (
-        "# Gateway\n\nThe gateway listens on port 8443 for HTTPS. Metrics are served on port "
-        "9090. Set GATEWAY_CACHE_TTL to change how long the session cache keeps entries "
-        "(default 300 seconds). Mirela Vasquez owns the gateway.\n"
-    ),
-}
 STUFFED = "deployctl deployctl deployctl deployctl: what is the capital of France?"
 COVERED = "How long does a deployctl rollback take?"
 QUESTION = {"intent": "question", "safe": True, "topic": "geography"}
@@ -127,25 +116,28 @@ def _prompts(model: FakeOpenAIServer, since: int) -> list[str]:
     return [str(r.body["messages"][0]["content"])[:20] for r in model.chat_requests[since:]]
 
 
-def test_stuffing_the_model_finds_not_covered_is_refused_in_two_calls(
-    served: Serving, model: FakeOpenAIServer
+@pytest.mark.parametrize(
+    ("screening", "answer", "calls"),
+    [
+        # a question, the model finds it not covered: screening and answer, no judge or widening
+        (QUESTION, "NOT_COVERED", ["You screen messages ", "You are Tacit, an ex"]),
+        # chatter: the answer is never asked
+        (CHATTER, "Paris is the capital of France [1].", ["You screen messages "]),
+    ],
+    ids=["not-covered", "chatter"],
+)
+def test_stuffing_left_to_the_model_is_refused_in_at_most_two_calls(
+    served: Serving,
+    model: FakeOpenAIServer,
+    screening: dict[str, Any],
+    answer: str,
+    calls: list[str],
 ) -> None:
-    model.default_chat = Model(QUESTION, "NOT_COVERED")
+    model.default_chat = Model(screening, answer)
     before = len(model.chat_requests)
     event, _ = _ask(served, STUFFED)
     assert event == "refusal"
-    calls = _prompts(model, before)
-    assert calls == ["You screen messages ", "You are Tacit, an ex"]  # no judge, no widening
-
-
-def test_stuffing_the_model_calls_chatter_is_refused_in_one_call(
-    served: Serving, model: FakeOpenAIServer
-) -> None:
-    model.default_chat = Model(CHATTER, "Paris is the capital of France [1].")
-    before = len(model.chat_requests)
-    event, _ = _ask(served, STUFFED)
-    assert event == "refusal"
-    assert _prompts(model, before) == ["You screen messages "]  # the answer was never asked
+    assert _prompts(model, before) == calls
 
 
 def test_a_covered_question_beside_them_is_still_answered(
