@@ -11,12 +11,6 @@ at p50 and at most, the facts it holds, and for how many questions it holds a do
 names as the answer's source (beside how many the whole retrieved context holds one for), and
 for how many its sources and facts hold a string of every fact group the set's right answer
 needs, and its sources alone (what a cut of the prompt must not lose).
-
-The judge's context, as a right answer would leave it to the judge: the prompt's sources that
-hold a needed fact string (the first source when none does) are the cited ones, and the lines
-holding those strings stand for the answer. Its characters at p50 in full and as the excerpt
-the judge reads (core.retrieve.excerpt), and for how many questions the excerpt still holds a
-string of every fact group its sources hold.
 --show N prints the first N questions' facts.
 """
 
@@ -37,32 +31,10 @@ from core.eval.answers import missing_facts
 from core.language.text import detect_language
 from core.retrieve.context import RetrievedContext
 from core.retrieve.context_text import knowledge_lines, numbered_facts, numbered_sources
-from core.retrieve.excerpt import excerpt, words
 from core.retrieve.focus import focused
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench import results as results_md
-
-
-def _judged(
-    question: str, shown: list[dict[str, object]], facts: list[list[str]]
-) -> tuple[int, int, bool]:
-    """The judge's sources in full and as excerpts (characters), and whether the excerpts
-    hold every fact group the full sources hold (the module's docstring)."""
-    texts = [str(s["text"]) for s in shown]
-    cited = [t for t in texts if any(f.casefold() in t.casefold() for g in facts for f in g)]
-    cited = cited or texts[:1]
-    answer = "\n".join(
-        line
-        for t in cited
-        for line in t.splitlines()
-        if any(f.casefold() in line.casefold() for g in facts for f in g)
-    )
-    marks = words(f"{question}\n{answer}")
-    cut = [excerpt(t, marks) for t in cited]
-    full = "\n".join(cited)
-    held = len(missing_facts(full, facts)) == len(missing_facts("\n".join(cut), facts))
-    return len(full), sum(map(len, cut)), held
 
 
 def _holds(context: RetrievedContext, sources: list[str]) -> bool:
@@ -87,9 +59,6 @@ async def measure(
         retriever = services.retriever()
         facts = fact_chars = source_chars = prompt_facts = 0
         prompt_chars: list[int] = []
-        judge_full: list[int] = []
-        judge_cut: list[int] = []
-        judge_held = 0
         in_prompt = in_context = stated = stated_by_sources = 0
         budget = PipelineOptions().answer_chunk_budget
         for i, question in enumerate(asked):
@@ -112,10 +81,6 @@ async def measure(
             stated += not missing_facts(told, facts_asked[i])
             stated_by_sources += not missing_facts(passages, facts_asked[i])
             prompt_facts += len(numbered_facts(read))
-            full, cut, held = _judged(question, shown_sources, facts_asked[i])
-            judge_full.append(full)
-            judge_cut.append(cut)
-            judge_held += held
             in_prompt += _holds(read, sources[i])
             in_context += _holds(context, sources[i])
             found = numbered_facts(context)
@@ -142,9 +107,6 @@ async def measure(
         "source_in_context": in_context,
         "facts_in_prompt": stated,
         "facts_in_sources": stated_by_sources,
-        "judge_sources_chars_p50": round(statistics.median(judge_full)) if judge_full else 0,
-        "judge_excerpt_chars_p50": round(statistics.median(judge_cut)) if judge_cut else 0,
-        "judge_excerpt_holds_facts": judge_held,
     }
     print(json.dumps(report))
     return report
@@ -184,14 +146,6 @@ def main() -> None:
                 f"({report['source_in_context']} contexts), every fact the set asks for in "
                 f"{report['facts_in_prompt']} ({report['facts_in_sources']} by the sources "
                 "alone); baseline: the target per question",
-            ),
-            results_md.Row(
-                f"{args.questions.name}: judge's cited sources, characters p50",
-                report["judge_excerpt_chars_p50"],
-                baseline=report["judge_sources_chars_p50"],
-                notes=f"as excerpts; baseline: in full; the excerpts keep every needed fact the "
-                f"sources hold in {report['judge_excerpt_holds_facts']} of "
-                f"{report['questions']}",
             ),
         ]
     )

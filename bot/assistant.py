@@ -33,7 +33,7 @@ from core.conversation import (
     TextDelta,
     Thinking,
 )
-from core.decision import ScreenedKeywords, is_deferred
+from core.decision import ScreenedKeywords, is_deferred, reads_as_no_request
 from core.errors import InputError, StoreError, TacitError
 from core.language.text import detect_language
 from core.language.wording import FAILED, NOT_COVERED, SLOW_DOWN
@@ -146,6 +146,9 @@ async def _confirmed(
     confirmed = False
     step: asyncio.Future[ReplyEvent] | None = None
     try:
+        if verdict.done() and verdict.result().refused:  # awaited first: nothing is started
+            yield Overturned(verdict.result())
+            return
         while True:
             step = asyncio.ensure_future(anext(events))
             if not confirmed:
@@ -396,6 +399,11 @@ class TacitAssistant:
             # The answer's first model call runs beside the screening; its later ones wait for
             # the verdict (core.answer.screened_llm), and nothing is shown before it.
             screened_verdict = asyncio.ensure_future(confirm())
+            if reads_as_no_request(gate_scores):
+                # The request prior read no question in it: the screening most often turns
+                # such a message away, and an answer call beside it would be thrown away. It
+                # is awaited first (one call in sequence, for the few questions read wrong).
+                await asyncio.wait([screened_verdict])
             answering = self._answer(
                 message,
                 config,

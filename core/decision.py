@@ -24,6 +24,21 @@ def is_deferred(scores: Mapping[str, float]) -> bool:
     return scores.get(DEFERRED_SCORE, 0.0) > 0.0
 
 
+# The request prior's P(question or request) and the bar it is read against, in the scores of
+# an unfitted decision (core.gate.request_prior).
+PRIOR_SCORE = "prior_request"
+PRIOR_THRESHOLD_SCORE = "prior_threshold"
+
+
+def reads_as_no_request(scores: Mapping[str, float]) -> bool:
+    """Whether a decision's scores say the request prior read no question or request in the
+    message. With an LLM its intent slot decides intent, so such a message is let through to
+    the screening; it is most often chatter the screening then turns away."""
+    probability = scores.get(PRIOR_SCORE)
+    threshold = scores.get(PRIOR_THRESHOLD_SCORE)
+    return probability is not None and threshold is not None and probability < threshold
+
+
 # The search keywords a screening named for a message, (high level, low level), or None.
 ScreenedKeywords = tuple[tuple[str, ...], tuple[str, ...]] | None
 

@@ -838,15 +838,31 @@ class _Run:
             if new == 0:
                 self.trace.stages[-1].outcome = "skipped"
                 continue
-            return widen, recut(
+            context = recut(
                 current.context,
                 wider,
                 cited=evidence,
                 node_edge_budget=options.node_edge_budget,
-                chunk_budget=options.chunk_budget,
+                chunk_budget=self._wider_chunk_budget(widen),
                 steered=steered,
             )
+            if seen.new_passages(context) == 0:
+                # the new passages are past this round's budget: the same passages would get
+                # the same answer; the next width has room for them
+                self.trace.stages[-1].outcome = "skipped"
+                self.trace.stages[-1].detail["note"] = "no new passage fits the round's budget"
+                continue
+            return widen, context
         return None
+
+    def _wider_chunk_budget(self, widen: int) -> int:
+        """The passages' tokens round `widen` answers from: one answer budget more than the
+        round before, never past the retrieval budget. What the last answer cited and what the
+        retrieval for the lacking part found come first (recut), so a wider round reads the
+        part it was widened for without the whole retrieval budget: that doubled the prompt of
+        a widened answer and filled it with passages of unrelated documents."""
+        answer = self.options.answer_chunk_budget * (1 + widen)
+        return min(self.retriever.options.chunk_budget, answer)
 
     async def _extractive(self) -> AsyncIterator[AnswerEvent]:
         """No LLM: dual-level retrieval on NLP keywords, then the best evidence sentences."""
@@ -1074,7 +1090,7 @@ class _Run:
                 judge(
                     self.llm,
                     self.query,
-                    render_cited(current.context, numbers, near=f"{self.query}\n{current.text}"),
+                    render_cited(current.context, numbers),
                     current.text,
                     self.language,
                 ),

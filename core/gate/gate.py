@@ -37,7 +37,16 @@ from pydantic import BaseModel
 
 import prompts
 from core.conversation import Message
-from core.decision import DEFERRED_SCORE, INTENTS, GateDecision, Intent, ScreenedKeywords, Stage
+from core.decision import (
+    DEFERRED_SCORE,
+    INTENTS,
+    PRIOR_SCORE,
+    PRIOR_THRESHOLD_SCORE,
+    GateDecision,
+    Intent,
+    ScreenedKeywords,
+    Stage,
+)
 from core.errors import InputError, LLMBadResponse, LLMError, StoreError, StoreUnavailable
 from core.gate.coverage import CoverageOptions, CoverageRule
 from core.gate.features import content_to_score, message_content
@@ -531,7 +540,7 @@ class Gate:
                         PRIOR_SCORE: prior.probability,
                         "prior_marked": float(prior.marked),
                         "prior_asks": float(prior.asks),
-                        "prior_threshold": prior.threshold,
+                        PRIOR_THRESHOLD_SCORE: prior.threshold,
                     }
                 )
             else:
@@ -742,9 +751,6 @@ class Gate:
         embeddings = np.asarray(await self.embedder.embed(contents), dtype=np.float32)
         features = await self._features(kb, texts, embeddings, fit)
         return fit.probabilities(features)
-
-
-PRIOR_SCORE = "prior_request"  # the request prior's P(question or request) in a decision
 
 
 def _request_prior() -> RequestPrior | str:

@@ -135,7 +135,7 @@ class _Unit:
         return any(c in self.text for c in word.chinese)
 
 
-def table_delimiter(line: str) -> bool:
+def _table_delimiter(line: str) -> bool:
     """A markdown table's delimiter row (|---|:--:|): only pipes, dashes, colons, spaces."""
     stripped = line.strip()
     return (
@@ -157,7 +157,7 @@ def _units(text: str) -> Iterator[_Unit]:
             index += 1
             continue
         header = None
-        if "|" in line and index + 1 < len(lines) and table_delimiter(lines[index + 1]):
+        if "|" in line and index + 1 < len(lines) and _table_delimiter(lines[index + 1]):
             header = _Unit(_keys(line), line)
             index += 2
             continue
@@ -258,4 +258,4 @@ def rows_first(
     ]
 
 
-__all__ = ["StepPattern", "content_words", "rows_first", "table_delimiter"]
+__all__ = ["StepPattern", "content_words", "rows_first"]

@@ -44,7 +44,6 @@ from core.language.text import CJK_CHAR, CJK_RUN, detect_language
 from core.language.words import zipf
 from core.models import LAYOUT_TYPES, UNKNOWN_TYPE
 from core.retrieve.context import RetrievedContext, ScoredChunk, ScoredRelation
-from core.retrieve.excerpt import excerpt, words
 from prompts import fenced, inline
 
 # A line of front matter or configuration: a lowercase key, a colon, a value, one line.
@@ -338,20 +337,15 @@ def render_context(context: RetrievedContext) -> str:
     return render_cited(context, None)
 
 
-def render_cited(
-    context: RetrievedContext, numbers: Sequence[int] | None, *, near: str = ""
-) -> str:
+def render_cited(context: RetrievedContext, numbers: Sequence[int] | None) -> str:
     """The sources and facts with these numbers (all when None), under their own numbers:
     what the judge reads — an answer is faithful to what it cites, and re-sending the whole
-    budget costs thousands of tokens per round. With `near` (the question and the answer),
-    each source is its excerpt of the lines that write their words (core.retrieve.excerpt)."""
+    budget costs thousands of tokens per round."""
     keep = None if numbers is None else set(numbers)
-    marks = words(near) if near else frozenset()
     # As the answer prompt shows them: a source's text fenced as data, a fact one line
     # (prompts.fenced, prompts.inline), so no document can forge a source or a question.
     parts = [
-        f"[{s['n']}] ({inline(s['label'])})\n"
-        + fenced(excerpt(s["text"], marks) if marks else s["text"])
+        f"[{s['n']}] ({inline(s['label'])})\n{fenced(s['text'])}"
         for s in numbered_sources(context)
         if keep is None or s["n"] in keep
     ]

@@ -14,7 +14,7 @@ import pytest
 
 from adapters.state import RedisStateStore
 from core.conversation import FinalReply, Refusal, TextDelta, Thinking
-from core.decision import GateDecision
+from core.decision import PRIOR_SCORE, PRIOR_THRESHOLD_SCORE, GateDecision
 from core.language.wording import DECLINE_NOT_A_QUESTION
 from tests.bot.test_assistant import ANSWER, QUESTION, decisions, final, make, message, run
 from tests.fakes.scripted_answerer import ScriptedAnswerer
@@ -36,10 +36,17 @@ class ScreeningGate:
     """screen() lets everything through; classify() says `intent` after `delay` seconds and
     records what it saw happen meanwhile."""
 
-    def __init__(self, source: ScriptedAnswerer, intent: str, delay: float = 0.2) -> None:
+    def __init__(
+        self,
+        source: ScriptedAnswerer,
+        intent: str,
+        delay: float = 0.2,
+        scores: dict[str, float] | None = None,
+    ) -> None:
         self.answerer = source
         self.intent = intent
         self.delay = delay
+        self.scores = scores or {"probability": 0.9}
         self.answer_started_before_verdict = False
         self.decide_calls = 0
         self.keywords: Any = None  # what the screening names for a question across languages
@@ -49,7 +56,7 @@ class ScreeningGate:
         raise AssertionError("a screening gate is asked in two steps")
 
     async def screen(self, kb: str, message: str, *, addressed: bool = False) -> GateDecision:
-        return GateDecision("answer", "refusal", "covered", "en", None, {"probability": 0.9})
+        return GateDecision("answer", "refusal", "covered", "en", None, dict(self.scores))
 
     async def classify(
         self, message: str, screened: Any, *, addressed: bool = False
@@ -136,3 +143,37 @@ async def test_an_overheard_message_overturned_by_the_screening_gets_silence(
     reply = final(events)
     assert isinstance(reply, Refusal) and reply.text is None
     assert not any(isinstance(e, TextDelta) for e in events)
+
+
+# The request prior's reading, as an unfitted gate's decision holds it beside its coverage.
+NO_REQUEST = {PRIOR_SCORE: 0.02, PRIOR_THRESHOLD_SCORE: 0.11}
+A_REQUEST = {PRIOR_SCORE: 0.8, PRIOR_THRESHOLD_SCORE: 0.11}
+
+
+@pytest.mark.parametrize("intent", ["chitchat", "question"])
+async def test_a_message_the_prior_reads_as_no_request_waits_for_the_screening(
+    store: RedisStateStore, answerer: ScriptedAnswerer, intent: str
+) -> None:
+    # "thanks, bumping proxy-buffer-size fixed it": KB words let it through the cheap stages,
+    # but no question is read in it; an answer beside the screening would be thrown away
+    gate = ScreeningGate(answerer, intent, scores=NO_REQUEST)
+    assistant = make(store, answerer)
+    assistant.gate = gate
+    events = await run(assistant, message(QUESTION))
+    assert not gate.answer_started_before_verdict
+    if intent == "chitchat":
+        assert not answerer.calls  # never asked
+        assert isinstance(final(events), Refusal)
+    else:  # a question the prior misread is answered, one screening later
+        reply = final(events)
+        assert isinstance(reply, FinalReply) and reply.text == ANSWER
+
+
+async def test_a_message_the_prior_reads_as_a_request_answers_beside_the_screening(
+    store: RedisStateStore, answerer: ScriptedAnswerer
+) -> None:
+    gate = ScreeningGate(answerer, "question", scores=A_REQUEST)
+    assistant = make(store, answerer)
+    assistant.gate = gate
+    await run(assistant, message(QUESTION))
+    assert gate.answer_started_before_verdict

@@ -8,6 +8,7 @@ Real embedded stores and embedder, a scripted LLM (tests/fakes/fake_llm.py).
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -274,6 +275,43 @@ async def test_widening_never_sends_a_prompt_larger_than_the_budgets_plus_the_qu
             f"{sent} tokens with {items} items"
         )
     assert answer.trace is not None and len(answer.trace["rounds"]) >= 2
+
+
+@in_module_loop
+async def test_a_wider_round_reads_one_answer_budget_more_not_the_retrieval_budget(
+    stores, embedder
+) -> None:
+    llm = (
+        FakeLLM()
+        .script("keywords", KEYWORDS)
+        .script("answer", "one [1]", "two [1]", "three [1]", "four [1]")
+        .script(
+            "judge",
+            {"faithfulness": 0.2, "completeness": 0.2},
+            {"faithfulness": 0.3, "completeness": 0.3},
+            {"faithfulness": 0.4, "completeness": 0.4},
+            {"faithfulness": 0.5, "completeness": 0.5},
+        )
+    )
+    # The retrieval budget holds every passage of the KB; an answer budget holds one or two.
+    wide = RetrievalOptions(chunk_budget=4000, chunk_top_k=8)
+    budget = 30
+    _, answer = await collect(
+        make(
+            stores, embedder, llm, retrieval=wide, stages="dual_level", answer_chunk_budget=budget
+        ).ask("ops", PORT_QUESTION)
+    )
+    sent = answer_prompts(llm)
+    assert len(sent) >= 2, answer.trace["stages"]
+    passages = [re.findall(r"<document>\n(.*?)\n</document>", p, re.S) for p in sent]
+    for round_, shown in enumerate(passages):
+        tokens = sum(count_tokens(text) for text in shown)
+        # the best passage is kept whole even past the budget: one passage of slack
+        largest = max(count_tokens(text) for text in shown)
+        assert tokens <= budget * (1 + round_) + largest, (round_, tokens, len(shown))
+    for round_ in range(1, len(passages)):  # and each is answered for a passage not read before
+        read_before = {text for shown in passages[:round_] for text in shown}
+        assert set(passages[round_]) - read_before, round_
 
 
 @in_module_loop

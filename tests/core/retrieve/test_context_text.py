@@ -11,7 +11,7 @@ from core.retrieve.context import (
     ScoredEntity,
     ScoredRelation,
 )
-from core.retrieve.context_text import cited, knowledge_lines, numbered_facts, render_cited
+from core.retrieve.context_text import cited, knowledge_lines, numbered_facts
 
 PASSAGE = ChunkRecord(id="p1", source="runbooks/lag.md", ordinal=0, text="Replica lag alerts.")
 
@@ -119,16 +119,3 @@ def test_a_fact_that_writes_no_searched_keyword_is_left_out_and_the_rest_numbere
     ]
     # found without keywords (a plan's lookup by id): nothing to judge the facts by
     assert len(numbered_facts(context_of(entities, relations))) == 4
-
-
-def test_the_judge_reads_each_cited_source_as_its_excerpt() -> None:
-    lines = [f"Option {n} tunes the spool compaction of shard group {n}." for n in range(12)]
-    text = "\n".join(["# Spool", *lines, "Set LUMEN_SPOOL_DIR to move the spool to another disk."])
-    passage = ChunkRecord(id="p2", source="runbooks/spool.md", ordinal=0, text=text)
-    context = context_of([], passage=passage)
-    near = "Where does the spool live?\nSet LUMEN_SPOOL_DIR [1]."
-    judged = render_cited(context, [1], near=near)
-    assert "Set LUMEN_SPOOL_DIR to move the spool to another disk." in judged
-    assert "Option 3" not in judged and "\n…\n" in judged
-    assert render_cited(context, [1]) == render_cited(context, [1], near="")
-    assert "Option 3" in render_cited(context, [1])  # the sub-answers and checks read it whole
