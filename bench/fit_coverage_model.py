@@ -11,7 +11,7 @@ its stuffing veto), the request prior's score, the rule's coverage verdict and t
 decision (addressed). The labelled sets:
 - every set bench_first_hour.py reads (team-written, tests/data): covered 1, uncovered and
   stuffing 0; each KB is indexed into --work/team/<kb> as that bench does;
-- the three first-hour sets of bench_firsthour.py (bench/firsthour/sets.toml; nobody here wrote
+- every first-hour set of bench_firsthour.py (bench/firsthour/sets.toml; nobody here wrote
   them): covered 1, uncovered 0, chatter 0, in the homes that bench builds under
   --work/tree/homes (so its end-to-end run reuses them);
 - the refusal set (../shared/data/refusal/good.txt = 1, bad.txt = 0) over the same OpenMMLab
@@ -36,7 +36,6 @@ The model's decision is the gate's with it: a request (the prior), not the stuff
 gate's, addressed) sit beside the model's, per set; then a sweep of one threshold over every
 held-out score, summed per group of sets, beside the rule's counts. Deterministic: liblinear,
 and the boosted trees with random_state 0 and no subsampling.
-, no sampling).
 """
 
 from __future__ import annotations

@@ -178,8 +178,12 @@ def _code(lines: list[str], i: int, fence: re.Match[str], found: list[Block]) ->
         j += 1
     else:
         body.append(marker)  # an unclosed fence is closed where the text ends
+    # Dedented by the fence's own indent (a block inside a list item); a line indented less
+    # than its fence is shown stripped. A fence at the margin keeps every line as written:
+    # YAML's and Python's indentation is their meaning.
     depth = len(lines[i]) - len(lines[i].lstrip())
-    body = [x[depth:] if x[:depth].isspace() else x.strip() for x in body]
+    if depth:
+        body = [x[depth:] if x[:depth].isspace() else x.strip() for x in body]
     language = fence.group(2).lower()
     kind: Kind = "output" if _is_output(language, body[1:-1]) else "code"
     found.append(Block(kind, body, language))

@@ -20,6 +20,8 @@ ZH_SEPARATORS = ("\n\n", "\n", "。", "！", "？", "；", "，", "、", " ", ""
 
 _HEADING = re.compile(r"^(#{1,6})\s+(.+?)\s*#*\s*$")
 _FENCE = re.compile(r"^\s*(```|~~~)")
+# A fence line with its info string ("```yaml"), at the start of a line of a whole text.
+_FENCE_LINE = re.compile(r"^[ \t]*((`{3,}|~{3,})[^\n]*)", re.MULTILINE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,11 +157,44 @@ class RecursiveSplitter:
 
 
 def split_document(text: str, *, markdown: bool, splitter: RecursiveSplitter) -> list[TextChunk]:
-    """Chunks of a document; Markdown chunks carry their heading path."""
+    """Chunks of a document; Markdown chunks carry their heading path, and a code block cut
+    between two chunks is closed at the end of the first and opened again, with its info
+    string, at the start of the next (_fenced)."""
     sections = markdown_sections(text) if markdown else [Section("", text)]
     chunks: list[TextChunk] = []
     for section in sections:
-        for piece in splitter.split(section.text):
-            piece = piece.strip()
+        pieces = [p.strip() for p in splitter.split(section.text)]
+        if markdown:
+            pieces = _fenced(section.text, pieces)
+        for piece in pieces:
             chunks.append(TextChunk(piece, section.heading, splitter.count(piece)))
     return chunks
+
+
+def _fenced(text: str, pieces: list[str]) -> list[str]:
+    """Each piece of `text` as Markdown a reader can parse alone. A piece that starts inside a
+    fenced code block read without its opening fence turns the block's lines into prose, and
+    a YAML or shell comment ("# Maximum number of shards") into a heading; one that ends inside
+    it leaves its fence open in a prompt or a chat message. Pieces are substrings of `text`, in
+    order (a piece's overlap repeats the end of the one before it)."""
+    # (where the fence starts, the fence line, its marker)
+    fences = [(m.start(1), m.group(1).rstrip(), m.group(2)) for m in _FENCE_LINE.finditer(text)]
+    shown: list[str] = []
+    start = 0
+    for piece in pieces:
+        at = text.find(piece, start)
+        if at < 0:  # not a substring (never, with RecursiveSplitter): left as it is
+            shown.append(piece)
+            continue
+        start = at + 1
+        before = [f for f in fences if f[0] < at]
+        within = [f for f in fences if at <= f[0] < at + len(piece)]
+        opening = before[-1] if len(before) % 2 else None
+        fixed = piece
+        if opening is not None:
+            fixed = f"{opening[1]}\n{fixed}"
+        if (len(before) + len(within)) % 2:  # ends inside a block: closed with its marker
+            last = within[-1] if within else opening
+            fixed = f"{fixed}\n{last[2] if last else '```'}"
+        shown.append(fixed)
+    return shown

@@ -235,6 +235,15 @@ def test_blocks_keep_lists_and_code_whole() -> None:
     assert found[1].lines[-1] == "```"  # an unclosed fence is closed where the text ends
 
 
+def test_a_code_blocks_indentation_is_kept_and_a_nested_one_is_dedented_by_its_fence() -> None:
+    yaml = "```yaml\nqueue_config:\n  [ max_shards: <int> | default = 50 ]\n```\n"
+    (block,) = blocks(yaml)
+    assert block.lines[2] == "  [ max_shards: <int> | default = 50 ]"  # YAML's meaning
+    indented = "Set the key:\n\n    ```yaml\n    data:\n      key: value\n    ```\n"
+    code = blocks(indented)[1]
+    assert code.lines == ["```yaml", "data:", "  key: value", "```"]
+
+
 def test_a_table_of_contents_line_is_about_another_page() -> None:
     assert link_only("* [Severity Levels](before/severity_levels.md) - _What is a SEV-1?_")
     assert not link_only("Page the IC with `!ic page` ([more](../roles.md)).")

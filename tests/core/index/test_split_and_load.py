@@ -157,3 +157,45 @@ def test_discover_gives_stable_sources_and_skips_hidden(tmp_path: Path) -> None:
     (root / ".git" / "config").write_text("x")
     found = [source for _, source in discover([root, root / "a.md"])]
     assert found == ["docs/a.md", "docs/sub/b.txt", "a.md"]
+
+
+CONFIG_PAGE = (
+    "# Configuration\n\n## remote_write\n\nThe queue:\n\n```yaml\n"
+    + "".join(
+        f"# Maximum number of shards of queue {n}, i.e. amount of concurrency.\n"
+        f"[ max_shards_{n}: <int> | default = {n * 10} ]\n"
+        for n in range(40)
+    )
+    + "```\n\nThere is a list of integrations.\n"
+)
+
+
+def test_a_code_block_cut_between_chunks_is_closed_and_opened_again() -> None:
+    chunks = split_document(
+        CONFIG_PAGE, markdown=True, splitter=RecursiveSplitter(chunk_size=120, overlap=16)
+    )
+    assert len(chunks) >= 3
+    for chunk in chunks:
+        fences = [line for line in chunk.text.splitlines() if line.startswith("```")]
+        assert len(fences) % 2 == 0, chunk.text  # every block it opens, it closes
+        # a comment of the block is never read as a heading: it stands inside a fence
+        lines = chunk.text.splitlines()
+        comments = [i for i, line in enumerate(lines) if line.startswith("# Max")]
+        if comments:
+            assert any(line.startswith("```") for line in lines[: comments[0]]), chunk.text
+    continued = chunks[1].text
+    assert continued.startswith("```yaml\n")  # opened again with its info string
+    assert chunks[-1].text.endswith("There is a list of integrations.")
+    # nothing lost: every line of the page is in some chunk
+    shown = "\n".join(c.text for c in chunks)
+    for line in CONFIG_PAGE.splitlines():
+        if line.strip() and not line.startswith("#"):
+            assert line in shown
+
+
+def test_chunks_outside_code_blocks_are_left_as_they_were() -> None:
+    text = "# Runbook\n\n" + "Restart the dispatcher when lag grows. " * 60
+    splitter = RecursiveSplitter(chunk_size=80, overlap=8)
+    chunks = split_document(text, markdown=True, splitter=splitter)
+    (section,) = markdown_sections(text)
+    assert [c.text for c in chunks] == [p.strip() for p in splitter.split(section.text)]
