@@ -230,11 +230,10 @@ async def test_an_answer_that_cites_and_names_a_gap_is_an_answer(stores, embedde
 SMALL = RetrievalOptions(node_edge_budget=120, chunk_budget=160, chunk_top_k=4)
 
 
-@in_module_loop
-async def test_widening_never_sends_a_prompt_larger_than_the_budgets_plus_the_question(
-    stores, embedder
-) -> None:
-    llm = (
+def judged_short_every_round() -> FakeLLM:
+    """A model whose every answer the judge scores a little better and never enough: each
+    round widens, up to the rounds allowed."""
+    return (
         FakeLLM()
         .script("keywords", KEYWORDS)
         .script("answer", "one [1]", "two [1]", "three [1]", "four [1]")
@@ -246,6 +245,13 @@ async def test_widening_never_sends_a_prompt_larger_than_the_budgets_plus_the_qu
             {"faithfulness": 0.5, "completeness": 0.5},
         )
     )
+
+
+@in_module_loop
+async def test_widening_never_sends_a_prompt_larger_than_the_budgets_plus_the_question(
+    stores, embedder
+) -> None:
+    llm = judged_short_every_round()
     _, answer = await collect(
         make(stores, embedder, llm, retrieval=SMALL, stages="dual_level").ask("ops", PORT_QUESTION)
     )
@@ -281,18 +287,7 @@ async def test_widening_never_sends_a_prompt_larger_than_the_budgets_plus_the_qu
 async def test_a_wider_round_reads_one_answer_budget_more_not_the_retrieval_budget(
     stores, embedder
 ) -> None:
-    llm = (
-        FakeLLM()
-        .script("keywords", KEYWORDS)
-        .script("answer", "one [1]", "two [1]", "three [1]", "four [1]")
-        .script(
-            "judge",
-            {"faithfulness": 0.2, "completeness": 0.2},
-            {"faithfulness": 0.3, "completeness": 0.3},
-            {"faithfulness": 0.4, "completeness": 0.4},
-            {"faithfulness": 0.5, "completeness": 0.5},
-        )
-    )
+    llm = judged_short_every_round()
     # The retrieval budget holds every passage of the KB; an answer budget holds one or two.
     wide = RetrievalOptions(chunk_budget=4000, chunk_top_k=8)
     budget = 30
