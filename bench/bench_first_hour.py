@@ -65,6 +65,7 @@ if "--decide" in sys.argv:
 else:
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench import results as results_md
+from bench.revisions import unpack
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "tests" / "data"
@@ -411,23 +412,6 @@ def as_verdicts(raw: dict[str, dict[str, dict[str, Any]]]) -> dict[tuple[str, st
 
 
 # --- the sides: this tree in process, a revision in a subprocess -------------------------------
-
-
-def unpack(rev: str, work: Path) -> tuple[str, Path]:
-    """REV's tree under work/rev-<sha>/tree (unpacked once per commit)."""
-    sha = subprocess.run(
-        ["git", "rev-parse", "--verify", f"{rev}^{{commit}}"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.strip()
-    tree = work / f"rev-{sha[:12]}" / "tree"
-    if not (tree / "core").exists():
-        tree.mkdir(parents=True, exist_ok=True)
-        archive = subprocess.run(["git", "archive", sha], cwd=ROOT, capture_output=True, check=True)
-        subprocess.run(["tar", "-x", "-C", str(tree)], input=archive.stdout, check=True)
-    return sha, tree
 
 
 def run_revision(

@@ -50,6 +50,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from bench import results as results_md  # noqa: E402
+from bench.revisions import unpack  # noqa: E402
 
 SETS_FILE = ROOT / "bench" / "firsthour" / "sets.toml"
 SHARED = ROOT.parent / "shared" / "data"
@@ -401,18 +402,6 @@ def misses(side: Side, sets: list[FirstHourSet], mode: str) -> list[str]:
 
 
 # --- main --------------------------------------------------------------------------------------
-
-
-def unpack(rev: str, work: Path) -> tuple[str, Path]:
-    sha = _git("rev-parse", rev, cwd=ROOT).decode().strip()
-    tree = work / f"rev-{sha[:12]}" / "tree"
-    if not (tree / ".complete").exists():
-        shutil.rmtree(tree, ignore_errors=True)
-        tree.mkdir(parents=True)
-        archive = subprocess.run(["git", "archive", sha], cwd=ROOT, capture_output=True, check=True)
-        subprocess.run(["tar", "-x", "-C", str(tree)], input=archive.stdout, check=True)
-        (tree / ".complete").write_text(sha, "utf-8")
-    return sha, tree
 
 
 def main(argv: list[str] | None = None) -> int:

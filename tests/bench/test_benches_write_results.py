@@ -9,10 +9,9 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO
+from tests.test_docs import NOT_BENCHES  # the files of bench/ that measure nothing
 
 BENCH = REPO / "bench"
-# Not benches: the writer itself, and the converters that only turn data sets into files.
-NOT_BENCHES = {"results.py", "convert_hotpotqa.py", "convert_musique.py"}
 SCRIPTS = sorted(p for p in BENCH.glob("*.py") if p.name not in NOT_BENCHES)
 
 
