@@ -20,6 +20,7 @@ import pytest
 
 from tests.adversarial.serve_support import Serving, tacit_serve
 from tests.adversarial.test_gate_stuffing import DOCS
+from tests.bot.test_server import sse
 from tests.conftest import REPO
 from tests.fakes.fake_openai_server import FakeOpenAIServer, Reply
 
@@ -87,29 +88,15 @@ def served(tmp_path_factory: pytest.TempPathFactory, model: FakeOpenAIServer) ->
         yield serving
 
 
-def _ask(serving: Serving, question: str) -> tuple[str, dict[str, Any]]:
+async def _ask(serving: Serving, question: str) -> tuple[str, dict[str, Any]]:
     """The ending event of /v1/ask (answer or refusal) and its data."""
-    reply = httpx.post(
-        f"{serving.url}/v1/ask",
-        json={"question": question, "channel": "ops"},
-        headers={"Authorization": f"Bearer {TOKEN}"},
-        timeout=120,
-    )
-    assert reply.status_code == 200, reply.text
-    ended = [
-        (event, json.loads(data))
-        for event, data in _events(reply.text)
-        if event in ("answer", "refusal")
-    ]
-    assert len(ended) == 1, reply.text
+    async with httpx.AsyncClient(base_url=serving.url, timeout=120) as client:
+        events = await sse(
+            client, {"question": question, "channel": "ops"}, Authorization=f"Bearer {TOKEN}"
+        )
+    ended = [(event, data) for event, data in events if event in ("answer", "refusal")]
+    assert len(ended) == 1, events
     return ended[0]
-
-
-def _events(text: str) -> Iterator[tuple[str, str]]:
-    for block in text.replace("\r\n", "\n").split("\n\n"):
-        fields = dict(line.split(": ", 1) for line in block.splitlines() if ": " in line)
-        if "event" in fields:
-            yield fields["event"], fields.get("data", "")
 
 
 def _prompts(model: FakeOpenAIServer, since: int) -> list[str]:
@@ -126,7 +113,7 @@ def _prompts(model: FakeOpenAIServer, since: int) -> list[str]:
     ],
     ids=["not-covered", "chatter"],
 )
-def test_stuffing_left_to_the_model_is_refused_in_at_most_two_calls(
+async def test_stuffing_left_to_the_model_is_refused_in_at_most_two_calls(
     served: Serving,
     model: FakeOpenAIServer,
     screening: dict[str, Any],
@@ -135,23 +122,23 @@ def test_stuffing_left_to_the_model_is_refused_in_at_most_two_calls(
 ) -> None:
     model.default_chat = Model(screening, answer)
     before = len(model.chat_requests)
-    event, _ = _ask(served, STUFFED)
+    event, _ = await _ask(served, STUFFED)
     assert event == "refusal"
     assert _prompts(model, before) == calls
 
 
-def test_a_covered_question_beside_them_is_still_answered(
+async def test_a_covered_question_beside_them_is_still_answered(
     served: Serving, model: FakeOpenAIServer
 ) -> None:
     model.default_chat = Model(QUESTION, "A rollback takes about four minutes [1].")
-    event, data = _ask(served, COVERED)
+    event, data = await _ask(served, COVERED)
     assert event == "answer", data
     assert "four minutes" in json.dumps(data)
 
 
-def test_without_a_model_the_veto_refuses_before_any_call(tmp_path: Path) -> None:
+async def test_without_a_model_the_veto_refuses_before_any_call(tmp_path: Path) -> None:
     home = tmp_path / "serve-home"
     _index(home)
     with tacit_serve(tmp_path, {"TACIT_SERVER__API_TOKEN": TOKEN}) as serving:
-        event, data = _ask(serving, STUFFED)
+        event, data = await _ask(serving, STUFFED)
     assert event == "refusal", data
