@@ -10,6 +10,7 @@ chunk remembers its heading path ("Runbook > Queue lag") as context.
 from __future__ import annotations
 
 import re
+from bisect import bisect_left
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -177,8 +178,10 @@ def _fenced(text: str, pieces: list[str]) -> list[str]:
     a YAML or shell comment ("# Maximum number of shards") into a heading; one that ends inside
     it leaves its fence open in a prompt or a chat message. Pieces are substrings of `text`, in
     order (a piece's overlap repeats the end of the one before it)."""
-    # (where the fence starts, the fence line, its marker)
+    # Each fence line, in order: where it starts, the line, its marker. An odd number of them
+    # before a position means the position is inside a block, opened by the last of them.
     fences = [(m.start(1), m.group(1).rstrip(), m.group(2)) for m in _FENCE_LINE.finditer(text)]
+    starts = [position for position, _, _ in fences]
     shown: list[str] = []
     start = 0
     for piece in pieces:
@@ -187,14 +190,12 @@ def _fenced(text: str, pieces: list[str]) -> list[str]:
             shown.append(piece)
             continue
         start = at + 1
-        before = [f for f in fences if f[0] < at]
-        within = [f for f in fences if at <= f[0] < at + len(piece)]
-        opening = before[-1] if len(before) % 2 else None
+        before = bisect_left(starts, at)
+        through = bisect_left(starts, at + len(piece))
         fixed = piece
-        if opening is not None:
-            fixed = f"{opening[1]}\n{fixed}"
-        if (len(before) + len(within)) % 2:  # ends inside a block: closed with its marker
-            last = within[-1] if within else opening
-            fixed = f"{fixed}\n{last[2] if last else '```'}"
+        if before % 2:  # starts inside a block: opened again with its fence line
+            fixed = f"{fences[before - 1][1]}\n{fixed}"
+        if through % 2:  # ends inside a block: closed with its marker
+            fixed = f"{fixed}\n{fences[through - 1][2]}"
         shown.append(fixed)
     return shown

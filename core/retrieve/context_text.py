@@ -243,7 +243,7 @@ def _asked_about(text: str, searched: Sequence[str]) -> bool:
 
 
 def _folded(text: str) -> str:
-    return " ".join(_SEPARATORS.sub(" ", text.casefold()).split())
+    return _SEPARATORS.sub(" ", text.casefold()).strip()
 
 
 def _files_of(context: RetrievedContext) -> dict[str, str]:
