@@ -63,10 +63,10 @@ class GateDecision:
     # into `reason`: classify() judges a screened answer again from it, not by unpicking the
     # reason's text. Not part of the decision's record (as_dict).
     coverage_reason: str = field(default="", compare=False, repr=False)
-    # The languages of the passages nearest the message other than its own (screen()): the
-    # LLM's screening then also names the message's search keywords in them, so that the
-    # answer needs no keywords call of its own (classify()). Not part of the record either.
-    other_languages: tuple[Language, ...] = field(default=(), compare=False, repr=False)
+    # The languages of the passages nearest the message (screen()): the LLM's screening then
+    # also names the message's search keywords in them, which the answer retrieves on, with no
+    # keywords call of its own (classify()). Not part of the record either.
+    keyword_languages: tuple[Language, ...] = field(default=(), compare=False, repr=False)
     # Those keywords, (high level, low level), when the screening named them.
     keywords: ScreenedKeywords = field(default=None, compare=False, repr=False)
 

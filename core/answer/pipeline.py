@@ -312,6 +312,8 @@ class _Run:
         # The gate judged the KB covers it: its judgment stands (never judged twice).
         self.judged_covered = covered
         self.keywords: Keywords | None = None  # the dual-level keywords, once extracted
+        # the keywords were named in the passages' language, not the question's
+        self._keywords_across = False
         # The first dual-level retrieval, started beside the plan's steps (see _multi).
         self._first: asyncio.Task[RetrievedContext | None] | None = None
         # What the steps of a plan that gave way found (their sub-answers and the passages
@@ -906,9 +908,9 @@ class _Run:
         order: the answer's budget, filled from the matched document of the whole question,
         can leave a second part's document out. A part is retrieved on its own keywords and
         the whole question's first names (its subject, which a part like "can it be
-        changed?" refers back to). Nothing when the question's keywords were asked of the
-        model in the passages' language: a part's own words are then in the wrong language."""
-        if self.keywords is not None and self.keywords.source == "llm":
+        changed?" refers back to). Nothing when the question's keywords were named in the
+        passages' other language: a part's own words are then in the wrong language."""
+        if self._keywords_across:
             return RetrievedContext()
         limit = self.retriever.options.max_keywords
         subject = self.keywords.low[:PART_SUBJECT_KEYWORDS] if self.keywords else ()
@@ -946,13 +948,17 @@ class _Run:
         return None if found is None else found[0]
 
     async def _retrieve_own_words(self) -> RetrievedContext | None:
-        """The first retrieval on the question's own words (NLP keywords, no model call); a
-        keywords call only when the passages those words find are written in another language
-        than the question, asking for keywords in the passages' language too (a Chinese
-        question over English runbooks finds them by English words: issue 33, item 3).
+        """The first retrieval on the question's own words (NLP keywords, no model call), then
+        again on those and the keywords the gate's screening named in the passages' language
+        (a call made anyway). A keywords call of its own only when the passages are written in
+        another language than the question and the screening named none (a Chinese question
+        over English runbooks finds them by English words: issue 33, item 3).
 
-        Why no call otherwise: the keywords call was one of four model calls on every answered
-        message, and the question's own terms are what the documents of its language say."""
+        Why the screening's keywords in the question's own language too: its words are not
+        always the documents' ("default retnetion", "drop a metric at scrape time" for
+        `metric_relabel_configs`, "alert when it stops reporting" for `absent_over_time`), and
+        the section that answers then ranks below others. The answer's call waits for the
+        screening to have them; it waited for its verdict before showing anything anyway."""
         limit = self.retriever.options.max_keywords
         own = nlp_keywords(self.query, limit=limit)
         found = await self._retrieve_for(widen=0, lacking="", keywords=own)
@@ -960,13 +966,17 @@ class _Run:
             return None
         context = found[0]
         written_in = _passages_language(context)
-        if written_in is None or written_in == self.language:
+        if written_in is None:
             self.keywords = own
             return context
         assert self.llm is not None
+        named = await self._screened_keywords()
+        if named is None and written_in == self.language:
+            self.keywords = own  # no screening named any: the question's own words stand
+            return context
         with self.trace.stage("keywords") as record:
             record.detail["passages_language"] = written_in
-            keywords = await self._screened_keywords()
+            keywords = named
             if keywords is not None:
                 record.detail["from"] = "the gate's screening (no keywords call)"
             elif await self._screened_out():
@@ -992,6 +1002,7 @@ class _Run:
             self.keywords = own
             return context
         self.keywords = both
+        self._keywords_across = written_in != self.language
         return again[0]
 
     def _screening_refused(self) -> bool:

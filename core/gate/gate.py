@@ -112,13 +112,13 @@ class SafetyReply(BaseModel):
 
 class GateReply(IntentReply, SafetyReply):
     """The LLM's screening of a message: its intent and whether it is safe, in one reply;
-    with the search keywords in the documents' other language when the prompt asked for them."""
+    with the search keywords in the documents' language(s) when the prompt asked for them."""
 
     keywords: Any = None  # read leniently (screened_keywords): a broken one is no keywords
 
 
-# Keywords of each level the screening names for a question asked across languages (the
-# keywords prompt's own limit), and the characters a keyword may have: a phrase, not a text.
+# Keywords of each level the screening names for a question (the keywords prompt's own
+# limit), and the characters a keyword may have: a phrase, not a text.
 SCREENING_KEYWORDS = 8
 _KEYWORD_CHARS = 80
 
@@ -230,15 +230,15 @@ class Gate:
         pending = _Screening(llm_intent=self._llm_intent_enabled)  # classify() asks the LLM
         coverage, near = await self._refusal(kb, text, addressed)
         decision = self._verdict(language, addressed, coverage, pending)
-        other = tuple(lang for lang in near if lang != language)
-        if decision.refused or not other:
+        if decision.refused or not near:
             return decision
-        # Passages nearest the message are written in another language: the answer's own
-        # retrieval (dense and lexical, ranked unlike this search) may find mostly those, and
-        # then asks the model for keywords in their language in a call of its own
-        # (core.answer.pipeline, _retrieve_own_words). The screening names them instead, in the
-        # call it makes anyway.
-        return replace(decision, other_languages=other)
+        # The screening, a call made anyway, also names the message's search keywords as the
+        # nearest passages' language(s) word them: the answer retrieves on them beside the
+        # message's own words (core.answer.pipeline, _retrieve_own_words). Across languages
+        # the message's words find little; in the same language a typo, or a task described
+        # without the setting or function that does it ("drop a metric at scrape time"),
+        # finds other sections than the one that answers.
+        return replace(decision, keyword_languages=near)
 
     async def classify(
         self, message: Message | str, screened: GateDecision, *, addressed: bool = False
@@ -249,7 +249,7 @@ class Gate:
         if isinstance(prepared, GateDecision) or screened.refused:
             return screened
         text, language, addressed = prepared
-        screening = await self._screening(text, language, keywords_in=screened.other_languages)
+        screening = await self._screening(text, language, keywords_in=screened.keyword_languages)
         # an unfitted decision (its scores hold the prior's): the prior stands in for an
         # intent slot that failed
         prior = self._prior_score(text)[0] if PRIOR_SCORE in screened.scores else None
@@ -457,11 +457,10 @@ class Gate:
         counts as a safe question: the banned-topic list has already run, later stages
         catch chatter, and the answer comes from the team's documents.
 
-        `keywords_in`: the languages of the passages nearest the message, other than its own
-        (screen()). The same call then names the message's search keywords in them as well:
-        the answer's retrieval would otherwise ask for them in a call of its own, one more in
-        sequence before its first token (a question asked across languages:
-        core.answer.pipeline _retrieve_own_words)."""
+        `keywords_in`: the languages of the passages nearest the message (screen()). The same
+        call then names the message's search keywords in them as well: a question asked across
+        languages would otherwise ask for them in a call of its own, one more in sequence
+        before its first token (core.answer.pipeline _retrieve_own_words)."""
         if self.llm is None or not (self.options.llm_intent or self.options.llm_safety):
             return _Screening()
         prompt = prompts.render(

@@ -72,6 +72,8 @@ class RetrievalOptions:
     # BM25 a little above dense: with diacritics folded at both ends, exact words are the
     # surer evidence on both dev sets; much more than dense and the paraphrased hops are lost.
     lexical_weight: float = 1.1
+    # Keywords a model named get a BM25 search of their own (retrieve()); false for ablations.
+    keyword_lexical: bool = True
     graph_weight: float = 1.5
     # Reciprocal rank fusion's constant (lower favours each list's head): below the textbook
     # 60, as each list's first hits are its best evidence and the top few places are what the
@@ -185,9 +187,9 @@ class Retriever:
         """BM25 and dense fused (the baseline the graph has to beat)."""
         o = self.options
         query = await self.embedder.embed([question])
-        dense, lexical = await asyncio.gather(
+        dense, (lexical,) = await asyncio.gather(
             self.nearest.search("chunks", kb, query, limit=max(top_k, o.candidate_pool)),
-            self._lexical(kb, question, max(top_k, o.candidate_pool)),
+            self._lexical(kb, [question], max(top_k, o.candidate_pool)),
         )
         lists = [_ranked(dense[0]), _ranked(lexical)]
         # Equal weights and the textbook constant, not the weights and rrf_k tuned for the
@@ -207,13 +209,20 @@ class Retriever:
         texts = [question, *low_queries, *kw.high]
         pool = max(o.chunk_top_k, o.candidate_pool)
         named_keys = name_keys(kw.low)
-        # The question's BM25 search and its names' page lookups need no vector: they run
-        # beside the embedding (BM25 on the event loop while the embedder's threads work).
-        matrix, lexical, homes = await asyncio.gather(
+        # Keywords a model named are the documents' words for what the question asks (a typo
+        # corrected, the setting that does what it describes, a question's terms in the KB's
+        # language): they get a BM25 search of their own, a text list beside the question's.
+        # NLP keywords are the question's own words, which its BM25 search already reads.
+        named = kw.source == "llm" and o.keyword_lexical
+        searches = [question, _keyword_text(kw)] if named else [question]
+        # The BM25 searches and the names' page lookups need no vector: they run beside the
+        # embedding (BM25 on the event loop while the embedder's threads work).
+        matrix, lexicals, homes = await asyncio.gather(
             self.embedder.embed(texts),
-            self._lexical(kb, question, pool) if o.lexical else _no_hits(),
+            self._lexical(kb, searches, pool) if o.lexical else _no_searches(searches),
             own_passages(kb, self.graph, self.vectors, named_keys, hits=o.home_hits),
         )
+        lexical, by_keywords = lexicals[0], [h for hits in lexicals[1:] for h in hits]
         question_vector = matrix[:1]
         low_vectors = matrix[1 : 1 + len(low_queries)]
         high_vectors = matrix[1 + len(low_queries) :]
@@ -225,7 +234,7 @@ class Retriever:
             those names' own passages: the first bridges, read while the graph levels run."""
             dense = await self.nearest.search("chunks", kb, question_vector, limit=pool)
             dense_hits = dense[0] if dense else []
-            lists = [_ranked(dense_hits), _ranked(lexical)]
+            lists = [_ranked(dense_hits), _ranked(lexical), _ranked(by_keywords)]
             first_hop = [c for c, _ in fuse(lists, text_weights, o.fusion, k=o.rrf_k)]
             mentioned = await first_hop_mentions(
                 kb,
@@ -246,7 +255,8 @@ class Retriever:
             )
             return dense_hits, lexical, first_hop, mentioned, bridged
 
-        text_weights = [o.dense_weight, o.lexical_weight if o.lexical else 0.0]
+        lexical_weight = o.lexical_weight if o.lexical else 0.0
+        text_weights = [o.dense_weight, lexical_weight, lexical_weight]
         low, high, (dense_hits, lexical, first_hop, mentioned, bridged) = await asyncio.gather(
             low_level(
                 kb,
@@ -280,7 +290,7 @@ class Retriever:
             entities = _best_entities([*entities, *low.neighbours, *community])
         relations = _best_relations([*low.relations, *high.relations])
 
-        text_lists = [_ranked(dense_hits), _ranked(lexical)]
+        text_lists = [_ranked(dense_hits), _ranked(lexical), _ranked(by_keywords)]
         sources = [(e, "entity") for e in [*low.entities, *high.entities]]
         if widen > 0:
             sources += [(n, "entity") for n in low.neighbours] + [
@@ -310,7 +320,7 @@ class Retriever:
         fused = fuse(
             [*text_lists, found.ranked], [*text_weights, o.graph_weight], o.fusion, k=o.rrf_k
         )[: o.chunk_top_k]
-        via = _via(("dense", dense_hits), ("bm25", lexical))
+        via = _via(("dense", dense_hits), ("bm25", lexical), ("bm25_keywords", by_keywords))
         for chunk_id, ways in found.via.items():
             via[chunk_id] = via.get(chunk_id, ()) + ways
         chunks = await self._records(kb, fused, via)
@@ -327,9 +337,8 @@ class Retriever:
 
     # --- internals ---------------------------------------------------------------------------
 
-    async def _lexical(self, kb: str, question: str, limit: int) -> list[VectorHit]:
-        (hits,) = await self.vectors.lexical_search("chunks", kb, [question], limit=limit)
-        return hits
+    async def _lexical(self, kb: str, queries: list[str], limit: int) -> list[list[VectorHit]]:
+        return await self.vectors.lexical_search("chunks", kb, queries, limit=limit)
 
     async def _community(
         self, kb: str, entities: Sequence[ScoredEntity], widen: int
@@ -395,8 +404,13 @@ def _via(*lists: tuple[str, Sequence[VectorHit]]) -> dict[str, tuple[str, ...]]:
     return via
 
 
-async def _no_hits() -> list[VectorHit]:
-    return []
+async def _no_searches(queries: Sequence[str]) -> list[list[VectorHit]]:
+    return [[] for _ in queries]
+
+
+def _keyword_text(keywords: Keywords) -> str:
+    """The keywords as one BM25 query: the concrete names first, then the themes."""
+    return " ".join(dict.fromkeys((*keywords.low, *keywords.high)))
 
 
 def _best_entities(items: Iterable[ScoredEntity]) -> list[ScoredEntity]:

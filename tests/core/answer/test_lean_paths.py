@@ -439,3 +439,29 @@ async def test_a_question_across_languages_the_screening_refuses_costs_no_answer
     assert llm.calls == []
     assert answer.refused and "screening" in answer.reason
     assert not any(isinstance(e, Delta) for e in events)
+
+
+@pytest.mark.parametrize("named", [True, False])
+async def test_keywords_the_screening_named_retrieve_a_question_in_the_kbs_own_language(
+    stores, embedder, named: bool
+) -> None:
+    # A question in its passages' language that describes a task without the command that does
+    # it: its own words find the gateway's ports first. The screening names the documents'
+    # words for it, and the answer, which waits for them, reads the runbook that answers.
+    # With a budget of one token the answer reads the best-ranked passage alone.
+    question = "gateway broke after friday's push. how to revert?"
+    llm = FakeLLM()
+    llm.script("answer", "Run `deployctl rollback --to previous` [1].")
+    llm.script("judge", {"faithfulness": 1, "completeness": 1})
+    keywords: asyncio.Future[object] = asyncio.get_running_loop().create_future()
+    keywords.set_result((("rollback",), ("deployctl rollback",)) if named else None)
+    asked = make(stores, embedder, llm, answer_chunk_budget=1).ask(
+        "ops", question, screened_keywords=keywords
+    )
+    _, answer, before = await run(llm, asked)
+    assert before == ["answer"]  # no keywords call of its own, named or not
+    prompt = next(c for c in llm.calls if c.template == "answer").last_user
+    assert ("rollback.md" in prompt) is named
+    assert answer.trace is not None
+    low = answer.trace["retrieved"]["keywords"]["low"]
+    assert ("deployctl rollback" in low) is named

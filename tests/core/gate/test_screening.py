@@ -163,23 +163,43 @@ async def test_a_question_across_languages_has_its_keywords_named_by_the_screeni
     )
     gate = make_gate(stores, embedder, llm)
     screened = await gate.screen(KB, question, addressed=True)
-    assert screened.action == "answer" and screened.other_languages == ("en",)
+    assert screened.action == "answer" and screened.keyword_languages == ("en",)
     final = await gate.classify(question, screened, addressed=True)
     assert final.action == "answer"
     assert final.keywords == (("rollback duration",), ("deployctl rollback",))
-    assert "团队的文档也有用英文写的" in llm.calls[0].prompt.messages[0].content
+    assert "团队的文档是用英文写的" in llm.calls[0].prompt.messages[0].content
 
 
-async def test_a_question_in_the_kbs_own_language_is_screened_without_keywords(
+async def test_a_question_in_the_kbs_own_language_has_its_keywords_named_in_it_too(
     stores, embedder
 ) -> None:
-    llm = FakeLLM().script("gate_classify", {"intent": "question", "safe": True, "topic": ""})
+    # Its own words are not always the documents' (a typo, a task described without the
+    # setting that does it): the screening names them as the documents word them.
+    llm = FakeLLM().script(
+        "gate_classify",
+        {
+            "intent": "question",
+            "safe": True,
+            "topic": "",
+            "keywords": {"high_level": ["deploy"], "low_level": ["deployctl rollback"]},
+        },
+    )
     gate = make_gate(stores, embedder, llm)
     screened = await gate.screen(KB, QUESTION, addressed=True)
-    assert screened.other_languages == ()
+    assert screened.keyword_languages == ("en",)
     final = await gate.classify(QUESTION, screened, addressed=True)
-    assert final.action == "answer" and final.keywords is None
-    assert '"keywords"' not in llm.calls[0].prompt.messages[0].content
+    assert final.action == "answer"
+    assert final.keywords == (("deploy",), ("deployctl rollback",))
+    prompt = llm.calls[0].prompt.messages[0].content
+    assert "The team's documents are written in English." in prompt
+    assert "the name of the setting, command or function that" in prompt
+
+
+async def test_a_refused_message_is_screened_without_keywords(stores, embedder) -> None:
+    llm = FakeLLM()
+    gate = make_gate(stores, embedder, llm)
+    screened = await gate.screen(KB, "What's a good recipe for banana bread?")
+    assert screened.refused and screened.keyword_languages == ()
 
 
 @pytest.mark.parametrize(

@@ -232,6 +232,22 @@ async def test_lexical_switch_and_baselines(kb: Setup) -> None:
     assert set(hybrid[0].via) == {"dense", "bm25"}
 
 
+@pytest.mark.parametrize("source", ["llm", "nlp"])
+async def test_keywords_a_model_named_get_a_bm25_search_of_their_own(
+    kb: Setup, source: str
+) -> None:
+    # "Oslo" is in no word of the question: a model's keyword for it finds array.md by BM25;
+    # NLP keywords are the question's own words, which its BM25 search already reads.
+    given = Keywords(high=(), low=("Oslo",), source=source)  # type: ignore[arg-type]
+    context = await kb.retriever(chunk_top_k=5).retrieve(KB, "Which city?", keywords=given)
+    by_keywords = [sources([c])[0] for c in context.chunks if "bm25_keywords" in c.via]
+    assert by_keywords == (["array.md"] if source == "llm" else [])
+    without = await kb.retriever(chunk_top_k=5, lexical=False).retrieve(
+        KB, "Which city?", keywords=given
+    )
+    assert not any("bm25_keywords" in c.via for c in without.chunks)
+
+
 async def test_the_hybrid_baseline_weighs_dense_and_bm25_alike_whatever_the_options(
     kb: Setup,
 ) -> None:
