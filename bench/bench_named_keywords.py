@@ -155,9 +155,11 @@ def _union(named: Keywords, own: Keywords, limit: int) -> Keywords:
 
 
 async def score(
-    homes: Path, sets: list[FirstHourSet], named: dict[tuple[str, str], Keywords | None]
+    homes: Path,
+    sets: list[FirstHourSet],
+    named: dict[tuple[str, str], Keywords | None],
+    budget: int = PipelineOptions().answer_chunk_budget,
 ) -> dict[str, dict[str, Any]]:
-    budget = PipelineOptions().answer_chunk_budget
     report: dict[str, dict[str, Any]] = {}
     for entry in sets:
         home = home_of(homes, entry)
@@ -239,6 +241,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sets", default="", help="comma-separated set names (default: all)")
     parser.add_argument("--out", type=Path, help="prompts: where to write them")
     parser.add_argument("--replies", type=Path, help="score: the model's replies")
+    parser.add_argument(
+        "--budget",
+        type=int,
+        default=PipelineOptions().answer_chunk_budget,
+        help="score: the tokens of passages the answer reads (default: the answer's own)",
+    )
     results_md.add_arguments(parser)
     args = parser.parse_args(argv)
     sets = read_sets()
@@ -254,7 +262,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.replies is None:
         parser.error("score needs --replies")
     run_md = results_md.Run.start(__file__, enabled=not args.no_results)
-    report = asyncio.run(score(args.homes, sets, read_replies(args.replies)))
+    report = asyncio.run(score(args.homes, sets, read_replies(args.replies), args.budget))
     print(table(report))
     total = {c: sum(r[c] for r in report.values()) for c in ("covered", *COLUMNS)}
     run_md.write(
