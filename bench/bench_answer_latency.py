@@ -7,7 +7,7 @@ The endpoint is an OpenAI-compatible server on 127.0.0.1 (this file) whose repli
 time a 7B model on one data-centre GPU would: the first token after 0.05 s + prompt tokens /
 8,000 s, then 60 tokens/s, at most 8 requests at a time (the rest queue). Its replies are
 well-formed for each prompt, recognised by the prompt's text: the gate's intent-and-safety
-JSON (with the keywords it asks for across languages), dual-level keywords, a plan (two
+JSON (with the keywords it asks for), dual-level keywords, a plan (two
 lookups when the question asks two things, else one), sub-answers, "yes" verdicts, answers
 citing [1], judge scores of 0.9.
 
@@ -239,7 +239,7 @@ def reply_for(template: str, messages: list[dict[str, Any]]) -> str:
     question = _question(messages)
     if template == "gate_classify":
         screened: dict[str, Any] = {"intent": "question", "safe": True, "topic": ""}
-        if '"keywords"' in str(messages[0].get("content", "")):  # asked across languages
+        if '"keywords"' in str(messages[0].get("content", "")):  # asked for keywords
             words = _words(question)
             screened["keywords"] = {"high_level": words[:2], "low_level": words[:5]}
         return json.dumps(screened, ensure_ascii=False)
@@ -335,14 +335,16 @@ class Result:
         return waves
 
 
-async def run(work: Path, seed_questions: int) -> dict[str, Any]:
+async def run(
+    work: Path, seed_questions: int, screening_keywords: str = "every_language"
+) -> dict[str, Any]:
     from adapters.embedders.use import USEEmbedder
     from adapters.graph.sqlite_store import SQLiteGraphStore
     from adapters.llm.openai_compat import OpenAICompatibleLLM
     from adapters.state import RedisStateStore
     from adapters.vector.milvus_store import MilvusVectorStore
     from core.answer.pipeline import MultiStageAnswerer, PipelineOptions
-    from core.gate.gate import Gate
+    from core.gate.gate import Gate, GateOptions
     from core.index.nlp_extract import NLPExtractor
     from core.index.pipeline import Indexer
     from core.retrieve.retriever import Retriever
@@ -377,13 +379,23 @@ async def run(work: Path, seed_questions: int) -> dict[str, Any]:
     llm = OpenAICompatibleLLM(
         base_url=server.base_url, model="fake-7b", api_key="x", timeout=600, concurrency=SLOTS
     )
-    gate = Gate(embedder=embedder, vectors=vectors, state=state, llm=llm)
+    gate = Gate(
+        embedder=embedder,
+        vectors=vectors,
+        state=state,
+        llm=llm,
+        options=GateOptions(screening_keywords=screening_keywords),
+    )
     retriever = Retriever(embedder=embedder, vectors=vectors, graph=graph, llm=llm)
     answerer = MultiStageAnswerer(
         retriever=retriever,
         embedder=embedder,
         llm=llm,
-        options=PipelineOptions(coverage=gate.coverage, stage_timeout=600),
+        options=PipelineOptions(
+            coverage=gate.coverage,
+            stage_timeout=600,
+            screened_keywords_own_language=screening_keywords == "every_language",
+        ),
     )
     plain = Retriever(
         embedder=embedder,
@@ -587,6 +599,13 @@ def main() -> None:
     parser.add_argument("--work", type=Path, help="work folder (default: a temporary one)")
     parser.add_argument("--seed-questions", type=int, default=30)
     parser.add_argument(
+        "--screening-keywords",
+        choices=("every_language", "across_languages"),
+        default="every_language",
+        help="[gate] screening_keywords: the answer waits for the screening's keywords in "
+        "every language, or only across languages",
+    )
+    parser.add_argument(
         "--json-out", type=Path, default=ROOT / "bench" / "results" / "answer_latency.json"
     )
     results_md.add_arguments(parser)
@@ -595,7 +614,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         work = args.work or Path(tmp)
         work.mkdir(parents=True, exist_ok=True)
-        result = asyncio.run(run(work, args.seed_questions))
+        result = asyncio.run(run(work, args.seed_questions, args.screening_keywords))
     args.json_out.parent.mkdir(parents=True, exist_ok=True)
     args.json_out.write_text(json.dumps(result, indent=2, ensure_ascii=False))
     load = ", ".join(f"{x:.1f}" for x in result["load"])

@@ -547,6 +547,15 @@ class GateSettings(Section):
         "KB-word stuffing (KB words, then a request the passages do not hold) goes to the "
         "model too; false: refused before any model call",
     )
+    screening_keywords: Literal["every_language", "across_languages"] = Field(
+        "every_language",
+        description="the LLM screening also names the message's search keywords as the KB's "
+        "documents word them, which the answer retrieves on beside the message's own words: "
+        "in every language of the passages nearest it (the answer waits for them, one call "
+        "in sequence before its first token), or across_languages only (the answer starts "
+        "beside the screening, on the message's own words: sooner, and misses a section "
+        "worded otherwise than the message)",
+    )
     # One coverage rule (core.gate.coverage) for the gate and the answerer; it replaced
     # [gate] unfitted_min_score and [answer] min_score.
     coverage_min_terms: float = Field(

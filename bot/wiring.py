@@ -403,6 +403,9 @@ class Services:
                 follow_ups=answer.follow_ups,
                 coverage=self.coverage_rule(),
                 model_judges_stuffing=self.settings.gate.model_judges_stuffing,
+                screened_keywords_own_language=(
+                    self.settings.gate.screening_keywords == "every_language"
+                ),
                 evidence_sentences=answer.evidence_sentences,
                 extractive_chunks=answer.top_k,
                 temperature=self.settings.llm.temperature,
@@ -427,6 +430,7 @@ class Services:
                 llm_safety=gate.llm_safety,
                 model_judges_uncovered=gate.model_judges_uncovered,
                 model_judges_stuffing=gate.model_judges_stuffing,
+                screening_keywords=gate.screening_keywords,
                 coverage=self.coverage_options(),
                 request_prior=gate.request_prior,
                 prior_threshold=gate.request_prior_threshold,

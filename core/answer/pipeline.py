@@ -159,6 +159,10 @@ class PipelineOptions:
     # ("across_languages": a question in the KB's language retrieves on NLP keywords, one call
     # fewer; see _Run._retrieve).
     keywords_call: Literal["always", "across_languages"] = "across_languages"
+    # Whether a question in its passages' language waits for the keywords the gate's screening
+    # names in that language (GateOptions.screening_keywords "every_language", which the bot's
+    # wiring sets from the same setting): else it is retrieved on its own words alone.
+    screened_keywords_own_language: bool = True
     # Which of a plan's lookups get a sub-answer before the answer on the multi path: only
     # those a later step reads ("read": the answer reads the others' passages itself, one call
     # fewer in sequence), or every one, as HuixiangDou2 writes it ("every"). The logic form
@@ -312,8 +316,6 @@ class _Run:
         # The gate judged the KB covers it: its judgment stands (never judged twice).
         self.judged_covered = covered
         self.keywords: Keywords | None = None  # the dual-level keywords, once extracted
-        # the keywords were named in the passages' language, not the question's
-        self._keywords_across = False
         # The first dual-level retrieval, started beside the plan's steps (see _multi).
         self._first: asyncio.Task[RetrievedContext | None] | None = None
         # What the steps of a plan that gave way found (their sub-answers and the passages
@@ -908,9 +910,11 @@ class _Run:
         order: the answer's budget, filled from the matched document of the whole question,
         can leave a second part's document out. A part is retrieved on its own keywords and
         the whole question's first names (its subject, which a part like "can it be
-        changed?" refers back to). Nothing when the question's keywords were named in the
-        passages' other language: a part's own words are then in the wrong language."""
-        if self._keywords_across:
+        changed?" refers back to). Nothing when a model named the question's keywords (the
+        gate's screening or a keywords call): they name every part's terms as the documents
+        word them, and the retrieval on them found each part's passages; a part's own words
+        ("which flag") find other sections, or are in another language than the passages."""
+        if self.keywords is not None and self.keywords.source == "llm":
             return RetrievedContext()
         limit = self.retriever.options.max_keywords
         subject = self.keywords.low[:PART_SUBJECT_KEYWORDS] if self.keywords else ()
@@ -970,6 +974,9 @@ class _Run:
             self.keywords = own
             return context
         assert self.llm is not None
+        if written_in == self.language and not self.options.screened_keywords_own_language:
+            self.keywords = own  # the screening names none in the question's own language
+            return context
         named = await self._screened_keywords()
         if named is None and written_in == self.language:
             self.keywords = own  # no screening named any: the question's own words stand
@@ -1002,7 +1009,6 @@ class _Run:
             self.keywords = own
             return context
         self.keywords = both
-        self._keywords_across = written_in != self.language
         return again[0]
 
     def _screening_refused(self) -> bool:

@@ -29,7 +29,7 @@ import asyncio
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -99,6 +99,12 @@ class GateOptions:
     # apart. Deferred, stuffing is no more than the bare request after it, which is deferred
     # anyway. Off, the veto refuses before any model call, as without a model.
     model_judges_stuffing: bool = True
+    # The screening names the message's search keywords as the KB's documents word them:
+    # "every_language" of the passages nearest it (the message's own too: a typo, or a task
+    # described without the setting that does it, finds other sections; the answer waits for
+    # them, one call in sequence before its first token), or "across_languages" only (the
+    # answer starts beside the screening, on the message's own words).
+    screening_keywords: Literal["every_language", "across_languages"] = "every_language"
 
 
 class IntentReply(BaseModel):
@@ -230,6 +236,8 @@ class Gate:
         pending = _Screening(llm_intent=self._llm_intent_enabled)  # classify() asks the LLM
         coverage, near = await self._refusal(kb, text, addressed)
         decision = self._verdict(language, addressed, coverage, pending)
+        if self.options.screening_keywords == "across_languages":
+            near = tuple(lang for lang in near if lang != language)
         if decision.refused or not near:
             return decision
         # The screening, a call made anyway, also names the message's search keywords as the

@@ -118,6 +118,24 @@ def test_every_setting_mapped_onto_a_core_option_has_its_default(tmp_path: Path)
         assert not differ, f"{type(options).__name__} (setting, core default): {differ}"
 
 
+@pytest.mark.parametrize(
+    ("value", "waits"), [("every_language", True), ("across_languages", False)]
+)
+def test_screening_keywords_reach_the_gate_and_the_answerer_alike(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, value: str, waits: bool
+) -> None:
+    """One setting, two sides: the gate's screening names keywords in the message's own
+    language exactly when the answer waits for them (a gate naming none would make the answer
+    wait for nothing; an answer not waiting would ignore what it names)."""
+    from bot.wiring import Services
+
+    monkeypatch.setenv("TACIT_GATE__SCREENING_KEYWORDS", value)
+    settings = load_settings(home=tmp_path)
+    services = Services(settings, graph=None, vectors=None, embedder=None, llm=None)  # type: ignore[arg-type]
+    assert services.gate(None).options.screening_keywords == value  # type: ignore[arg-type]
+    assert services.answerer().options.screened_keywords_own_language is waits
+
+
 def test_the_gate_and_the_retriever_keep_one_cache_of_word_vectors(tmp_path: Path) -> None:
     """The coverage rule's cross-script look-ups and the retriever's row look-ups embed the
     same words with the same embedder: one process keeps them once (core/word_vectors.py)."""

@@ -465,3 +465,21 @@ async def test_keywords_the_screening_named_retrieve_a_question_in_the_kbs_own_l
     assert answer.trace is not None
     low = answer.trace["retrieved"]["keywords"]["low"]
     assert ("deployctl rollback" in low) is named
+
+
+async def test_a_question_in_its_passages_language_need_not_wait_for_the_screening(
+    stores, embedder
+) -> None:
+    # screened_keywords_own_language off ([gate] screening_keywords = "across_languages"): the
+    # answer starts on the question's own words, whatever the screening still has to say.
+    llm = FakeLLM()
+    llm.script("answer", "Port 8443 [1].")
+    llm.script("judge", {"faithfulness": 1, "completeness": 1})
+    never: asyncio.Future[object] = asyncio.get_running_loop().create_future()
+    asked = make(stores, embedder, llm, screened_keywords_own_language=False).ask(
+        "ops", PORT_QUESTION, screened_keywords=never
+    )
+    _, answer, before = await asyncio.wait_for(run(llm, asked), timeout=30)
+    assert before == ["answer"] and not answer.refused
+    assert answer.trace is not None
+    assert not any(s["name"] == "keywords" for s in answer.trace["stages"])

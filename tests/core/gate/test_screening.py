@@ -195,6 +195,22 @@ async def test_a_question_in_the_kbs_own_language_has_its_keywords_named_in_it_t
     assert "the name of the setting, command or function that" in prompt
 
 
+async def test_keywords_across_languages_only_leave_a_question_in_the_kbs_language_without(
+    stores, embedder
+) -> None:
+    # [gate] screening_keywords = "across_languages": the answer starts beside the screening
+    # on the message's own words, so the screening names no keywords in that language.
+    llm = FakeLLM().script("gate_classify", {"intent": "question", "safe": True, "topic": ""})
+    gate = make_gate(stores, embedder, llm, screening_keywords="across_languages")
+    screened = await gate.screen(KB, QUESTION, addressed=True)
+    assert screened.keyword_languages == ()
+    final = await gate.classify(QUESTION, screened, addressed=True)
+    assert final.action == "answer" and final.keywords is None
+    assert '"keywords"' not in llm.calls[0].prompt.messages[0].content
+    across = await gate.screen(KB, "deployctl rollback --to previous 要多久？", addressed=True)
+    assert across.keyword_languages == ("en",)
+
+
 async def test_a_refused_message_is_screened_without_keywords(stores, embedder) -> None:
     llm = FakeLLM()
     gate = make_gate(stores, embedder, llm)
