@@ -49,6 +49,16 @@ async def stores(
         yield built.vectors, built.state
 
 
+def question_naming(high: list[str], low: list[str]) -> dict[str, object]:
+    """A screening reply: a safe question, with the search keywords it names."""
+    return {
+        "intent": "question",
+        "safe": True,
+        "topic": "",
+        "keywords": {"high_level": high, "low_level": low},
+    }
+
+
 def make_gate(stores: Any, embedder: USEEmbedder, llm: Any = None, **options: Any) -> Gate:
     vectors, state = stores
     return Gate(
@@ -153,13 +163,7 @@ async def test_a_question_across_languages_has_its_keywords_named_by_the_screeni
     # English keywords in a call of its own. The screening names them in the same call.
     question = "deployctl rollback --to previous 要多久？"
     llm = FakeLLM().script(
-        "gate_classify",
-        {
-            "intent": "question",
-            "safe": True,
-            "topic": "",
-            "keywords": {"high_level": ["rollback duration"], "low_level": ["deployctl rollback"]},
-        },
+        "gate_classify", question_naming(["rollback duration"], ["deployctl rollback"])
     )
     gate = make_gate(stores, embedder, llm)
     screened = await gate.screen(KB, question, addressed=True)
@@ -175,15 +179,7 @@ async def test_a_question_in_the_kbs_own_language_has_its_keywords_named_in_it_t
 ) -> None:
     # Its own words are not always the documents' (a typo, a task described without the
     # setting that does it): the screening names them as the documents word them.
-    llm = FakeLLM().script(
-        "gate_classify",
-        {
-            "intent": "question",
-            "safe": True,
-            "topic": "",
-            "keywords": {"high_level": ["deploy"], "low_level": ["deployctl rollback"]},
-        },
-    )
+    llm = FakeLLM().script("gate_classify", question_naming(["deploy"], ["deployctl rollback"]))
     gate = make_gate(stores, embedder, llm)
     screened = await gate.screen(KB, QUESTION, addressed=True)
     assert screened.keyword_languages == ("en",)
