@@ -150,9 +150,9 @@ class PipelineOptions:
     # the gate deferred to the model makes none.
     calls_beside_screening: int = 1
     # Tokens of passages a single lookup's first answer reads (core.retrieve.focus): the
-    # matched document first; a wider round reads past it. Every token is read by the model
-    # before its first answer token; less than this and the matched document's own sections
-    # start to crowd out the second document a question needs.
+    # best-ranked that fit; a wider round reads past it. Every token is read by the model
+    # before its first answer token; less than this and the facts a question needs start to
+    # fall outside it (bench/bench_named_keywords.py --budget).
     answer_chunk_budget: int = 2500
     # When a single lookup asks the model for its retrieval keywords: "always", or only when
     # the passages its own words find are in another language than the question
@@ -669,7 +669,7 @@ class _Run:
             if self._planned:
                 rest = self._found.read.merged(self._found.context).merged(rest)
             # the rest (what the steps and the dual-level retrieval found besides) as a single
-            # lookup's: the matched document first, within the answer's budget
+            # lookup's: the best-ranked that fit the answer's budget, shown by document
             rest = focused(rest, self.options.answer_chunk_budget)
             context = self._fit(found.merged(rest))
         elif context is not None:
@@ -907,8 +907,8 @@ class _Run:
 
     async def _part_passages(self) -> RetrievedContext:
         """The best passages of each asking part's own retrieval (PARTS_FIRST each), in part
-        order: the answer's budget, filled from the matched document of the whole question,
-        can leave a second part's document out. A part is retrieved on its own keywords and
+        order: the answer's budget, filled by the whole question's ranking, can leave a second
+        part's document out. A part is retrieved on its own keywords and
         the whole question's first names (its subject, which a part like "can it be
         changed?" refers back to). Nothing when a model named the question's keywords (the
         gate's screening or a keywords call): they name every part's terms as the documents
