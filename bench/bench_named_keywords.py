@@ -272,8 +272,9 @@ def main(argv: list[str] | None = None) -> int:
                 "every fact, the screening's keywords",
                 f"{total['named']}/{total['covered']}",
                 baseline=f"{total['before']}/{total['covered']}",
-                notes="baseline: the code before (own words in the passages' language); the "
-                f"whole retrieval holds them for {total['named, whole retrieval']}",
+                notes="baseline: the keywords as before 3a5c7ba (own words in the passages' "
+                "language), the same focus; the whole retrieval holds them for "
+                f"{total['named, whole retrieval']}",
             )
         ]
     )
