@@ -47,14 +47,14 @@ from bench import results as results_md  # noqa: E402
 from bench.bench_firsthour import FirstHourSet, read_sets  # noqa: E402
 from bot.settings import Settings  # noqa: E402
 from bot.wiring import build_scratch_state, open_services  # noqa: E402
-from core.answer.pipeline import PipelineOptions  # noqa: E402
+from core.answer.pipeline import PipelineOptions, passages_language  # noqa: E402
 from core.eval.answers import missing_facts  # noqa: E402
 from core.gate.gate import SCREENING_KEYWORDS, screened_keywords  # noqa: E402
 from core.language.text import detect_language  # noqa: E402
 from core.language.wording import LANGUAGE_NAME  # noqa: E402
 from core.retrieve.context import Keywords, RetrievedContext  # noqa: E402
 from core.retrieve.focus import focused  # noqa: E402
-from core.retrieve.keywords import nlp_keywords  # noqa: E402
+from core.retrieve.keywords import nlp_keywords, with_named  # noqa: E402
 from core.retrieve.retriever import Retriever  # noqa: E402
 
 COLUMNS = ("before", "own words", "named, no BM25", "named", "named, whole retrieval")
@@ -74,12 +74,6 @@ def home_of(homes: Path, entry: FirstHourSet) -> Path:
 def covered(entry: FirstHourSet) -> list[dict[str, Any]]:
     rows = [json.loads(line) for line in entry.questions.read_text("utf-8").splitlines() if line]
     return [r for r in rows if r.get("kind") == "covered"]
-
-
-def _majority_language(context: RetrievedContext, top: int = 3) -> str | None:
-    """The language most of the best passages are written in (the answer's own rule)."""
-    found = [detect_language(c.chunk.text) for c in context.chunks[:top]]
-    return max(dict.fromkeys(found), key=found.count) if found else None
 
 
 def _passage_languages(context: RetrievedContext, top: int = 3) -> tuple[str, ...]:
@@ -145,15 +139,6 @@ def read_replies(path: Path) -> dict[tuple[str, str], Keywords | None]:
     return named
 
 
-def _union(named: Keywords, own: Keywords, limit: int) -> Keywords:
-    """The named keywords and the question's own, as the answer retrieves on them."""
-    return Keywords(
-        high=tuple(dict.fromkeys((*named.high, *own.high)))[: 2 * limit],
-        low=tuple(dict.fromkeys((*named.low, *own.low)))[: 2 * limit],
-        source="llm",
-    )
-
-
 async def score(
     homes: Path,
     sets: list[FirstHourSet],
@@ -182,7 +167,7 @@ async def score(
                 own = nlp_keywords(text, limit=limit)
                 given = named.get((entry.name, row["id"]))
                 replied += given is not None
-                both = own if given is None else _union(given, own, limit)
+                both = own if given is None else with_named(given, own, limit=limit)
                 first = await plain.retrieve(entry.kb, text, keywords=own)
                 held = {
                     "own words": focused(first, budget),
@@ -193,7 +178,7 @@ async def score(
                 wide = await plain.retrieve(entry.kb, text, keywords=both)
                 held["named"] = focused(wide, budget)
                 held["named, whole retrieval"] = wide
-                across = _majority_language(first) not in (None, detect_language(text))
+                across = passages_language(first) not in (None, detect_language(text))
                 held["before"] = held["named, no BM25"] if across else held["own words"]
                 holds = {
                     column: not missing_facts("\n".join(c.chunk.text for c in ctx.chunks), facts)

@@ -105,7 +105,7 @@ from core.retrieve.context_text import (
     valid_marks,
 )
 from core.retrieve.focus import focused
-from core.retrieve.keywords import extract_keywords, nlp_keywords
+from core.retrieve.keywords import extract_keywords, nlp_keywords, with_named
 from core.retrieve.retriever import Retriever
 from core.vector_cache import DocumentListing
 
@@ -969,7 +969,7 @@ class _Run:
         if found is None:
             return None
         context = found[0]
-        written_in = _passages_language(context)
+        written_in = passages_language(context)
         if written_in is None:
             self.keywords = own
             return context
@@ -998,12 +998,7 @@ class _Run:
                     limit=limit,
                     kb_language=LANGUAGE_NAME[self.language][written_in],
                 )
-        # the question's own keywords too: what the first retrieval found stays findable
-        both = Keywords(
-            high=tuple(dict.fromkeys((*keywords.high, *own.high)))[: 2 * limit],
-            low=tuple(dict.fromkeys((*keywords.low, *own.low)))[: 2 * limit],
-            source=keywords.source,
-        )
+        both = with_named(keywords, own, limit=limit)
         again = await self._retrieve_for(widen=0, lacking="", keywords=both)
         if again is None:
             self.keywords = own
@@ -1339,7 +1334,7 @@ class _Run:
         return self.trace.as_dict()
 
 
-def _passages_language(context: RetrievedContext, top: int = 3) -> Language | None:
+def passages_language(context: RetrievedContext, top: int = 3) -> Language | None:
     """The language most of the best-ranked passages are written in (None: no passage)."""
     found = [detect_language(item.chunk.text) for item in context.chunks[:top]]
     if not found:

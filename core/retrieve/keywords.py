@@ -262,3 +262,13 @@ async def extract_keywords(
     if not high and not low:
         return nlp_keywords(question, limit=limit)
     return Keywords(high=high, low=low, source="llm")
+
+
+def with_named(named: Keywords, own: Keywords, *, limit: int) -> Keywords:
+    """The keywords a model named and the question's own together, the named first, at most
+    2 * `limit` of each level: what the own words' retrieval found stays findable."""
+    return Keywords(
+        high=tuple(dict.fromkeys((*named.high, *own.high)))[: 2 * limit],
+        low=tuple(dict.fromkeys((*named.low, *own.low)))[: 2 * limit],
+        source=named.source,
+    )
