@@ -13,6 +13,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Literal
 
+from core.language.markup import ATTRIBUTES, CODE_SPAN, RELATIVE_LINK, without_tags
+
 Kind = Literal["prose", "list", "code", "output", "table", "heading", "rule", "front_matter"]
 
 _FENCE = re.compile(r"^\s*(```+|~~~+)\s*([\w+-]*)")
@@ -26,15 +28,7 @@ _OUTPUT_LANGUAGES = frozenset({"text", "txt", "log", "output", "plain", "none", 
 _TIMESTAMP = re.compile(r"\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}|\b\d{2}:\d{2}:\d{2}[,.]\d{3}\b")
 _DRAWN = re.compile(r"^\s*[+|][-=+|\s]*$|^\s*\|.*\|\s*$")
 _PROMPT = re.compile(r"^\s*(?:\$|>|#|PS>)\s+\S")
-# A Markdown link to another page of the same documentation: in a chat it leads nowhere.
-_RELATIVE_LINK = re.compile(r"\[([^\]\n]+)\]\((?!https?://)[^)\s]*\)")
 _QUESTION_END = ("?", "？")
-# An HTML tag written inline in Markdown, and a code span, in which nothing is a tag.
-_HTML_TAG = re.compile(r"</?[A-Za-z][\w-]*(?:\s[^<>]*)?/?>")
-_CODE_SPAN = re.compile(r"(`+[^`]*`+)")
-# A kramdown attribute list after a link or a block ({:target="_blank" }): the page applies
-# it, it shows nothing.
-_ATTRIBUTES = re.compile(r"\{:[^{}\n]*\}")
 # A Markdown backslash escape of a punctuation character (reST rewritten as Markdown escapes
 # the underscores of names: on\_role\_change).
 # Not * or `: shown bare, they would open bold or code in a chat.
@@ -85,7 +79,7 @@ class Block:
 
 def plain(text: str) -> str:
     """Text without emphasis markers and relative links, stripped: how a chat should read it."""
-    text = _RELATIVE_LINK.sub(r"\1", text)
+    text = RELATIVE_LINK.sub(r"\1", text)
     return text.replace("**", "").strip().strip("_").strip()
 
 
@@ -97,10 +91,10 @@ def as_shown(text: str) -> str:
     page shows `on\\_role\\_change` as on_role_change; Slack and Telegram would show the
     backslashes, and a reader searching the docs for the name would not find it), except
     inside code spans, which are shown as written."""
-    pieces = _CODE_SPAN.split(text)
+    pieces = CODE_SPAN.split(text)
     for i in range(0, len(pieces), 2):  # the pieces between code spans
-        piece = _HTML_TAG.sub("", _RELATIVE_LINK.sub(r"\1", pieces[i]))
-        piece = _ATTRIBUTES.sub("", piece)
+        piece = without_tags(RELATIVE_LINK.sub(r"\1", pieces[i]))
+        piece = ATTRIBUTES.sub("", piece)
         pieces[i] = _ESCAPED.sub(r"\1", piece)
     return "".join(pieces)
 
@@ -114,9 +108,9 @@ def link_only(text: str) -> bool:
 
 def _link_led(line: str) -> bool:
     body = _ITEM.sub("", line).strip().lstrip("*_ ")
-    if _RELATIVE_LINK.match(body):
+    if RELATIVE_LINK.match(body):
         return True
-    links = "".join(m.group() for m in _RELATIVE_LINK.finditer(line))
+    links = "".join(m.group() for m in RELATIVE_LINK.finditer(line))
     return len(links) >= 0.5 * len(line.strip())
 
 

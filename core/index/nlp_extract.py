@@ -12,6 +12,8 @@ first cell to the others, named by the column's header. Everything else is a "te
 terms of one sentence are related without a name: co-occurrence says no more.
 
 Fenced code is left out: identifiers in code samples (`self`, `import`) are noise as entities.
+So is what a page does not show as words (core.language.markup): link targets, images, HTML
+tags (entities named after image files and paths, facts cut from "file](/docs/…)").
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from itertools import combinations
 
 from core.index.extract import Extraction
 from core.index.markup_kinds import TERM, markup_types, table_rows, term_type
+from core.language.markup import reading_text
 from core.language.phrases import chinese_terms, english_terms
 from core.language.text import detect_language, split_sentences
 from core.models import ChunkRecord, EntityMention, RelationMention, normalise_name
@@ -61,7 +64,10 @@ class NLPExtractor:
 
     @property
     def name(self) -> str:
-        return "nlp"
+        # Recorded with each document: one extracted under another name is extracted again on
+        # the next run, so a change to what the extractor finds gets a new number (2: the
+        # words a page shows, core.language.markup).
+        return "nlp-2"
 
     async def extract(self, chunk: ChunkRecord) -> Extraction:
         # In a thread: a run's chunks are extracted as concurrent tasks, and run on the event
@@ -73,7 +79,8 @@ class NLPExtractor:
 
     def extract_sync(self, chunk: ChunkRecord) -> Extraction:
         unfenced = _CODE_FENCE.sub("\n", chunk.text)
-        text = _INLINE_URL.sub(" ", table_rows_as_text(unfenced))
+        # Read as the page shows it: a link's target, an image or a tag is no term.
+        text = _INLINE_URL.sub(" ", reading_text(table_rows_as_text(unfenced)))
         sentences = split_sentences(text)
         if not sentences:
             return Extraction()

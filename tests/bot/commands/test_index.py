@@ -90,7 +90,7 @@ def test_index_remove_and_prune_as_json(server: FakeOpenAIServer, tmp_path: Path
     assert code == 0, err
     report = last_json(out)
     assert set(report) >= REPORT_KEYS
-    assert report["extractor"] == "nlp"  # no LLM configured
+    assert report["extractor"] == "nlp-2"  # no LLM configured
     assert report["documents_indexed"] == 3 and report["llm_calls"] == 0
     assert report["totals"]["entities"] > 0 and report["communities"] >= 1
 

@@ -219,6 +219,30 @@ async def test_nlp_english_terms_and_sentence_relations() -> None:
     assert entity.type == "term" and entity.chunk_id == "e1"
 
 
+def test_nlp_terms_are_the_words_a_page_shows_not_its_link_targets_images_or_tags() -> None:
+    # A handbook page as written: links to other pages, a slide image, inline HTML.
+    chunk = ChunkRecord(
+        id="m1",
+        source="docs/training/deputy.md",
+        ordinal=0,
+        text=(
+            "The Deputy supports the Incident Commander, see [Deputy role]"
+            "(../before/different_roles.md/#deputy) for details.\n\n"
+            "![016](../../assets/slides/incident_response/incident_response.016.jpeg)\n\n"
+            '<input type="checkbox" id="004" /><label for="004">The Deputy tracks elapsed time'
+            "</label> and reminds the Incident Commander of task timers."
+        ),
+    )
+    result = NLPExtractor().extract_sync(chunk)
+    found = {e.name for e in result.entities}
+    assert any("Deputy" in name for name in found)
+    shown = " ".join([*found, *(e.description for e in result.entities)])
+    for markup in (".md", "assets", ".jpeg", "checkbox", "<label", "](", "016"):
+        assert markup not in shown, markup
+    described = next(e.description for e in result.entities if "Deputy" in e.name)
+    assert described.startswith("The Deputy supports the Incident Commander, see Deputy role")
+
+
 async def test_nlp_chinese_terms_use_jieba() -> None:
     result = await NLPExtractor().extract(ZH_CHUNK)
     found = {e.name for e in result.entities}

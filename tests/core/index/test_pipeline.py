@@ -259,4 +259,4 @@ async def test_switching_extractor_extracts_unchanged_documents_again(stores, do
     assert report.totals is not None and report.totals.entities > 0
     again = await nlp.index(KB, [docs])
     assert (again.documents_indexed, again.documents_skipped) == (0, 2)
-    assert {d.metadata["extractor"] for d in await graph.get_documents(KB)} == {"nlp"}
+    assert {d.metadata["extractor"] for d in await graph.get_documents(KB)} == {"nlp-2"}

@@ -1,0 +1,74 @@
+"""Markdown and inline HTML read as the words a page shows.
+
+A documentation page writes links, images and HTML beside its words: `[the Deputy
+role](../before/different_roles.md/#deputy)`, `![016](../../assets/slides/ir.016.jpeg)`,
+`<code class="text-nowrap">`. Read as text, their targets and attributes become words: the
+extracted graph had entities named after file paths and image files, and facts that read
+"configuration file](/documentation/examples/…)". A page shows none of that: a link shows its
+words, an image shows nothing a chat can, a tag shows its content.
+
+What counts as a tag is an HTML element's name (the HTML standard's, not a guess): in operator
+docs `<namespace>` and `<issuer-name>` are placeholders in the prose, words the page shows.
+
+Code spans are kept as written: inside one, nothing is a link or a tag.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+
+from core.language.lexicon import words
+
+# A code span: `…` (its backquotes balanced), kept as written.
+CODE_SPAN = re.compile(r"(`+[^`]*`+)")
+# An image: ![alt](target "title"), or one inside a link ([![badge](…)](…)).
+_IMAGE = re.compile(r"!\[[^\]\n]*\]\([^)\n]*\)")
+# A link: [words](target "title"). RELATIVE_LINK: one to another page of the same documents
+# (no scheme): in a chat it leads nowhere.
+LINK = re.compile(r"\[([^\]\n]*)\]\([^)\n]*\)")
+RELATIVE_LINK = re.compile(r"\[([^\]\n]+)\]\((?![a-z][a-z0-9+.-]*:)[^)\s]*\)")
+# A reference-style link's definition line: [id]: target "title".
+_REFERENCE = re.compile(r"^[ ]{0,3}\[[^\]\n]+\]:[ \t]+\S+[^\n]*$", re.M)
+# An autolink: <https://…>, <mailto:…>.
+_AUTOLINK = re.compile(r"<(?:[a-z][a-z0-9+.-]*:|www\.)[^<>\s]+>", re.I)
+_COMMENT = re.compile(r"<!--.*?-->", re.S)
+# A kramdown attribute list ({:target="_blank"}): the page applies it, it shows nothing.
+ATTRIBUTES = re.compile(r"\{:[^{}\n]*\}")
+# The HTML standard's element names (and the obsolete ones pages still write).
+HTML_ELEMENTS = words(
+    """a abbr address area article aside audio b bdi bdo blockquote body br button canvas
+    caption center cite code col colgroup data datalist dd del details dfn dialog div dl dt em
+    embed fieldset figcaption figure font footer form h1 h2 h3 h4 h5 h6 head header hr html i
+    iframe img input ins kbd label legend li link main map mark meta meter nav noscript object
+    ol optgroup option output p param picture pre progress q rp rt ruby s samp script section
+    select small source span strike strong style sub summary sup svg table tbody td template
+    textarea tfoot th thead time title tr track tt u ul var video wbr path g"""
+)
+# A tag: an element's name after "<" or "</", then attributes or nothing, then ">" or "/>".
+HTML_TAG = re.compile(r"</?([A-Za-z][\w-]*)(?:\s[^<>]*)?/?>")
+
+
+def _tag(match: re.Match[str]) -> str:
+    return "" if match.group(1).lower() in HTML_ELEMENTS else match.group()
+
+
+def without_tags(text: str) -> str:
+    """Text without its HTML tags (an element's content stays); a placeholder written like a
+    tag (`<namespace>`) is a word and stays."""
+    return HTML_TAG.sub(_tag, text)
+
+
+def reading_text(text: str) -> str:
+    """The words a reader of the rendered page sees: links as their words, no images, no
+    reference definitions or autolinks, no HTML tags, comments or attribute lists, character
+    references as the characters. Code spans as written."""
+    text = _REFERENCE.sub("", _COMMENT.sub("", text))
+    pieces = CODE_SPAN.split(text)
+    for i in range(0, len(pieces), 2):  # the pieces between code spans
+        piece = _IMAGE.sub("", pieces[i])
+        piece = LINK.sub(r"\1", piece)
+        piece = _AUTOLINK.sub("", piece)
+        piece = ATTRIBUTES.sub("", without_tags(piece))
+        pieces[i] = html.unescape(piece)
+    return "".join(pieces)
