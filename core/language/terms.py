@@ -34,7 +34,7 @@ from core.language.lexicon import (
     alternation,
 )
 from core.language.text import CJK_RUN, Language
-from core.language.words import fold, is_identifier, stem, zipf
+from core.language.words import bare_contraction, fold, is_identifier, stem, zipf
 
 # A Latin word or identifier of folded text (lumen-gateway, lumen.events.v2, 8443); a number.
 LATIN_WORD = re.compile(r"[a-z0-9][a-z0-9_.\-]*[a-z0-9]|[a-z0-9]")
@@ -229,7 +229,7 @@ def message_terms(text: str) -> list[Term]:
     folded = unaddressed(fold(text))
     found: list[Term] = []
     for word in _latin_words(folded):
-        if word in FRAME:
+        if word in FRAME or bare_contraction(word):
             continue
         identifier = any(c in word for c in "_.-") or (
             any(c.isdigit() for c in word) and any(c.isalpha() for c in word)

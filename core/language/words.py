@@ -49,4 +49,33 @@ def zipf(word: str, language: str) -> float:
     return float(zipf_frequency(word, language))
 
 
-__all__ = ["fold", "is_identifier", "normalise", "stem", "zipf"]
+# A contraction written without its apostrophe ("whats", "dont", "theres"), as chat writes it:
+# wordfreq knows the contraction ("what's") better than the bare spelling, and it is one of
+# a function word ("what" + 's) or a negation (n't). Read as a word, "whats" is rare enough to
+# be a content term the passage must hold. The contraction's own frequency decides, not a
+# list: a possessive of a content word ("worlds" as "world's") does not pass the stem's bar.
+_CONTRACTED_ZIPF = 3.9  # the contraction is a word people write ("how's" 3.95; "when's" 3.2)
+_FUNCTION_STEM_ZIPF = 6.0  # core.language.lexicon.FUNCTION_ZIPF: "what", "there", "you"
+
+
+@lru_cache(maxsize=8192)
+def bare_contraction(word: str) -> bool:
+    """Whether a folded Latin word is a contraction written without its apostrophe."""
+    if len(word) < 4 or not word.isalpha():
+        return False
+    written = zipf(word, "en")
+    candidates: list[tuple[str, str | None]] = []
+    if word.endswith("nt"):
+        candidates.append((f"{word[:-1]}'t", None))  # n't: a negation, whatever the verb
+    if word[-1] in "sdm":
+        candidates.append((f"{word[:-1]}'{word[-1]}", word[:-1]))
+    if word[-2:] in ("re", "ve", "ll"):
+        candidates.append((f"{word[:-2]}'{word[-2:]}", word[:-2]))
+    return any(
+        zipf(contracted, "en") >= max(_CONTRACTED_ZIPF, written + 1e-9)
+        and (stem is None or zipf(stem, "en") >= _FUNCTION_STEM_ZIPF)
+        for contracted, stem in candidates
+    )
+
+
+__all__ = ["bare_contraction", "fold", "is_identifier", "normalise", "stem", "zipf"]
