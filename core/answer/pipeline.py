@@ -1268,7 +1268,7 @@ class _Run:
                 part_lines = await best_sentences(
                     part, evidence, self.embedder, count=_ANCHOR_CANDIDATES
                 )
-                widened = with_second_part(shaped, part_lines, evidence, pool)
+                widened = with_second_part(shaped, part, part_lines, evidence, pool)
                 if widened is not shaped:
                     shaped = widened
                     break

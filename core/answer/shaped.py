@@ -7,7 +7,9 @@ ones (issue 33). The answer is one section of one document instead:
 
 - the anchor: of the scored lines (core.answer.extractive.best_sentences: similarity, the
   question's terms, asked values) that are not front matter, sample output or a line of links
-  to other pages, the best one in the section most of the best lines fall in (_by_votes);
+  to other pages, the best one in the section the section model ranks first
+  (core.answer.section_model: where the section's passage ranked, the share of the question's
+  terms it holds, its lines' scores and votes; candidate_sections reads them);
 - its section: the chunks of the anchor's document under the same heading (the retrieved ones,
   in document order), read as blocks (core.answer.sections); within it, an FAQ entry (a
   question or a bold title and the blocks under it, down to the next one) when the section
@@ -26,12 +28,22 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from core.answer.extractive import EvidenceSentence, _cells, _is_rule, _sentences, _with_header
+from core.answer.extractive import (
+    EvidenceSentence,
+    _cells,
+    _held,
+    _is_rule,
+    _sentences,
+    _with_header,
+)
+from core.answer.section_model import SectionEvidence, shipped_model
 from core.answer.sections import Block, as_shown, blocks, link_only, plain
+from core.language.terms import content_terms
 from core.language.text import detect_language
 from core.language.wording import SECTION_IN_ENGLISH
+from core.language.words import fold
 from core.retrieve.context import ScoredChunk
 
 # The body's size: a runbook section's steps or an FAQ answer fit; a long page is cut at a
@@ -79,25 +91,26 @@ def shape(
     """The answer from the best line of `ranked` (scored lines of `evidence`, numbered as it is)
     that can anchor one, in the section the best lines vote for (_by_votes), with its section
     read from `pool` (every retrieved chunk); None when no line can."""
-    ordered = _by_votes(ranked, evidence, pool)
+    ordered = _chosen_first(question, ranked, evidence, pool)
     return _compose(question, ordered[0], language) if ordered else None
 
 
 def with_second_part(
     shaped: Shaped,
+    part: str,
     ranked: Sequence[EvidenceSentence],
     evidence: Sequence[ScoredChunk],
     pool: Sequence[ScoredChunk],
 ) -> Shaped:
     """`shaped` with a second source for a part of the question answered elsewhere: `ranked`
-    are the evidence's lines scored for that part alone. Its anchor (chosen as shape() chooses
+    are the evidence's lines scored for `part` alone. Its anchor (chosen as shape() chooses
     one) is added as one line cited [n+1], with its `file › section`, when it stands in another
     section than the ones already cited and the answer does not already show it ("by when
     does the meeting happen, and what tags do the tickets need": the tags are in the template,
     the deadline in the process page). Within a cited section, the part is answered already:
     the answer stays one source."""
     cited = {_section_key(c) for c in shaped.chunks}
-    ordered = _by_votes(ranked, evidence, pool)
+    ordered = _chosen_first(part, ranked, evidence, pool)
     if not ordered:
         return shaped
     located = ordered[0]
@@ -124,35 +137,79 @@ def with_second_part(
     return Shaped(text, (*shaped.chunks, located.chunk))
 
 
-def _by_votes(
+@dataclass(slots=True)
+class Candidate:
+    """A section a scored line can anchor an answer in: its best such line, located, and what
+    the scored lines say of the section (core.answer.section_model)."""
+
+    located: _Located
+    evidence: SectionEvidence
+
+
+def candidate_sections(
+    question: str,
     ranked: Sequence[EvidenceSentence],
     evidence: Sequence[ScoredChunk],
     pool: Sequence[ScoredChunk],
-) -> list[_Located]:
-    """The lines that can anchor an answer, located in their sections, in the order they are
-    tried: the section most of the best evidence falls in first, within it the best line
-    first. The single best line often stands in a neighbour of the answering section (a
-    glossary entry beside the role's own page, one line of a sibling runbook), while the
-    answering section holds several of the best lines. A line votes its margin over the
-    weakest line ranked, so one strong line still outweighs several barely ranked ones; a line
-    that can anchor nothing (front matter, sample output, a line of links to other pages)
-    votes for nothing. Sections, not documents, are counted: an index page or a long course
-    holds a few middling lines under each of its many headings."""
+) -> list[Candidate]:
+    """Every section of `evidence` a line of `ranked` can anchor an answer in, in the order
+    their first line is ranked. A line that can anchor nothing (front matter, sample output, a
+    line of links to other pages) counts for nothing. A line votes its margin over the weakest
+    line ranked, so one strong line outweighs several barely ranked ones. Sections, not
+    documents, are counted: an index page or a long course holds a few middling lines under
+    each of its many headings."""
     if not ranked:
         return []
     floor = min(s.score for s in ranked)
-    votes: dict[tuple[str, str], float] = {}
-    found: list[tuple[EvidenceSentence, _Located]] = []
+    terms = content_terms(question)
+    weight = sum(t.weight for t in terms)
+    found: dict[tuple[str, str], tuple[EvidenceSentence, _Located, SectionEvidence]] = {}
     for s in ranked:
         chunk = evidence[s.n - 1]
         located = _locate(s, chunk, pool)
         if located is None:
             continue
         key = _section_key(chunk)
-        votes[key] = votes.get(key, 0.0) + s.score - floor
-        found.append((s, located))
-    found.sort(key=lambda pair: (-votes[_section_key(pair[1].chunk)], -pair[0].score))
-    return [located for _, located in found]
+        if key not in found:
+            text = fold(" ".join([*(b.text for b in located.blocks), chunk.chunk.heading]))
+            share = sum(t.weight for t in terms if t.surface in _held(terms, text))
+            start = SectionEvidence(s.n, share / weight if weight else 0.0, s.score, 0.0, 0)
+            found[key] = (s, located, start)
+        line, best_located, seen = found[key]
+        if s.score > line.score:
+            line, best_located = s, located
+        seen = replace(
+            seen,
+            first_rank=min(seen.first_rank, s.n),
+            best=max(seen.best, s.score),
+            votes=seen.votes + s.score - floor,
+            lines=seen.lines + 1,
+        )
+        found[key] = (line, best_located, seen)
+    return [Candidate(located, seen) for _, located, seen in found.values()]
+
+
+def answer_from(question: str, candidate: Candidate, language: str) -> Shaped:
+    """The answer composed from one candidate section (what shape() shows when it is chosen)."""
+    return _compose(question, candidate.located, language)
+
+
+def _chosen_first(
+    question: str,
+    ranked: Sequence[EvidenceSentence],
+    evidence: Sequence[ScoredChunk],
+    pool: Sequence[ScoredChunk],
+) -> list[_Located]:
+    """The candidate sections' best lines, the section most likely to hold the answer first:
+    by the fitted section model, or by the votes when no model could be read."""
+    candidates = candidate_sections(question, ranked, evidence, pool)
+    model = shipped_model()
+    if model is None:
+        ranks = [c.evidence.votes for c in candidates]
+    else:
+        ranks = model.scores([c.evidence for c in candidates])
+    order = sorted(range(len(candidates)), key=lambda i: (-ranks[i], -candidates[i].evidence.best))
+    return [candidates[i].located for i in order]
 
 
 def _section_key(chunk: ScoredChunk) -> tuple[str, str]:

@@ -162,7 +162,9 @@ def test_a_shaped_answer_keeps_its_command_block_list_and_two_sources_in_both_ch
     )
     assert shaped is not None
     second = [EvidenceSentence(2, 1, "Lag alerts fire above 30 seconds.", 0.8)]
-    text = with_second_part(shaped, second, [runbook, limits], [runbook, limits]).text
+    text = with_second_part(
+        shaped, "when does it alert", second, [runbook, limits], [runbook, limits]
+    ).text
 
     slack = to_slack_mrkdwn(text)
     assert "```\npatronictl restart main pg-2 --force\n```" in slack  # whole, no "shell" line

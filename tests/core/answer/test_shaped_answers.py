@@ -8,9 +8,18 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
+import core.answer.shaped as shaped_module
 from core.answer.extractive import EvidenceSentence, best_sentences
 from core.answer.sections import blocks, link_only
-from core.answer.shaped import BODY_CHARS, numbered, shape, with_second_part
+from core.answer.shaped import (
+    BODY_CHARS,
+    candidate_sections,
+    numbered,
+    shape,
+    with_second_part,
+)
 from core.models import ChunkRecord
 from core.retrieve.context import ScoredChunk
 from tests.fakes.hash_embedder import HashEmbedder
@@ -258,7 +267,11 @@ async def test_the_whole_path_from_scored_lines_to_a_shaped_answer() -> None:
     assert shaped.text.endswith("[1] faq.md › FAQ › How long are backups kept?")
 
 
-def test_the_section_most_of_the_best_lines_fall_in_is_chosen_over_the_single_best_line() -> None:
+def test_without_a_section_model_the_section_most_of_the_best_lines_fall_in_is_chosen(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The votes decide when the model's file cannot be read (core.answer.section_model).
+    monkeypatch.setattr(shaped_module, "shipped_model", lambda: None)
     glossary = chunk(
         "glossary.md",
         "Glossary",
@@ -329,6 +342,7 @@ def test_a_second_part_answered_in_another_section_is_cited_as_a_second_source()
     assert shaped is not None
     both = with_second_part(
         shaped,
+        "by when is the meeting",
         ranked((2, "Schedule the postmortem meeting within 3 calendar days of the incident.")),
         evidence,
         evidence,
@@ -342,7 +356,7 @@ def test_a_second_part_answered_in_another_section_is_cited_as_a_second_source()
     )
     # A part whose best line stands in the section already cited adds nothing.
     same = ranked((1, "Each follow-up ticket gets two tags:"))
-    assert with_second_part(shaped, same, evidence, evidence) is shaped
+    assert with_second_part(shaped, "what tags", same, evidence, evidence) is shaped
 
 
 def test_a_second_part_is_never_a_bare_code_block_and_never_opens_a_fence() -> None:
@@ -362,11 +376,14 @@ def test_a_second_part_is_never_a_bare_code_block_and_never_opens_a_fence() -> N
     assert shaped is not None
     # The code block's first line is its best line: which page's command it is, no line says.
     code_line = ranked((2, "lmdeploy serve proxy --server-port 8000"))
-    assert with_second_part(shaped, code_line, evidence, evidence) is shaped
+    part = "how do I start the proxy"
+    assert with_second_part(shaped, part, code_line, evidence, evidence) is shaped
     assert "``` [" not in shaped.text
 
 
-def test_a_line_of_links_to_other_pages_votes_for_nothing() -> None:
+def test_a_line_of_links_to_other_pages_counts_for_nothing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     index = chunk(
         "index.md",
         "Being On-Call",
@@ -395,7 +412,15 @@ def test_a_line_of_links_to_other_pages_votes_for_nothing() -> None:
         EvidenceSentence(3, 3, "Speak one at a time on the call.", 0.12),
     ]
     evidence = [index, chatops, other]
-    shaped = shape("how do I page every on-call at once", lines, evidence, evidence, language="en")
+    question = "how do I page every on-call at once"
+    by_section = {
+        c.located.chunk.chunk.source: c.evidence
+        for c in candidate_sections(question, lines, evidence, evidence)
+    }
+    assert by_section["index.md"].lines == 1  # its line of links is no line of the section
+    assert by_section["index.md"].votes < by_section["chatops.md"].votes
+    monkeypatch.setattr(shaped_module, "shipped_model", lambda: None)
+    shaped = shape(question, lines, evidence, evidence, language="en")
     assert shaped is not None
     assert shaped.chunks == (chatops,)
 
@@ -430,6 +455,19 @@ def test_inline_html_is_shown_as_the_page_renders_it_but_code_spans_as_written()
     assert "wait <5 minutes; use `<br/>` here." in shaped.text
 
 
+def test_a_placeholder_written_like_a_tag_is_shown_not_taken_for_html() -> None:
+    text = (
+        "The token's audience is vault://<namespace>/<issuer-name> for an Issuer "
+        "and vault://<issuer-name> for a ClusterIssuer.\n"
+    )
+    section = chunk("vault.md", "Kubernetes auth", text)
+    line = text.strip()
+    shaped = shape("what audience does the token need", ranked((1, line)), [section], [section],
+                   language="en")  # fmt: skip
+    assert shaped is not None
+    assert "vault://<namespace>/<issuer-name>" in shaped.text
+
+
 def test_a_second_part_whose_line_introduces_a_list_brings_the_list() -> None:
     agenda = chunk(
         "after/post_mortem_process.md",
@@ -448,6 +486,7 @@ def test_a_second_part_whose_line_introduces_a_list_brings_the_list() -> None:
     assert shaped is not None
     both = with_second_part(
         shaped,
+        "what is on the meeting's agenda",
         ranked((2, "A general agenda for the meeting would be something like,")),
         evidence,
         evidence,
@@ -529,3 +568,41 @@ def test_a_kramdown_attribute_list_is_not_shown() -> None:
     assert shaped is not None
     assert "[canary](https://example.test/canary)?" in shaped.text
     assert "{:" not in shaped.text
+
+
+def test_the_section_model_prefers_the_section_that_holds_the_question_over_many_lines() -> None:
+    # The hand rule's miss on documents nobody here wrote: a neighbour's several middling
+    # lines outvote the section retrieval ranked first, which holds what is asked.
+    answering = chunk(
+        "upgrade/health.md",
+        "Skipping the health checks",
+        "Set skipUpgradeChecks to true to upgrade while Ceph reports HEALTH_ERR.\n",
+    )
+    neighbour = chunk(
+        "upgrade/rook-upgrade.md",
+        "Upgrading the operator",
+        "Watch the operator pod.\n\nWait for every deployment.\n\n"
+        "Check the version label.\n\nThen upgrade Ceph.\n",
+    )
+    weak = chunk("glossary.md", "Terms", "A pool stores objects.\n")
+    lines = [
+        EvidenceSentence(
+            1, 0, "Set skipUpgradeChecks to true to upgrade while Ceph reports HEALTH_ERR.", 0.62
+        ),
+        EvidenceSentence(2, 1, "Watch the operator pod.", 0.60),
+        EvidenceSentence(2, 2, "Wait for every deployment.", 0.59),
+        EvidenceSentence(2, 3, "Check the version label.", 0.58),
+        EvidenceSentence(2, 4, "Then upgrade Ceph.", 0.57),
+        EvidenceSentence(3, 5, "A pool stores objects.", 0.40),
+    ]
+    evidence = [answering, neighbour, weak]
+    question = "ceph says HEALTH_ERR, will the operator still upgrade? what skips the checks"
+    votes = {
+        c.located.chunk.chunk.source: c.evidence.votes
+        for c in candidate_sections(question, lines, evidence, evidence)
+    }
+    assert votes["upgrade/rook-upgrade.md"] > votes["upgrade/health.md"]  # the rule's choice
+    shaped = shape(question, lines, evidence, evidence, language="en")
+    assert shaped is not None
+    assert shaped.chunks == (answering,)
+    assert "skipUpgradeChecks" in shaped.text
