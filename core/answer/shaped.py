@@ -89,8 +89,8 @@ def shape(
     language: str,
 ) -> Shaped | None:
     """The answer from the best line of `ranked` (scored lines of `evidence`, numbered as it is)
-    that can anchor one, in the section the best lines vote for (_by_votes), with its section
-    read from `pool` (every retrieved chunk); None when no line can."""
+    that can anchor one, in the section ranked first (_chosen_first), with its section read
+    from `pool` (every retrieved chunk); None when no line can."""
     ordered = _chosen_first(question, ranked, evidence, pool)
     return _compose(question, ordered[0], language) if ordered else None
 
@@ -172,7 +172,8 @@ def candidate_sections(
         key = _section_key(chunk)
         if key not in found:
             text = fold(" ".join([*(b.text for b in located.blocks), chunk.chunk.heading]))
-            share = sum(t.weight for t in terms if t.surface in _held(terms, text))
+            held = _held(terms, text)
+            share = sum(t.weight for t in terms if t.surface in held)
             start = SectionEvidence(s.n, share / weight if weight else 0.0, s.score, 0.0, 0)
             found[key] = (s, located, start)
         line, best_located, seen = found[key]
