@@ -151,9 +151,9 @@ class PipelineOptions:
     calls_beside_screening: int = 1
     # Tokens of passages a single lookup's first answer reads (core.retrieve.focus): the
     # best-ranked that fit; a wider round reads past it. Every token is read by the model
-    # before its first answer token; less than this and the facts a question needs start to
-    # fall outside it (bench/bench_named_keywords.py --budget).
-    answer_chunk_budget: int = 2500
+    # before its first answer token, and again by the judge where cited; much less than this
+    # and the facts a question needs fall outside it (bench/bench_named_keywords.py --budget).
+    answer_chunk_budget: int = 2200
     # When a single lookup asks the model for its retrieval keywords: "always", or only when
     # the passages its own words find are in another language than the question
     # ("across_languages": a question in the KB's language retrieves on NLP keywords, one call

@@ -72,3 +72,35 @@ def reading_text(text: str) -> str:
         piece = ATTRIBUTES.sub("", without_tags(piece))
         pieces[i] = html.unescape(piece)
     return "".join(pieces)
+
+
+# A fenced code block, fence to fence: written to be run or read as is.
+_FENCED = re.compile(r"^[ \t]*(`{3,}|~{3,})[^\n]*\n.*?^[ \t]*\1[^\n]*$", re.M | re.S)
+# Front matter at the start of a page: "---", lines of YAML, "---".
+_FRONT_MATTER = re.compile(r"\A---[ \t]*\n(?:(?![ \t]*---[ \t]*\n)[^\n]*\n){0,60}?---[ \t]*\n")
+# An image of the documents' own (a relative path): a chat shows none.
+_RELATIVE_IMAGE = re.compile(r"!\[[^\]\n]*\]\((?![a-z][a-z0-9+.-]*:)[^)\n]*\)")
+
+
+def prompt_text(text: str) -> str:
+    """A source's text as a model is shown it: what a reader of the answer could not follow
+    is left out — front matter, the targets of links to other pages of the documents (their
+    words stay), images of the documents, HTML comments and attribute lists. Code, fenced or
+    in spans, is kept as written, and so is a link to a site (a reader can open it)."""
+    text = _FRONT_MATTER.sub("", text, count=1)
+    out: list[str] = []
+    at = 0
+    for fenced in _FENCED.finditer(text):
+        out.append(_lean_prose(text[at : fenced.start()]))
+        out.append(fenced.group())
+        at = fenced.end()
+    out.append(_lean_prose(text[at:]))
+    return "".join(out)
+
+
+def _lean_prose(text: str) -> str:
+    pieces = CODE_SPAN.split(_COMMENT.sub("", text))
+    for i in range(0, len(pieces), 2):  # the pieces between code spans
+        piece = _RELATIVE_IMAGE.sub("", pieces[i])
+        pieces[i] = ATTRIBUTES.sub("", RELATIVE_LINK.sub(r"\1", piece))
+    return "".join(pieces)

@@ -40,6 +40,7 @@ from typing import Any
 
 from core.citation import Citation
 from core.language.lexicon import CANNOT_END
+from core.language.markup import prompt_text
 from core.language.text import CJK_CHAR, CJK_RUN, detect_language
 from core.language.words import zipf
 from core.models import LAYOUT_TYPES, UNKNOWN_TYPE
@@ -61,8 +62,8 @@ MIN_STATEMENT_WORDS = 3
 # A fact line longer than this is cut: the graph section orients, the sources carry the detail.
 MAX_FACT_CHARS = 400
 # Facts of each kind (entities, relation descriptions) shown at most, best-ranked first: an
-# answer cites a fact or two at most, the sources carry it.
-MAX_FACTS_PER_KIND = 6
+# answer cites a fact or two at most, the best-ranked ones, and the sources carry the rest.
+MAX_FACTS_PER_KIND = 4
 # A one-word name this common in general language (Zipf frequency, wordfreq) names nothing the
 # KB is about: "proxy", "replica", "value" are; "watchdog", "zookeeper", "failover" are not.
 GENERIC_ZIPF = 3.5
@@ -96,9 +97,11 @@ def source_label(item: ScoredChunk) -> str:
 
 
 def numbered_sources(context: RetrievedContext) -> list[dict[str, Any]]:
-    """The chunks as `{n, label, text}`, numbered from 1 in the context's order."""
+    """The chunks as `{n, label, text}`, numbered from 1 in the context's order; each text as a
+    model is shown it (core.language.markup.prompt_text: no front matter, no targets of links
+    to other pages, no images of the documents)."""
     return [
-        {"n": n, "label": source_label(item), "text": item.chunk.text}
+        {"n": n, "label": source_label(item), "text": prompt_text(item.chunk.text)}
         for n, item in enumerate(context.chunks, start=1)
     ]
 

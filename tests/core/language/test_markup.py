@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from core.language.markup import reading_text, without_tags
+from core.language.markup import prompt_text, reading_text, without_tags
 
 
 @pytest.mark.parametrize(
@@ -37,3 +37,23 @@ def test_a_placeholder_written_like_a_tag_is_a_word() -> None:
     assert without_tags("vault://<namespace>/<issuer-name>") == "vault://<namespace>/<issuer-name>"
     assert reading_text("use <namespace> and <b>bold</b>") == "use <namespace> and bold"
     assert without_tags("<DIV ALIGN=center>x</Div>") == "x"
+
+
+def test_a_prompt_shows_a_source_without_front_matter_page_links_or_images() -> None:
+    text = (
+        "---\ntitle: Toolbox\nweight: 3\n---\n\n"
+        "See the [Quickstart Guide](../Getting-Started/quickstart.md) and [Ceph's docs]"
+        "(https://docs.ceph.com/).\n![diagram](../images/arch.png)\n<!-- todo -->\n"
+        "```console\n[a](b.md) <!-- kept -->\n```\n"
+        'then `[c](d.md)`{:target="_blank"}'
+    )
+    assert prompt_text(text) == (
+        "\nSee the Quickstart Guide and [Ceph's docs](https://docs.ceph.com/).\n\n\n"
+        "```console\n[a](b.md) <!-- kept -->\n```\n"
+        "then `[c](d.md)`"
+    )
+
+
+def test_a_rule_is_not_front_matter_unless_it_opens_the_page() -> None:
+    text = "Intro.\n\n---\n\nkey: value\n---\n"
+    assert prompt_text(text) == text
