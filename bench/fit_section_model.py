@@ -27,6 +27,7 @@ import asyncio
 import json
 import sys
 from collections.abc import Sequence
+from dataclasses import asdict, fields
 from pathlib import Path
 from typing import Any
 
@@ -91,7 +92,7 @@ async def table(roots: Sequence[Path]) -> list[dict[str, Any]]:
                             composed = answer_from(text, candidate, language).text
                             sections.append(
                                 {
-                                    **_as_dict(candidate.evidence),
+                                    **asdict(candidate.evidence),
                                     "holds": not missing_facts(composed, facts),
                                 }
                             )
@@ -105,21 +106,9 @@ async def table(roots: Sequence[Path]) -> list[dict[str, Any]]:
     return rows
 
 
-def _as_dict(evidence: SectionEvidence) -> dict[str, Any]:
-    return {
-        "first_rank": evidence.first_rank,
-        "term_share": evidence.term_share,
-        "best": evidence.best,
-        "votes": evidence.votes,
-        "lines": evidence.lines,
-    }
-
-
 def _evidence(row: dict[str, Any]) -> list[SectionEvidence]:
-    return [
-        SectionEvidence(s["first_rank"], s["term_share"], s["best"], s["votes"], s["lines"])
-        for s in row["sections"]
-    ]
+    names = [f.name for f in fields(SectionEvidence)]
+    return [SectionEvidence(**{n: s[n] for n in names}) for s in row["sections"]]
 
 
 def fitted(rows: Sequence[dict[str, Any]]) -> SectionModel:
