@@ -385,7 +385,7 @@ class AnswerSettings(Section):
     """How an answer is found and checked (the stages are described in the README)."""
 
     top_k: int = Field(
-        5, ge=1, le=100, description="best chunks an extractive answer picks its sentences from"
+        8, ge=1, le=100, description="best chunks an extractive answer picks its sentences from"
     )
     min_score: float | None = Field(
         None, ge=-1, le=1, description="deprecated, ignored: replaced by [gate] coverage_*"

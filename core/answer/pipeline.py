@@ -112,9 +112,11 @@ from core.vector_cache import DocumentListing
 T = TypeVar("T")
 # How an answer's reason says the gate deferred its question (GateDecision.deferred).
 DEFERRED_NOTE = "(deferred by the gate: its word rule did not cover the question; the model judged)"
-# The best lines an extractive answer tries, in turn, as the anchor of its section: a line of
-# front matter, sample output or links to other pages anchors none.
-_ANCHOR_CANDIDATES = 12
+# The best lines an extractive answer scores as anchors of candidate sections (a line of front
+# matter, sample output or links to other pages anchors none); the section model
+# (core.answer.section_model) chooses among their sections, so more lines give it more
+# sections to choose from (bench/fit_section_model.py, with [answer] top_k).
+_ANCHOR_CANDIDATES = 20
 # A part's best passages that stand first in the answer's context (see _part_passages), and
 # the whole question's low-level keywords a part is retrieved with besides its own.
 PARTS_FIRST = 2
@@ -140,7 +142,7 @@ class PipelineOptions:
     # (GateOptions.model_judges_stuffing) is not refused here by that veto again.
     model_judges_stuffing: bool = True
     evidence_sentences: int = 3  # extractive answers
-    extractive_chunks: int = 5  # chunks an extractive answer picks its sentences from
+    extractive_chunks: int = 8  # chunks an extractive answer picks its sentences from
     extractive_entries: int = 2  # entry passages of the question's names read beside them
     temperature: float = 0.0
     max_tokens: int | None = None

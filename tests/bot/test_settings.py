@@ -4,6 +4,7 @@ from pathlib import Path
 
 import pytest
 
+import bot.settings as settings_module
 from bot.settings import load_settings
 from core.errors import ConfigError
 from tests.conftest import REPO
@@ -79,7 +80,10 @@ def test_secrets_are_masked(monkeypatch: pytest.MonkeyPatch) -> None:
     assert "hunter2" not in shown
 
 
-def test_the_example_config_is_valid() -> None:
+def test_the_example_config_is_valid(monkeypatch: pytest.MonkeyPatch) -> None:
+    # load_settings remembers the file for the process: the tests after this one must not
+    # read the example's values as their settings.
+    monkeypatch.setattr(settings_module, "_config_override", None)
     settings = load_settings(REPO / "deploy" / "tacit.example.toml")
     assert settings.llm.model
 
