@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Literal
 
-from core.language.markup import ATTRIBUTES, CODE_SPAN, RELATIVE_LINK, without_tags
+from core.language.markup import ATTRIBUTES, RELATIVE_LINK, outside_code_spans, without_tags
 
 Kind = Literal["prose", "list", "code", "output", "table", "heading", "rule", "front_matter"]
 
@@ -91,12 +91,12 @@ def as_shown(text: str) -> str:
     page shows `on\\_role\\_change` as on_role_change; Slack and Telegram would show the
     backslashes, and a reader searching the docs for the name would not find it), except
     inside code spans, which are shown as written."""
-    pieces = CODE_SPAN.split(text)
-    for i in range(0, len(pieces), 2):  # the pieces between code spans
-        piece = without_tags(RELATIVE_LINK.sub(r"\1", pieces[i]))
-        piece = ATTRIBUTES.sub("", piece)
-        pieces[i] = _ESCAPED.sub(r"\1", piece)
-    return "".join(pieces)
+    return outside_code_spans(text, _shown)
+
+
+def _shown(piece: str) -> str:
+    piece = ATTRIBUTES.sub("", without_tags(RELATIVE_LINK.sub(r"\1", piece)))
+    return _ESCAPED.sub(r"\1", piece)
 
 
 def link_only(text: str) -> bool:

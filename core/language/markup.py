@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import html
 import re
+from collections.abc import Callable
 
 from core.language.lexicon import words
 
@@ -49,6 +50,15 @@ HTML_ELEMENTS = words(
 HTML_TAG = re.compile(r"</?([A-Za-z][\w-]*)(?:\s[^<>]*)?/?>")
 
 
+def outside_code_spans(text: str, change: Callable[[str], str]) -> str:
+    """`text` with `change` applied to the pieces between its code spans, which stay as
+    written."""
+    pieces = CODE_SPAN.split(text)
+    for i in range(0, len(pieces), 2):  # the pieces between code spans
+        pieces[i] = change(pieces[i])
+    return "".join(pieces)
+
+
 def _tag(match: re.Match[str]) -> str:
     return "" if match.group(1).lower() in HTML_ELEMENTS else match.group()
 
@@ -63,15 +73,12 @@ def reading_text(text: str) -> str:
     """The words a reader of the rendered page sees: links as their words, no images, no
     reference definitions or autolinks, no HTML tags, comments or attribute lists, character
     references as the characters. Code spans as written."""
-    text = _REFERENCE.sub("", _COMMENT.sub("", text))
-    pieces = CODE_SPAN.split(text)
-    for i in range(0, len(pieces), 2):  # the pieces between code spans
-        piece = _IMAGE.sub("", pieces[i])
-        piece = LINK.sub(r"\1", piece)
-        piece = _AUTOLINK.sub("", piece)
-        piece = ATTRIBUTES.sub("", without_tags(piece))
-        pieces[i] = html.unescape(piece)
-    return "".join(pieces)
+    return outside_code_spans(_REFERENCE.sub("", _COMMENT.sub("", text)), _read)
+
+
+def _read(piece: str) -> str:
+    piece = _AUTOLINK.sub("", LINK.sub(r"\1", _IMAGE.sub("", piece)))
+    return html.unescape(ATTRIBUTES.sub("", without_tags(piece)))
 
 
 # A fenced code block, fence to fence: written to be run or read as is.
@@ -99,8 +106,8 @@ def prompt_text(text: str) -> str:
 
 
 def _lean_prose(text: str) -> str:
-    pieces = CODE_SPAN.split(_COMMENT.sub("", text))
-    for i in range(0, len(pieces), 2):  # the pieces between code spans
-        piece = _RELATIVE_IMAGE.sub("", pieces[i])
-        pieces[i] = ATTRIBUTES.sub("", RELATIVE_LINK.sub(r"\1", piece))
-    return "".join(pieces)
+    return outside_code_spans(_COMMENT.sub("", text), _lean)
+
+
+def _lean(piece: str) -> str:
+    return ATTRIBUTES.sub("", RELATIVE_LINK.sub(r"\1", _RELATIVE_IMAGE.sub("", piece)))
