@@ -48,6 +48,7 @@ from core.answer.section_model import (
     SectionEvidence,
     SectionModel,
     features,
+    order,
 )
 from core.answer.shaped import answer_from, candidate_sections
 from core.eval.answers import missing_facts
@@ -132,10 +133,9 @@ def fitted(rows: Sequence[dict[str, Any]]) -> SectionModel:
     )
 
 
-def _chosen(row: dict[str, Any], ranks: Sequence[float]) -> bool:
-    sections = row["sections"]
-    best = max(range(len(sections)), key=lambda i: (ranks[i], sections[i]["best"]))
-    return bool(sections[best]["holds"])
+def _chosen(row: dict[str, Any], model: SectionModel | None) -> bool:
+    """Whether the section the answer would choose (section_model.order) holds the facts."""
+    return bool(row["sections"][order(_evidence(row), model)[0]]["holds"])
 
 
 def leave_one_set_out(rows: Sequence[dict[str, Any]]) -> dict[str, dict[str, int]]:
@@ -146,8 +146,8 @@ def leave_one_set_out(rows: Sequence[dict[str, Any]]) -> dict[str, dict[str, int
         scored = [r for r in held if r["sections"]]
         report[name] = {
             "covered": len(held),
-            "votes": sum(_chosen(r, [s["votes"] for s in r["sections"]]) for r in scored),
-            "model": sum(_chosen(r, model.scores(_evidence(r))) for r in scored),
+            "votes": sum(_chosen(r, None) for r in scored),
+            "model": sum(_chosen(r, model) for r in scored),
             "ceiling": sum(any(s["holds"] for s in r["sections"]) for r in scored),
         }
     return report

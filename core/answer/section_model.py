@@ -141,4 +141,12 @@ def shipped_model() -> SectionModel | None:
         return None
 
 
-__all__ = ["FEATURES", "SectionEvidence", "SectionModel", "features", "shipped_model"]
+def order(sections: Sequence[SectionEvidence], model: SectionModel | None) -> list[int]:
+    """The sections' indexes, the one most likely to hold the answer first: by `model`'s
+    scores, or by the votes (the hand rule) without a model; ties go to the better best line,
+    then to the earlier section."""
+    ranks = [s.votes for s in sections] if model is None else model.scores(sections)
+    return sorted(range(len(sections)), key=lambda i: (-ranks[i], -sections[i].best))
+
+
+__all__ = ["FEATURES", "SectionEvidence", "SectionModel", "features", "order", "shipped_model"]

@@ -38,7 +38,7 @@ from core.answer.extractive import (
     _sentences,
     _with_header,
 )
-from core.answer.section_model import SectionEvidence, shipped_model
+from core.answer.section_model import SectionEvidence, order, shipped_model
 from core.answer.sections import Block, as_shown, blocks, link_only, plain
 from core.language.terms import content_terms
 from core.language.text import detect_language
@@ -204,13 +204,8 @@ def _chosen_first(
     """The candidate sections' best lines, the section most likely to hold the answer first:
     by the fitted section model, or by the votes when no model could be read."""
     candidates = candidate_sections(question, ranked, evidence, pool)
-    model = shipped_model()
-    if model is None:
-        ranks = [c.evidence.votes for c in candidates]
-    else:
-        ranks = model.scores([c.evidence for c in candidates])
-    order = sorted(range(len(candidates)), key=lambda i: (-ranks[i], -candidates[i].evidence.best))
-    return [candidates[i].located for i in order]
+    chosen = order([c.evidence for c in candidates], shipped_model())
+    return [candidates[i].located for i in chosen]
 
 
 def _section_key(chunk: ScoredChunk) -> tuple[str, str]:

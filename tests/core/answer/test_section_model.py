@@ -12,6 +12,7 @@ from core.answer.section_model import (
     SectionEvidence,
     SectionModel,
     features,
+    order,
     shipped_model,
 )
 
@@ -63,3 +64,16 @@ def test_a_weights_file_for_other_features_or_broken_is_refused(change: dict) ->
     with pytest.raises(ValueError):
         SectionModel.from_json({**good, **change})
     assert SectionModel.from_json(good).intercept == 0.0
+
+
+def test_without_a_model_the_votes_order_the_sections_and_ties_go_to_the_better_line() -> None:
+    sections = [
+        SectionEvidence(1, 0.5, 0.60, 0.2, 1),
+        SectionEvidence(2, 0.5, 0.70, 0.4, 2),
+        SectionEvidence(3, 0.5, 0.65, 0.4, 2),
+    ]
+    assert order(sections, None) == [1, 2, 0]
+    model = shipped_model()
+    assert model is not None
+    scores = model.scores(sections)
+    assert order(sections, model)[0] == max(range(3), key=scores.__getitem__)
