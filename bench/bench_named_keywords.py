@@ -35,6 +35,7 @@ import asyncio
 import json
 import sys
 import tempfile
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -60,15 +61,18 @@ from core.retrieve.retriever import Retriever  # noqa: E402
 COLUMNS = ("before", "own words", "named, no BM25", "named", "named, whole retrieval")
 
 
+def newest_home(roots: Sequence[Path], name: str) -> Path | None:
+    """The newest indexed home of the set `name` under any of `roots` (None: there is none)."""
+    found = [h for root in roots for h in root.glob(f"{name}-*") if (h / ".indexed").exists()]
+    return max(found, key=lambda h: h.stat().st_mtime) if found else None
+
+
 def home_of(homes: Path, entry: FirstHourSet) -> Path:
     """The newest indexed home of the set under `homes`."""
-    found = sorted(
-        (h for h in homes.glob(f"{entry.name}-*") if (h / ".indexed").exists()),
-        key=lambda h: h.stat().st_mtime,
-    )
-    if not found:
+    home = newest_home([homes], entry.name)
+    if home is None:
         raise SystemExit(f"no indexed home for {entry.name} under {homes} (bench_firsthour.py)")
-    return found[-1]
+    return home
 
 
 def covered(entry: FirstHourSet) -> list[dict[str, Any]]:

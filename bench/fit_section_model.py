@@ -39,7 +39,7 @@ from sklearn.linear_model import LogisticRegression
 import core.answer.pipeline as pipeline
 from bench import results as results_md
 from bench.bench_firsthour import read_sets
-from bench.bench_named_keywords import covered
+from bench.bench_named_keywords import covered, newest_home
 from bot.settings import Settings
 from bot.wiring import open_services
 from core.answer.events import Final
@@ -56,11 +56,6 @@ from core.eval.answers import missing_facts
 C = 1.0  # the regression's inverse regularisation (scikit-learn's default)
 
 
-def _homes(roots: Sequence[Path], name: str) -> Path | None:
-    found = [h for root in roots for h in root.glob(f"{name}-*") if (h / ".indexed").exists()]
-    return max(found, key=lambda h: h.stat().st_mtime) if found else None
-
-
 async def table(roots: Sequence[Path]) -> list[dict[str, Any]]:
     """One row per covered message: its candidate sections' features and labels."""
     recorded: list[tuple[Any, ...]] = []
@@ -74,7 +69,7 @@ async def table(roots: Sequence[Path]) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     try:
         for entry in read_sets():
-            home = _homes(roots, entry.name)
+            home = newest_home(roots, entry.name)
             if home is None:
                 print(f"{entry.name}: no indexed home, left out", file=sys.stderr)
                 continue

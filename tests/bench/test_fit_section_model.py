@@ -4,8 +4,11 @@
 from __future__ import annotations
 
 import json
+import os
+from pathlib import Path
 from typing import Any
 
+from bench.bench_named_keywords import newest_home
 from core.answer.section_model import SectionModel
 from tests.bench.loading import bench_module
 
@@ -47,3 +50,15 @@ def test_the_fitted_model_round_trips_as_the_shipped_file_reads_it() -> None:
     model = bench.fitted([*_rows("a", 6), *_rows("b", 4)])
     again = SectionModel.from_json(json.loads(model.to_json(fitted_on=["a", "b"], C=bench.C)))
     assert again == model
+
+
+def test_the_newest_indexed_home_of_a_set_is_found_under_any_root(tmp_path: Path) -> None:
+    older, newer = tmp_path / "a" / "rook-1", tmp_path / "b" / "rook-2"
+    unindexed = tmp_path / "b" / "rook-3"
+    for home in (older, newer, unindexed):
+        home.mkdir(parents=True)
+    (older / ".indexed").touch()
+    (newer / ".indexed").touch()
+    os.utime(older, (1, 1))
+    assert newest_home([tmp_path / "a", tmp_path / "b"], "rook") == newer
+    assert newest_home([tmp_path / "a"], "etcd") is None
