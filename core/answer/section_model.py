@@ -5,8 +5,7 @@ a hand rule: the section most of the best-scored lines fall in, each line voting
 the weakest. On documentation nobody here wrote, the best single line and the votes both often
 stand in a neighbour of the answering section, and one of the other sections tried holds the
 answer. The same signals, weighed by a logistic regression fitted on the first-hour sets
-(bench/fit_section_model.py, which scores each set by a fit that left it out), choose better;
-the measurements are in docs/notes/.
+(bench/fit_section_model.py, which scores each set by a fit that left it out), choose better.
 
 What the model reads of a section (SectionEvidence), each beside the best of the question's
 other sections where a gap says more than the value:

@@ -6,8 +6,7 @@ reads a smaller budget:
 - chosen by rank: the best-ranked passages while they fit (a shorter one further down may
   still fit). With the keywords the gate's screening names in the documents' words, the
   ranking holds the needed facts in more answer prompts than filling the budget with the best
-  passage's document first did (bench/bench_named_keywords.py; the counts are in
-  docs/notes/2026-12-07-screened-keywords-certmanager.md);
+  passage's document first did (bench/bench_named_keywords.py measures it);
 - shown by document: the documents in the order of their best passage, each document's
   passages in its own order, so that a runbook's Diagnosis reads before its Mitigation.
 What the budget leaves out is not lost: a wider round (the judge's) retrieves past it.
